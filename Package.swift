@@ -1,0 +1,76 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "swift-rtm",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "RTMProtocol", targets: ["RTMProtocol"]),
+        .library(name: "RTMClient", targets: ["RTMClient"]),
+        .library(name: "RTMServer", targets: ["RTMServer"]),
+        .library(name: "RTMAuth", targets: ["RTMAuth"]),
+        .executable(name: "rtm", targets: ["rtm"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
+        .target(name: "RTMProtocol", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+        ], swiftSettings: strict),
+        // Token minting and verification (AccessToken "006"). Server and CLI only.
+        .target(name: "RTMAuth", dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"),
+        ], swiftSettings: strict),
+        .target(name: "RTMServer", dependencies: [
+            "RTMProtocol", "RTMAuth",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], swiftSettings: strict),
+        // The client SDK. Never depends on the server.
+        .target(name: "RTMClient", dependencies: [
+            "RTMProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "DequeModule", package: "swift-collections"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // Test support: the fault-injecting TCP proxy and waiting helpers.
+        .target(name: "RTMTestSupport", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "rtm", dependencies: [
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], swiftSettings: strict),
+        .testTarget(name: "RTMProtocolTests", dependencies: ["RTMProtocol"], swiftSettings: strict),
+        .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
+        .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
+        .testTarget(name: "RTMIntegrationTests", dependencies: [
+            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,134 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import RTMProtocol
+
+/// Opens one WebSocket connection to the server (TCP, HTTP upgrade with subprotocol `rtm.v1`)
+/// and feeds its frames to the core. All on the core's event loop.
+enum ClientTransport {
+    struct Endpoint: Sendable, Equatable {
+        let host: String
+        let port: Int
+        let path: String
+
+        /// Parses `ws://host:port[/path]`.
+        init?(_ url: String) {
+            guard url.hasPrefix("ws://") else { return nil }
+            var rest = Substring(url.dropFirst(5))
+            var path = FrameCodec.path
+            if let slash = rest.firstIndex(of: "/") {
+                let given = String(rest[slash...])
+                if given != "/" { path = given }
+                rest = rest[..<slash]
+            }
+            var host = String(rest)
+            var port = 80
+            if host.hasPrefix("["), let close = host.firstIndex(of: "]") {   // [::1]:port
+                let after = host[host.index(after: close)...]
+                if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p }
+                host = String(host[host.index(after: host.startIndex)..<close])
+            } else if let colon = host.lastIndex(of: ":") {
+                guard let p = Int(host[host.index(after: colon)...]) else { return nil }
+                port = p
+                host = String(host[..<colon])
+            }
+            guard !host.isEmpty, (1...65535).contains(port) else { return nil }
+            self.host = host
+            self.port = port
+            self.path = path
+        }
+    }
+
+    /// Connects; `onFrame` gets each decoded frame, `onReady` runs once the upgrade is done,
+    /// `onClose` runs exactly once when the connection ends (or never opened).
+    static func connect(
+        endpoint: Endpoint, eventLoop: any EventLoop, connectTimeout: TimeAmount, maxFrameSize: Int,
+        onReady: @escaping @Sendable (any Channel) -> Void,
+        onFrame: @escaping @Sendable (Frame?, String?) -> Void,
+        onClose: @escaping @Sendable (String) -> Void
+    ) {
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let upgrader = NIOWebSocketClientUpgrader(
+                        requestKey: NIOWebSocketClientUpgrader.randomRequestKey(),
+                        maxFrameSize: maxFrameSize,
+                        automaticErrorHandling: true,
+                        upgradePipelineHandler: { channel, _ in
+                            channel.eventLoop.makeCompletedFuture {
+                                let sync = channel.pipeline.syncOperations
+                                try sync.addHandler(NIOWebSocketFrameAggregator(
+                                    minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: maxFrameSize))
+                                try sync.addHandler(ClientFrameHandler(onFrame: onFrame))
+                                onReady(channel)
+                            }
+                        })
+                    let config: NIOHTTPClientUpgradeSendableConfiguration = (upgraders: [upgrader], completionHandler: { _ in })
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(withClientUpgrade: config)
+                    try channel.pipeline.syncOperations.addHandler(CloseOnErrorHandler())
+                }
+            }
+        bootstrap.connect(host: endpoint.host, port: endpoint.port).whenComplete { result in
+            switch result {
+            case .failure(let error):
+                onClose("connect failed: \(error)")
+            case .success(let channel):
+                channel.closeFuture.whenComplete { _ in onClose("connection closed") }
+                var headers = HTTPHeaders()
+                headers.add(name: "Host", value: "\(endpoint.host):\(endpoint.port)")
+                headers.add(name: "Sec-WebSocket-Protocol", value: FrameCodec.subprotocol)
+                headers.add(name: "Content-Length", value: "0")
+                let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: endpoint.path, headers: headers)
+                channel.write(HTTPClientRequestPart.head(head), promise: nil)
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            }
+        }
+    }
+
+    /// Sends one frame, masked as a client must.
+    static func send(_ frame: Frame, on channel: any Channel) {
+        let buffer = FrameCodec.encode(frame, allocator: channel.allocator)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer), promise: nil)
+    }
+}
+
+/// Decodes inbound WebSocket frames; answers WebSocket pings.
+final class ClientFrameHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+    private let onFrame: @Sendable (Frame?, String?) -> Void
+
+    init(onFrame: @escaping @Sendable (Frame?, String?) -> Void) { self.onFrame = onFrame }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            do { onFrame(try FrameCodec.decode(frame.unmaskedData), nil) } catch { onFrame(nil, error.description) }
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connectionClose:
+            context.close(promise: nil)
+        default:
+            onFrame(nil, nil)   // still a sign of life (T-3)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ClientFrameHandler: Sendable {}
+
+/// Closes the connection on any error (failed upgrade, protocol error), so nothing hangs.
+final class CloseOnErrorHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension CloseOnErrorHandler: Sendable {}

@@ -1,0 +1,243 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTMProtocol
+
+/// The client SDK: one MESSAGE connection with exact connection management (SPEC §1–5).
+///
+/// Creating a client opens nothing (K-1); `login` does. The SDK notices a dead link by its
+/// heartbeat, reconnects by itself with jittered backoff, restores subscriptions, queues
+/// requests while reconnecting, and reports every transition as a link-state event and as a
+/// classic connection-state change.
+///
+/// ```swift
+/// let client = try RTMClient(config: RTMClientConfig(appId: appId, userId: "alice", endpoint: "ws://127.0.0.1:9600"))
+/// Task { for await event in client.events() { print(event) } }
+/// try await client.login(token: token)
+/// try await client.subscribe("room")
+/// try await client.publish(channel: "room", message: "hello")
+/// ```
+public final class RTMClient: Sendable {
+    private let core: ClientCore
+    /// The event loop all client state lives on; delegate callbacks arrive on it.
+    public let eventLoop: any EventLoop
+
+    /// Creates a client. Throws when the configuration is invalid (the error names the field).
+    public init(config: RTMClientConfig, eventLoop: (any EventLoop)? = nil, logger: Logger = Logger(label: "rtm.client")) throws(RTMError) {
+        try config.validate()
+        guard let endpoint = ClientTransport.Endpoint(config.endpoint) else {
+            throw RTMError(.invalidParameter, operation: "config", "endpoint '\(config.endpoint)' is not ws://host:port[/path]")
+        }
+        let loop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
+        self.eventLoop = loop
+        self.core = ClientCore(config: config, endpoint: endpoint, loop: loop, logger: logger)
+        let core = self.core
+        loop.execute { [weak self] in core.owner = self }
+        Self.startPathMonitor(for: self)
+    }
+
+    deinit {
+        let core = self.core
+        core.loop.execute { core.terminate() }   // SPEC R-4: nothing outlives the client
+    }
+
+    /// The configuration.
+    public var config: RTMClientConfig { core.config }
+
+    // MARK: events
+
+    /// A new stream of every event from now on (each call is its own registration, T-6).
+    public func events() -> AsyncStream<RTMEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: RTMEvent.self)
+        let core = self.core
+        core.loop.execute {
+            if core.terminated { continuation.finish(); return }
+            let id = core.addSink(continuation)
+            continuation.onTermination = { _ in core.loop.execute { core.sinks[id] = nil } }
+        }
+        return stream
+    }
+
+    /// Sets the delegate (held strongly until replaced with nil); events arrive on `eventLoop`.
+    public func setDelegate(_ delegate: (any RTMClientDelegate)?) async {
+        let core = self.core
+        await onLoop { core.delegate = delegate }
+    }
+
+    /// The current link state.
+    public var linkState: LinkState { get async { await onLoop { [core] in core.machine.linkState } } }
+
+    /// The current classic connection state.
+    public var connectionState: ConnectionState { get async { await onLoop { [core] in core.machine.classic } } }
+
+    /// Channels currently subscribed (as the SDK will restore them).
+    public var subscribedChannels: [String] { get async { await onLoop { [core] in core.subscriptions } } }
+
+    // MARK: login
+
+    /// Logs in with a token (nil or empty: the app id alone, for apps without a certificate).
+    /// Returns when connected; throws on rejection or login timeout (C-1).
+    public func login(token: String?) async throws(RTMError) {
+        try await login { core in core.token = token; core.tokenProvider = nil }
+    }
+
+    /// Logs in asking `tokenProvider` for a fresh token at every (re)login (SPEC T-7).
+    public func login(tokenProvider: @escaping @Sendable () async throws -> String) async throws(RTMError) {
+        try await login { core in core.tokenProvider = tokenProvider }
+    }
+
+    private func login(_ setup: @escaping @Sendable (ClientCore) -> Void) async throws(RTMError) {
+        let core = self.core
+        let future: EventLoopFuture<Void> = core.loop.flatSubmit {
+            setup(core)
+            let promise = core.loop.makePromise(of: Void.self)
+            core.loginWaiters.append(promise)
+            core.run(core.machine.login(now: .now()))
+            return promise.futureResult
+        }
+        try await Self.wait(future, operation: "login")
+    }
+
+    /// Logs out from any state: closes the connection, cancels every timer, clears every cache
+    /// (SPEC C-2, K-4, H-4). Members of the channels see the leave at once.
+    public func logout() async {
+        let core = self.core
+        await onLoop { core.run(core.machine.logout(now: .now())) }
+    }
+
+    /// Replaces the token in-band, without reconnecting (T-7). After a token-expired stop it
+    /// also resumes reconnecting (C-7).
+    public func renewToken(_ token: String) async throws(RTMError) {
+        let core = self.core
+        let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
+            core.token = token
+            if core.machine.isConnected {
+                return core.request(Frame(type: .renewToken, token: token), operation: "renewToken")
+            }
+            core.run(core.machine.tokenRenewed(now: .now()))
+            return core.loop.makeSucceededFuture(Frame(type: .ok))
+        }
+        _ = try await Self.wait(future, operation: "renewToken")
+    }
+
+    /// Tells the SDK whether the network is usable (R-2, T-4). `true` while disconnected or
+    /// suspended retries at once; `false` stops retrying until it comes back.
+    public func setNetworkAvailable(_ available: Bool) {
+        let core = self.core
+        core.loop.execute { core.run(core.machine.networkChanged(available: available, now: .now())) }
+    }
+
+    // MARK: channels and messages
+
+    /// Subscribes to a message channel; returns its members at that moment (the snapshot).
+    /// The subscription is restored automatically after every reconnection (C-5).
+    @discardableResult
+    public func subscribe(_ channel: String) async throws(RTMError) -> [String] {
+        try check(channel: channel, operation: "subscribe")
+        let core = self.core
+        let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
+            core.request(Frame(type: .subscribe, channel: channel), operation: "subscribe").map { reply in
+                if !core.subscriptions.contains(channel) { core.subscriptions.append(channel) }
+                core.emit(.presence(PresenceEvent(kind: .snapshot, channelName: channel, userId: "",
+                                                  members: reply.users ?? [], timestamp: reply.ts ?? 0)))
+                return reply
+            }
+        }
+        return try await Self.wait(future, operation: "subscribe").users ?? []
+    }
+
+    /// Unsubscribes (an intentional leave: members are told at once, P-4).
+    public func unsubscribe(_ channel: String) async throws(RTMError) {
+        try check(channel: channel, operation: "unsubscribe")
+        let core = self.core
+        let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
+            core.subscriptions.removeAll { $0 == channel }
+            return core.request(Frame(type: .unsubscribe, channel: channel), operation: "unsubscribe")
+        }
+        _ = try await Self.wait(future, operation: "unsubscribe")
+    }
+
+    /// Publishes text to a message channel (subscribing is not needed). Queued while
+    /// reconnecting; fails with `channelPublishMessageTimeout` if not acknowledged within the
+    /// request timeout. Returns the message's sequence number in the channel.
+    @discardableResult
+    public func publish(channel: String, message: String, customType: String? = nil) async throws(RTMError) -> UInt64 {
+        try await publish(Frame(type: .publish, channel: channel, text: message, customType: customType))
+    }
+
+    /// Publishes binary data to a message channel.
+    @discardableResult
+    public func publish(channel: String, data: Data, customType: String? = nil) async throws(RTMError) -> UInt64 {
+        try await publish(Frame(type: .publish, channel: channel, data: data, customType: customType))
+    }
+
+    private func publish(_ frame: Frame) async throws(RTMError) -> UInt64 {
+        try check(channel: frame.channel ?? "", operation: "publish")
+        try check(payload: frame, operation: "publish")
+        let core = self.core
+        let future = core.loop.flatSubmit {
+            core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
+        }
+        return try await Self.wait(future, operation: "publish").seq ?? 0
+    }
+
+    /// Sends a text message to one user (peer-to-peer). Fails with `channelReceiverOffline`
+    /// when the user is not online.
+    public func publish(toUser userId: String, message: String, customType: String? = nil) async throws(RTMError) {
+        try await send(Frame(type: .sendUser, userId: userId, text: message, customType: customType))
+    }
+
+    /// Sends binary data to one user.
+    public func publish(toUser userId: String, data: Data, customType: String? = nil) async throws(RTMError) {
+        try await send(Frame(type: .sendUser, userId: userId, data: data, customType: customType))
+    }
+
+    private func send(_ frame: Frame) async throws(RTMError) {
+        if let problem = Limits().nameProblem(frame.userId ?? "", kind: "userId") {
+            throw RTMError(.invalidUserId, operation: "publish", problem)
+        }
+        try check(payload: frame, operation: "publish")
+        let core = self.core
+        let future = core.loop.flatSubmit {
+            core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
+        }
+        _ = try await Self.wait(future, operation: "publish")
+    }
+
+    // MARK: helpers
+
+    private func check(channel: String, operation: String) throws(RTMError) {
+        if let problem = Limits().nameProblem(channel, kind: "channel name") {
+            throw RTMError(.invalidChannelName, operation: operation, problem)
+        }
+    }
+
+    private func check(payload frame: Frame, operation: String) throws(RTMError) {
+        let limits = Limits()
+        if frame.payloadSize > limits.maxPayloadBytes {
+            throw RTMError(.channelMessageLengthExceedLimitation, operation: operation,
+                           "payload is \(frame.payloadSize) bytes; the limit is \(limits.maxPayloadBytes)")
+        }
+        if let type = frame.customType, type.count > limits.maxCustomTypeLength {
+            throw RTMError(.channelCustomTypeLengthOverflow, operation: operation,
+                           "customType is longer than \(limits.maxCustomTypeLength) characters")
+        }
+    }
+
+    private func onLoop<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        // Submitting to a running event loop cannot fail unless the loop is shut down.
+        (try? await eventLoop.submit(body).get()) ?? body()
+    }
+
+    private static func wait<T: Sendable>(_ future: EventLoopFuture<T>, operation: String) async throws(RTMError) -> T {
+        do {
+            return try await future.get()
+        } catch let error as RTMError {
+            throw error
+        } catch {
+            throw RTMError(.notConnected, operation: operation, "\(error)")
+        }
+    }
+}

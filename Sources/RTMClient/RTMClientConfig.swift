@@ -1,0 +1,96 @@
+import NIOCore
+import RTMProtocol
+
+/// Client configuration (SPEC §7). Every timer has the SPEC's default; `validate()` rejects
+/// values outside the allowed ranges with an error naming the field and the range.
+///
+/// Tests may shrink timers below the production ranges by setting `allowTestTimings`.
+public struct RTMClientConfig: Sendable {
+    /// Application id.
+    public var appId: String
+    /// This client's user id (≤ 64 characters of the allowed set).
+    public var userId: String
+    /// Server endpoint, `ws://host:port` (the path `/v1` is added when missing).
+    public var endpoint: String
+    /// Seconds between pings (SPEC H-1), integer in [5, 1800]; default 5.
+    public var heartbeatInterval: Double = 5
+    /// Grace the server gives this client after losing it, seconds, in [5, 300]; default 15 (P-1).
+    public var presenceTimeout: Double = 15
+    /// Seconds without a reply to a ping before the link is declared lost (H-1); default 10.
+    public var pongTimeout: Double = 10
+    /// Seconds the initial login may take (C-1); default 12.
+    public var loginTimeout: Double = 12
+    /// Seconds a request may wait for its reply, queued time included; default 10.
+    public var requestTimeout: Double = 10
+    /// Seconds one connection attempt (TCP + upgrade + login reply) may take (T-1); default 10.
+    public var connectTimeout: Double = 10
+    /// Seconds after which an unrecovered link goes to failed (L-1): 0 = never, else [15, 3600].
+    public var reconnectTimeout: Double = 0
+    /// First reconnection backoff, seconds (R-1: 2).
+    public var backoffInitial: Double = 2
+    /// Backoff cap, seconds (R-1: 64).
+    public var backoffMax: Double = 64
+    /// How long the link stays `disconnected` before `suspended`, seconds (120).
+    public var disconnectedWindow: Double = 120
+    /// Retry period while `suspended`, seconds (30).
+    public var suspendedRetryInterval: Double = 30
+    /// An interruption shorter than this causes no classic state change, seconds (C-3: 4).
+    public var interruptionThreshold: Double = 4
+    /// `isResumed` window after a loss, seconds (2 min).
+    public var resumeWindow: Double = 120
+    /// Deadline for a close handshake before the socket is dropped, seconds (T-2: 1).
+    public var closeTimeout: Double = 1
+    /// Seed for the backoff jitter; nil = random. Tests set it for determinism.
+    public var jitterSeed: UInt64?
+    /// Allow timers below the production ranges (tests only).
+    public var allowTestTimings = false
+
+    /// A configuration with every other field at its default.
+    public init(appId: String, userId: String, endpoint: String = "ws://127.0.0.1:9600") {
+        self.appId = appId
+        self.userId = userId
+        self.endpoint = endpoint
+    }
+
+    /// Checks every field; throws `RTMError` (`invalidParameter`, `invalidUserId`) naming the
+    /// field and its allowed range.
+    public func validate() throws(RTMError) {
+        func fail(_ message: String) -> RTMError { RTMError(.invalidParameter, operation: "config", message) }
+        if appId.isEmpty { throw fail("appId is empty") }
+        if let problem = Limits().nameProblem(userId, kind: "userId") {
+            throw RTMError(.invalidUserId, operation: "config", problem)
+        }
+        guard endpoint.hasPrefix("ws://") || endpoint.hasPrefix("wss://") else {
+            throw fail("endpoint must start with ws:// or wss://, got '\(endpoint)'")
+        }
+        if !allowTestTimings {
+            guard (5...1800).contains(heartbeatInterval), heartbeatInterval.rounded() == heartbeatInterval else {
+                throw fail("heartbeatInterval must be an integer in [5, 1800] seconds, got \(heartbeatInterval)")
+            }
+            guard (5...300).contains(presenceTimeout), presenceTimeout.rounded() == presenceTimeout else {
+                throw fail("presenceTimeout must be an integer in [5, 300] seconds, got \(presenceTimeout)")
+            }
+            guard reconnectTimeout == 0 || (15...3600).contains(reconnectTimeout) else {
+                throw fail("reconnectTimeout must be 0 (never) or in [15, 3600] seconds, got \(reconnectTimeout)")
+            }
+        }
+        let positive: [(String, Double)] = [
+            ("pongTimeout", pongTimeout), ("loginTimeout", loginTimeout), ("requestTimeout", requestTimeout),
+            ("connectTimeout", connectTimeout), ("backoffInitial", backoffInitial), ("backoffMax", backoffMax),
+            ("disconnectedWindow", disconnectedWindow), ("suspendedRetryInterval", suspendedRetryInterval),
+            ("closeTimeout", closeTimeout), ("heartbeatInterval", heartbeatInterval), ("presenceTimeout", presenceTimeout),
+        ]
+        for (name, value) in positive where !(value > 0) || !value.isFinite {
+            throw fail("\(name) must be a positive number of seconds, got \(value)")
+        }
+        if backoffMax < backoffInitial {
+            throw fail("backoffMax (\(backoffMax)) must be ≥ backoffInitial (\(backoffInitial))")
+        }
+        if reconnectTimeout < 0 { throw fail("reconnectTimeout must be 0 (never) or in [15, 3600] seconds, got \(reconnectTimeout)") }
+    }
+}
+
+extension TimeAmount {
+    /// A time amount from fractional seconds.
+    static func fractionalSeconds(_ value: Double) -> TimeAmount { .nanoseconds(Int64(value * 1e9)) }
+}

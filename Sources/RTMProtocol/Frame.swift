@@ -1,0 +1,95 @@
+import struct Foundation.Data
+
+/// One protocol frame: a JSON object carried in one WebSocket text frame.
+///
+/// The frame is flat: `type` says which of the optional fields are meaningful (PROTOCOL.md lists
+/// them per type). Readers ignore fields they do not know, so newer peers can add fields freely.
+///
+/// ```swift
+/// let frame = Frame(type: .publish, id: 7, channel: "room", text: "hello")
+/// let bytes = try FrameCodec.encode(frame, allocator: allocator)
+/// ```
+public struct Frame: Codable, Sendable, Equatable {
+    /// What the frame is.
+    public var type: FrameType
+    /// Request correlation id, echoed in the `ok`/`error` reply. Chosen by the client, unique per connection.
+    public var id: UInt64?
+
+    // login
+    /// Application id (login).
+    public var appId: String?
+    /// User id (login, sendUser target, message publisher, presence subject).
+    public var userId: String?
+    /// Token (login, renewToken).
+    public var token: String?
+    /// The client's ping interval in seconds (login), [5, 1800] in production.
+    public var heartbeatInterval: Double?
+    /// Grace after loss before the server declares the user gone, in seconds (login), [5, 300].
+    public var presenceTimeout: Double?
+    /// Opaque token from an earlier login's reply: resume that session (login).
+    public var resumeToken: String?
+    /// In a login reply: whether the earlier session was resumed (no presence change was seen by others).
+    public var resumed: Bool?
+
+    // channels and messages
+    /// Channel name (subscribe, unsubscribe, publish, message, presence).
+    public var channel: String?
+    /// `"message"` for a message channel, `"user"` for a user message (message frames).
+    public var channelType: String?
+    /// Publisher user id (message frames).
+    public var publisher: String?
+    /// Text payload (UTF-8).
+    public var text: String?
+    /// Binary payload (base64 in JSON).
+    public var data: Data?
+    /// Application-defined message type, ≤ 32 characters.
+    public var customType: String?
+    /// Per-channel sequence number of a channel message, assigned by the server.
+    public var seq: UInt64?
+    /// In a sendUser reply: whether the receiver was online.
+    public var receiverOnline: Bool?
+
+    // presence
+    /// Presence event kind: `snapshot`, `remoteJoin`, `remoteLeave`, `remoteTimeout`.
+    public var event: String?
+    /// Member list (presence snapshot).
+    public var users: [String]?
+
+    // errors, kicks, timing
+    /// Numeric error or reason code (error: `RTMErrorCode`; kicked: link-state reason).
+    public var code: Int?
+    /// Human-readable reason.
+    public var reason: String?
+    /// Milliseconds since the Unix epoch (server time on server frames; echoed in pong).
+    public var ts: Int64?
+    /// Server-measured values for the client: the server's heartbeat deadline in seconds (login reply).
+    public var serverTimeout: Double?
+
+    /// Creates a frame; only `type` is required.
+    public init(
+        type: FrameType, id: UInt64? = nil, appId: String? = nil, userId: String? = nil,
+        token: String? = nil, heartbeatInterval: Double? = nil, presenceTimeout: Double? = nil,
+        resumeToken: String? = nil, resumed: Bool? = nil, channel: String? = nil,
+        channelType: String? = nil, publisher: String? = nil, text: String? = nil,
+        data: Data? = nil, customType: String? = nil, seq: UInt64? = nil,
+        receiverOnline: Bool? = nil, event: String? = nil, users: [String]? = nil,
+        code: Int? = nil, reason: String? = nil, ts: Int64? = nil, serverTimeout: Double? = nil
+    ) {
+        self.type = type; self.id = id; self.appId = appId; self.userId = userId
+        self.token = token; self.heartbeatInterval = heartbeatInterval
+        self.presenceTimeout = presenceTimeout; self.resumeToken = resumeToken
+        self.resumed = resumed; self.channel = channel; self.channelType = channelType
+        self.publisher = publisher; self.text = text; self.data = data
+        self.customType = customType; self.seq = seq; self.receiverOnline = receiverOnline
+        self.event = event; self.users = users; self.code = code; self.reason = reason
+        self.ts = ts; self.serverTimeout = serverTimeout
+    }
+
+    /// An error reply to request `id` (or a connection-level error when `id` is nil).
+    public static func error(id: UInt64?, _ code: RTMErrorCode, _ reason: String) -> Frame {
+        Frame(type: .error, id: id, code: code.rawValue, reason: reason)
+    }
+
+    /// The payload size in bytes (text as UTF-8, or binary), for limit checks.
+    public var payloadSize: Int { (text?.utf8.count ?? 0) + (data?.count ?? 0) }
+}

@@ -1,0 +1,32 @@
+/// Size and count limits (SPEC §8). The server enforces them; the SDK checks them early so the
+/// caller gets the error without a round trip.
+public struct Limits: Sendable, Equatable {
+    /// Channel and user message payload, bytes (32 KB).
+    public var maxPayloadBytes: Int = 32 * 1024
+    /// User id and channel name length, characters.
+    public var maxNameLength: Int = 64
+    /// Subscribed message channels per client.
+    public var maxChannelsPerClient: Int = 50
+    /// Custom message type length, characters.
+    public var maxCustomTypeLength: Int = 32
+    /// Largest WebSocket frame accepted (payload + JSON + base64 overhead).
+    public var maxFrameBytes: Int = 64 * 1024
+
+    /// The defaults.
+    public init() {}
+
+    /// Characters allowed in user ids and channel names besides ASCII letters and digits
+    /// (the reference's set: space and ``!#$%&()+-:;<=.>?@[]^_{}|~,``).
+    public static let allowedPunctuation: Set<Character> = Set(" !#$%&()+-:;<=.>?@[]^_{}|~,")
+
+    /// Checks a user id or channel name; returns the problem, or nil when valid.
+    public func nameProblem(_ name: String, kind: String) -> String? {
+        if name.isEmpty { return "\(kind) is empty" }
+        if name == "null" { return "\(kind) may not be \"null\"" }
+        if name.count > maxNameLength { return "\(kind) is longer than \(maxNameLength) characters" }
+        for ch in name where !(ch.isASCII && (ch.isLetter || ch.isNumber)) && !Self.allowedPunctuation.contains(ch) {
+            return "\(kind) contains '\(ch)', outside a-z A-Z 0-9 space and !#$%&()+-:;<=.>?@[]^_{}|~,"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOWebSocket
+import RTMAuth
+import RTMProtocol
+
+/// One client connection after the WebSocket upgrade: reads frames, runs requests against the
+/// `Hub`, supervises liveness (SPEC H-2, T-3) and reports loss for the grace window.
+/// Confined to the connection's event loop.
+final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    enum Phase {
+        case awaitingLogin
+        case active(UserKey)
+        /// Logged out, kicked, replaced or closing: no grace window on close.
+        case ended
+    }
+
+    let hub: Hub
+    var phase: Phase = .awaitingLogin
+    var connection: ConnectionRef!
+    var fanout: LoopFanout!
+    var lastRead = NIODeadline.now()
+    var publishLimiter: RateLimiter
+    /// Channels this connection serves in its loop's fan-out table.
+    var localChannels: Set<String> = []
+    var context: ChannelHandlerContext?
+    /// Set at login; kept after the session ends so the fan-out table can be cleaned.
+    var appId: String?
+
+    init(hub: Hub) {
+        self.hub = hub
+        self.publishLimiter = RateLimiter(ratePerSecond: hub.configuration.publishRatePerSecond)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        (connection, fanout) = hub.register(context.channel)
+        lastRead = .now()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        lastRead = .now()   // SPEC T-3: every inbound frame refreshes liveness
+        switch frame.opcode {
+        case .text, .binary:
+            let payload = frame.unmaskedData
+            let decoded: Frame
+            do {
+                decoded = try FrameCodec.decode(payload)
+            } catch {
+                send(.error(id: nil, .invalidFrame, error.description), context: context)
+                return
+            }
+            handle(decoded, context: context)
+        case .ping:
+            var data = frame.unmaskedData
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connectionClose:
+            closeConnection(context: context, code: .normalClosure)
+        default:
+            break
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
+            // SPEC H-2 / H-5: nothing arrived within heartbeatInterval + slack (or no login in time).
+            hub.logger.info("heartbeat timeout", metadata: ["connection": "\(connection.id)"])
+            context.close(mode: .all, promise: nil)
+        case is SlowConsumerEvent:
+            hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
+            closeConnection(context: context, code: .policyViolation, reason: "slow consumer")
+        case let close as CloseWithFrameEvent:
+            phase = .ended
+            context.write(wrapOutboundOut(close.frame), promise: nil)
+            closeConnection(context: context, code: .normalClosure)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        leaveFanout()
+        hub.unregister(connection)
+        if case .active = phase {
+            hub.connectionLost(connection, lastSeen: lastRead)
+        }
+        phase = .ended
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        hub.logger.debug("connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // MARK: helpers
+
+    func send(_ frame: Frame, context: ChannelHandlerContext) {
+        let buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
+    }
+
+    /// Sends a WebSocket close frame, then closes the socket; never waits on the peer.
+    func closeConnection(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String = "") {
+        var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.write(webSocketErrorCode: code)
+        data.writeString(reason)
+        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+        context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
+            context.close(mode: .all, promise: nil)
+        }
+    }
+
+    func joinFanout(_ channel: String, appId: String) {
+        guard localChannels.insert(channel).inserted else { return }
+        let key = ChannelKey(appId: appId, name: channel)
+        if fanout.add(connection, to: key) { hub.setLoop(fanout.index, hasSubscribers: true, channel: key) }
+    }
+
+    func leaveFanout(_ channel: String, appId: String) {
+        guard localChannels.remove(channel) != nil else { return }
+        let key = ChannelKey(appId: appId, name: channel)
+        if fanout.remove(connection, from: key) { hub.setLoop(fanout.index, hasSubscribers: false, channel: key) }
+    }
+
+    private func leaveFanout() {
+        guard let appId else { return }
+        for channel in localChannels { leaveFanout(channel, appId: appId) }
+    }
+}
+
+@available(*, unavailable)
+extension ConnectionHandler: Sendable {}

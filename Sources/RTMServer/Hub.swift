@@ -1,0 +1,180 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+
+/// The one owner of global server state (`HubState`) behind one lock, and the effects of its
+/// decisions: presence broadcasts, kicks, grace timers, fan-out of channel messages.
+final class Hub: Sendable {
+    private let state: NIOLockedValueBox<HubState>
+    let fanouts: [LoopFanout]
+    private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
+    private let connections = NIOLockedValueBox<[UInt64: ConnectionRef]>([:])
+    private let nextConnectionID = NIOLockedValueBox<UInt64>(1)
+    let configuration: ServerConfiguration
+    let logger: Logger
+
+    init(configuration: ServerConfiguration, loops: [any EventLoop], logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.state = NIOLockedValueBox(HubState(
+            loginRatePerSecond: configuration.loginRatePerSecond,
+            heartbeatSlack: configuration.heartbeatSlack,
+            maxChannelsPerClient: configuration.limits.maxChannelsPerClient))
+        var fanouts: [LoopFanout] = []
+        var byLoop: [ObjectIdentifier: LoopFanout] = [:]
+        for (index, loop) in loops.enumerated() {
+            let fanout = LoopFanout(eventLoop: loop, index: index, maxOutboundBytes: configuration.maxOutboundBytes)
+            fanouts.append(fanout)
+            byLoop[ObjectIdentifier(loop)] = fanout
+        }
+        self.fanouts = fanouts
+        self.fanoutByLoop = byLoop
+    }
+
+    static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    // MARK: connections
+
+    /// Registers a new connection on its event loop.
+    func register(_ channel: any Channel) -> (ConnectionRef, LoopFanout) {
+        let fanout = fanoutByLoop[ObjectIdentifier(channel.eventLoop)]!
+        let id = nextConnectionID.withLockedValue { value in defer { value += 1 }; return value }
+        let connection = ConnectionRef(id: id, channel: channel, loopIndex: fanout.index)
+        connections.withLockedValue { $0[id] = connection }
+        return (connection, fanout)
+    }
+
+    func unregister(_ connection: ConnectionRef) {
+        connections.withLockedValue { _ = $0.removeValue(forKey: connection.id) }
+    }
+
+    /// Every open connection (for shutdown and metrics).
+    var openConnections: [ConnectionRef] { connections.withLockedValue { Array($0.values) } }
+
+    /// Logged-in sessions, online or within their grace window.
+    var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
+
+    /// Members of a channel (for tests and tools).
+    func members(appId: String, channel: String) -> [String] {
+        state.withLockedValue { $0.channels[ChannelKey(appId: appId, name: channel)]?.members.keys.sorted() ?? [] }
+    }
+
+    // MARK: sessions
+
+    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> HubState.LoginDecision {
+        let now = NIODeadline.now()
+        let decision = state.withLockedValue {
+            $0.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
+                     presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
+        }
+        if case .admitted(let admission) = decision {
+            if let kicked = admission.kicked {
+                logger.info("kicking older session", metadata: ["user": "\(key.userId)"])
+                Self.close(kicked, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue,
+                                               reason: "the same user id logged in from another client"))
+            }
+            if let replaced = admission.replaced, replaced != connection {
+                replaced.channel.close(mode: .all, promise: nil)
+            }
+            perform(admission.broadcasts)
+        }
+        return decision
+    }
+
+    /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).
+    func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline) {
+        let now = NIODeadline.now()
+        guard let timer = state.withLockedValue({ $0.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now) }) else { return }
+        let loop = fanouts[connection.loopIndex].eventLoop
+        loop.scheduleTask(deadline: timer.deadline) { [self] in
+            let broadcasts = state.withLockedValue { $0.graceExpired(timer, wallMillis: Self.wallMillis) }
+            if !broadcasts.isEmpty {
+                logger.info("presence timeout", metadata: ["user": "\(timer.key.userId)"])
+            }
+            perform(broadcasts)
+        }
+    }
+
+    func logout(_ connection: ConnectionRef) {
+        perform(state.withLockedValue { $0.logout(connection, wallMillis: Self.wallMillis) })
+    }
+
+    func userKey(of connection: ConnectionRef) -> UserKey? {
+        state.withLockedValue { $0.userKey(of: connection) }
+    }
+
+    func connection(of key: UserKey) -> ConnectionRef? {
+        state.withLockedValue { $0.connection(of: key) }
+    }
+
+    // MARK: channels
+
+    func subscribe(_ connection: ConnectionRef, channel: String) -> HubState.SubscribeDecision {
+        let decision = state.withLockedValue { $0.subscribe(connection, channel: channel, wallMillis: Self.wallMillis) }
+        if case .subscribed(_, let join?) = decision { perform([join]) }
+        return decision
+    }
+
+    func unsubscribe(_ connection: ConnectionRef, channel: String) -> Bool {
+        guard let outcome = state.withLockedValue({ $0.unsubscribe(connection, channel: channel, wallMillis: Self.wallMillis) }) else { return false }
+        if let leave = outcome { perform([leave]) }
+        return true
+    }
+
+    /// A loop's local subscriber set of a channel changed between empty and non-empty.
+    func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
+        state.withLockedValue { $0.setLoop(index, hasSubscribers: hasSubscribers, channel: channel) }
+    }
+
+    /// Publishes a channel message: one sequence number, one encoding, one hop per loop.
+    func publish(appId: String, frame: Frame, from connection: ConnectionRef) -> UInt64 {
+        let channel = frame.channel ?? ""
+        let (seq, loops) = state.withLockedValue { $0.nextSequence(appId: appId, channel: channel) }
+        var frame = frame
+        frame.seq = seq
+        let buffer = FrameCodec.encode(frame, allocator: connection.channel.allocator)
+        deliver(buffer, to: ChannelKey(appId: appId, name: channel), loops: loops, except: nil)
+        return seq
+    }
+
+    // MARK: effects
+
+    private func perform(_ broadcasts: [HubState.Broadcast]) {
+        for broadcast in broadcasts {
+            let buffer = FrameCodec.encode(broadcast.frame)
+            deliver(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id)
+        }
+    }
+
+    private func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?) {
+        var remaining = loops
+        while remaining != 0 {
+            let index = remaining.trailingZeroBitCount
+            remaining &= remaining - 1
+            guard index < fanouts.count else { continue }
+            let fanout = fanouts[index]
+            if fanout.eventLoop.inEventLoop {
+                fanout.deliver(buffer, to: channel, except: except)
+            } else {
+                fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except) }
+            }
+        }
+    }
+
+    /// Sends a last frame then closes the connection (kick, shutdown).
+    static func close(_ connection: ConnectionRef, with frame: Frame) {
+        let channel = connection.channel
+        let data = FrameCodec.encode(frame, allocator: channel.allocator)
+        channel.eventLoop.execute {
+            channel.pipeline.fireUserInboundEventTriggered(CloseWithFrameEvent(frame: WebSocketFrame(fin: true, opcode: .text, data: data)))
+        }
+    }
+}
+
+/// Asks a connection's handler to write a last frame and close.
+struct CloseWithFrameEvent: @unchecked Sendable {
+    let frame: WebSocketFrame
+}

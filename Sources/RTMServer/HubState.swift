@@ -1,0 +1,236 @@
+import NIOCore
+import RTMProtocol
+
+/// The server's global state: sessions by user, channel membership (presence), sequence numbers
+/// and which event loops have subscribers of a channel. A plain value: every event is a
+/// `mutating func` that returns what to do; `Hub` holds it under one lock and performs the
+/// effects after releasing it.
+struct HubState {
+    struct Session {
+        let id: UInt64
+        let key: UserKey
+        let resumeToken: String
+        var connection: ConnectionRef?
+        var channels: Set<String> = []
+        var heartbeat: TimeAmount
+        var presenceTimeout: TimeAmount
+        /// Bumped on every loss and return, so a stale grace timer does nothing.
+        var generation: UInt64 = 0
+    }
+
+    struct ChannelState {
+        /// user id → session id of the members (presence).
+        var members: [String: UInt64] = [:]
+        /// Last assigned sequence number.
+        var seq: UInt64 = 0
+        /// Bit i set: event loop i has local subscribers.
+        var loops: UInt64 = 0
+    }
+
+    /// A presence event to send to a channel's subscribers, except one connection.
+    struct Broadcast: Sendable {
+        let channel: ChannelKey
+        let frame: Frame
+        let loops: UInt64
+        let except: ConnectionRef?
+    }
+
+    enum LoginDecision {
+        case rejected(RTMErrorCode, String)
+        case admitted(Admission)
+    }
+
+    struct Admission {
+        let sessionID: UInt64
+        let resumeToken: String
+        let resumed: Bool
+        /// Channels the resumed session is in; the new connection serves them at once.
+        let channels: [String]
+        /// The same session's previous connection (half-open, or a race): close it quietly.
+        let replaced: ConnectionRef?
+        /// Another client's connection for the same user: tell it it was kicked, then close (C-6).
+        let kicked: ConnectionRef?
+        /// Leave events for the kicked session's channels.
+        let broadcasts: [Broadcast]
+    }
+
+    enum SubscribeDecision {
+        case rejected(RTMErrorCode, String)
+        case subscribed(members: [String], join: Broadcast?)
+    }
+
+    struct GraceTimer {
+        let key: UserKey
+        let generation: UInt64
+        let deadline: NIODeadline
+    }
+
+    private(set) var sessions: [UserKey: Session] = [:]
+    private var sessionByConnection: [UInt64: UserKey] = [:]
+    private(set) var channels: [ChannelKey: ChannelState] = [:]
+    private var nextSessionID: UInt64 = 1
+    private var loginLimiter: RateLimiter
+    private let heartbeatSlack: TimeAmount
+    private let maxChannels: Int
+
+    init(loginRatePerSecond: Double, heartbeatSlack: TimeAmount, maxChannelsPerClient: Int) {
+        self.loginLimiter = RateLimiter(ratePerSecond: loginRatePerSecond)
+        self.heartbeatSlack = heartbeatSlack
+        self.maxChannels = maxChannelsPerClient
+    }
+
+    // MARK: sessions
+
+    /// A verified login. Resumes the session when `resumeToken` matches (P-1), otherwise starts a
+    /// new one, kicking any other client of the same user (C-6).
+    mutating func login(
+        key: UserKey, connection: ConnectionRef, resumeToken: String?,
+        heartbeat: TimeAmount, presenceTimeout: TimeAmount, now: NIODeadline, wallMillis: Int64
+    ) -> LoginDecision {
+        guard loginLimiter.tryAcquire(now: now) else {
+            // SPEC T-9: admission control; clients back off and retry.
+            return .rejected(.loginNoServerResources, "server busy: too many logins per second; retry later")
+        }
+        if var session = sessions[key] {
+            if let resumeToken, resumeToken == session.resumeToken {
+                let replaced = session.connection
+                if let replaced { sessionByConnection[replaced.id] = nil }
+                session.connection = connection
+                session.generation &+= 1
+                session.heartbeat = heartbeat
+                session.presenceTimeout = presenceTimeout
+                sessions[key] = session
+                sessionByConnection[connection.id] = key
+                return .admitted(Admission(
+                    sessionID: session.id, resumeToken: session.resumeToken, resumed: true,
+                    channels: session.channels.sorted(), replaced: replaced, kicked: nil, broadcasts: []))
+            }
+            // Another client instance: the older one is kicked and its session ends.
+            let kicked = session.connection
+            let broadcasts = endSession(key, event: .remoteLeave, wallMillis: wallMillis)
+            let admission = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+            return .admitted(Admission(
+                sessionID: admission.id, resumeToken: admission.resumeToken, resumed: false,
+                channels: [], replaced: nil, kicked: kicked, broadcasts: broadcasts))
+        }
+        let session = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+        return .admitted(Admission(
+            sessionID: session.id, resumeToken: session.resumeToken, resumed: false,
+            channels: [], replaced: nil, kicked: nil, broadcasts: []))
+    }
+
+    private mutating func newSession(key: UserKey, connection: ConnectionRef, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> Session {
+        let id = nextSessionID
+        nextSessionID += 1
+        let token = String(UInt64.random(in: 1...UInt64.max), radix: 36) + "." + String(id, radix: 36)
+        let session = Session(id: id, key: key, resumeToken: token, connection: connection,
+                              heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+        sessions[key] = session
+        sessionByConnection[connection.id] = key
+        return session
+    }
+
+    /// The session's connection closed without a logout: start the grace window (SPEC P-1, H-2).
+    /// The user stays a member everywhere until the timer fires.
+    mutating func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline, now: NIODeadline) -> GraceTimer? {
+        guard let key = sessionByConnection.removeValue(forKey: connection.id),
+              var session = sessions[key], session.connection == connection else { return nil }
+        session.connection = nil
+        session.generation &+= 1
+        sessions[key] = session
+        // Window from the last sign of life: heartbeatInterval + slack + presenceTimeout (SPEC T-8).
+        let deadline = max(now, lastSeen + session.heartbeat + heartbeatSlack + session.presenceTimeout)
+        return GraceTimer(key: key, generation: session.generation, deadline: deadline)
+    }
+
+    /// The grace window ended. If the user has not come back, it times out everywhere (SPEC P-2).
+    mutating func graceExpired(_ timer: GraceTimer, wallMillis: Int64) -> [Broadcast] {
+        guard let session = sessions[timer.key], session.connection == nil,
+              session.generation == timer.generation else { return [] }
+        return endSession(timer.key, event: .remoteTimeout, wallMillis: wallMillis)
+    }
+
+    /// Explicit logout: members are told at once (SPEC P-4, H-4).
+    mutating func logout(_ connection: ConnectionRef, wallMillis: Int64) -> [Broadcast] {
+        guard let key = sessionByConnection[connection.id] else { return [] }
+        return endSession(key, event: .remoteLeave, wallMillis: wallMillis)
+    }
+
+    private mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
+        guard let session = sessions.removeValue(forKey: key) else { return [] }
+        if let connection = session.connection { sessionByConnection[connection.id] = nil }
+        return session.channels.sorted().compactMap { removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis) }
+    }
+
+    /// The live session key of a connection, if it is logged in.
+    func userKey(of connection: ConnectionRef) -> UserKey? { sessionByConnection[connection.id] }
+
+    /// The connection currently serving a user, if online.
+    func connection(of key: UserKey) -> ConnectionRef? { sessions[key]?.connection }
+
+    // MARK: channels
+
+    mutating func subscribe(_ connection: ConnectionRef, channel name: String, wallMillis: Int64) -> SubscribeDecision {
+        guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
+            return .rejected(.notLogin, "not logged in")
+        }
+        let channelKey = ChannelKey(appId: key.appId, name: name)
+        var state = channels[channelKey] ?? ChannelState()
+        if session.channels.contains(name) {
+            return .subscribed(members: state.members.keys.sorted(), join: nil)
+        }
+        guard session.channels.count < maxChannels else {
+            return .rejected(.channelInstanceExceedLimitation, "already subscribed to \(maxChannels) channels, the limit per client")
+        }
+        session.channels.insert(name)
+        sessions[key] = session
+        state.members[key.userId] = session.id
+        channels[channelKey] = state
+        let join = Broadcast(
+            channel: channelKey,
+            frame: Frame(type: .presence, userId: key.userId, channel: name, event: PresenceEventKind.remoteJoin.rawValue, ts: wallMillis),
+            loops: state.loops, except: connection)
+        return .subscribed(members: state.members.keys.sorted(), join: join)
+    }
+
+    /// Intentional leave of one channel (SPEC P-4). Nil when not subscribed.
+    mutating func unsubscribe(_ connection: ConnectionRef, channel name: String, wallMillis: Int64) -> Broadcast?? {
+        guard let key = sessionByConnection[connection.id], var session = sessions[key] else { return nil }
+        guard session.channels.remove(name) != nil else { return .some(nil) }
+        sessions[key] = session
+        return .some(removeMember(key, channel: name, event: .remoteLeave, except: connection, wallMillis: wallMillis))
+    }
+
+    private mutating func removeMember(_ key: UserKey, channel name: String, event: PresenceEventKind, except: ConnectionRef?, wallMillis: Int64) -> Broadcast? {
+        let channelKey = ChannelKey(appId: key.appId, name: name)
+        guard var state = channels[channelKey], state.members.removeValue(forKey: key.userId) != nil else { return nil }
+        channels[channelKey] = state
+        pruneIfUnused(channelKey)
+        return Broadcast(
+            channel: channelKey,
+            frame: Frame(type: .presence, userId: key.userId, channel: name, event: event.rawValue, ts: wallMillis),
+            loops: state.loops, except: except)
+    }
+
+    private mutating func pruneIfUnused(_ key: ChannelKey) {
+        if let state = channels[key], state.members.isEmpty, state.loops == 0 { channels[key] = nil }
+    }
+
+    /// Assigns the next sequence number of a channel; returns it with the loops to deliver on.
+    mutating func nextSequence(appId: String, channel name: String) -> (seq: UInt64, loops: UInt64) {
+        let key = ChannelKey(appId: appId, name: name)
+        var state = channels[key] ?? ChannelState()
+        state.seq += 1
+        // Nobody listens and nobody is a member: keep no state for it.
+        channels[key] = state.members.isEmpty && state.loops == 0 ? nil : state
+        return (state.seq, state.loops)
+    }
+
+    /// A loop's local subscriber set for a channel became non-empty (`true`) or empty.
+    mutating func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
+        var state = channels[channel] ?? ChannelState()
+        if hasSubscribers { state.loops |= (1 << UInt64(index)) } else { state.loops &= ~(1 << UInt64(index)) }
+        channels[channel] = state
+        if !hasSubscribers { pruneIfUnused(channel) }
+    }
+}

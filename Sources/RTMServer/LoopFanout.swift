@@ -1,0 +1,86 @@
+import NIOCore
+import NIOWebSocket
+
+/// The subscribers of each channel that live on one event loop, and the writes to them.
+///
+/// Confined to its event loop: every method must be called on it. A publish hops once to each
+/// loop that has subscribers of the channel, then writes the same encoded buffer to each local
+/// subscriber (nothing per recipient), and flushes every touched connection once per loop tick.
+final class LoopFanout: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    let index: Int
+    private var subscribers: [ChannelKey: [UInt64: ConnectionRef]] = [:]
+    private var needsFlush: [UInt64: ConnectionRef] = [:]
+    private var flushScheduled = false
+    private let maxOutboundBytes: Int
+
+    init(eventLoop: any EventLoop, index: Int, maxOutboundBytes: Int) {
+        self.eventLoop = eventLoop
+        self.index = index
+        self.maxOutboundBytes = maxOutboundBytes
+    }
+
+    /// Adds a local subscriber. Returns true when the channel had none here before.
+    func add(_ connection: ConnectionRef, to channel: ChannelKey) -> Bool {
+        eventLoop.assertInEventLoop()
+        let wasEmpty = subscribers[channel]?.isEmpty ?? true
+        subscribers[channel, default: [:]][connection.id] = connection
+        return wasEmpty
+    }
+
+    /// Removes a local subscriber. Returns true when the channel now has none here.
+    func remove(_ connection: ConnectionRef, from channel: ChannelKey) -> Bool {
+        eventLoop.assertInEventLoop()
+        guard subscribers[channel]?.removeValue(forKey: connection.id) != nil else { return false }
+        if subscribers[channel]?.isEmpty == true {
+            subscribers[channel] = nil
+            return true
+        }
+        return false
+    }
+
+    /// Writes `buffer` as one text frame to every local subscriber of `channel` except one.
+    func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, except: UInt64?) {
+        eventLoop.assertInEventLoop()
+        guard let local = subscribers[channel] else { return }
+        let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
+        for (id, connection) in local where id != except {
+            write(frame, to: connection)
+        }
+    }
+
+    /// Writes one frame to one local connection, flushed with the rest of this tick.
+    func write(_ frame: WebSocketFrame, to connection: ConnectionRef) {
+        let channel = connection.channel
+        guard channel.isActive else { return }
+        guard channel.isWritable else {
+            // A consumer that cannot keep up is cut off instead of growing memory (SPEC §8, issue 2).
+            SlowConsumer.disconnect(connection)
+            return
+        }
+        channel.write(frame, promise: nil)
+        needsFlush[connection.id] = connection
+        if !flushScheduled {
+            flushScheduled = true
+            eventLoop.execute { self.flushAll() }
+        }
+    }
+
+    private func flushAll() {
+        flushScheduled = false
+        let pending = needsFlush
+        needsFlush.removeAll(keepingCapacity: true)
+        for connection in pending.values { connection.channel.flush() }
+    }
+}
+
+/// Disconnecting a connection whose outbound buffer passed the high-water mark.
+enum SlowConsumer {
+    /// WebSocket close code used: 1008 (policy violation), reason "slow consumer".
+    static func disconnect(_ connection: ConnectionRef) {
+        connection.channel.pipeline.fireUserInboundEventTriggered(SlowConsumerEvent())
+    }
+}
+
+/// Fired through a pipeline to make its `ConnectionHandler` close as a slow consumer.
+struct SlowConsumerEvent: Sendable {}

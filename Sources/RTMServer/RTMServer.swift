@@ -1,0 +1,158 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import RTMProtocol
+import ServiceLifecycle
+
+/// The real-time messaging server: WebSocket endpoint `/v1` (subprotocol `rtm.v1`), sessions,
+/// message channels, user messages and presence, in memory.
+///
+/// ```swift
+/// var config = ServerConfiguration()
+/// config.port = 0
+/// config.apps = ["myapp": "certificate"]
+/// let server = RTMServer(configuration: config)
+/// let port = try await server.start()
+/// // ...
+/// try await server.shutdown()
+/// ```
+/// It is also a ServiceLifecycle `Service`: `run()` starts it and shuts it down gracefully when
+/// the service group is told to (SIGTERM / SIGINT in `rtm serve`).
+public final class RTMServer: Service, Sendable {
+    static let idleHandlerName = "rtm.idle"
+
+    /// The configuration the server was made with.
+    public let configuration: ServerConfiguration
+    private let group: MultiThreadedEventLoopGroup
+    private let hub: Hub
+    private let logger: Logger
+    private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
+
+    /// Creates a server; nothing is bound until `start()`.
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "rtm.server")) {
+        self.configuration = configuration
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(configuration.threads, 64)))
+        var loops: [any EventLoop] = []
+        var iterator = group.makeIterator()
+        while let loop = iterator.next() { loops.append(loop) }
+        self.hub = Hub(configuration: configuration, loops: loops, logger: logger)
+    }
+
+    /// The bound port, once started.
+    public var port: Int? { serverChannel.withLockedValue { $0?.localAddress?.port } }
+
+    /// Open client connections.
+    public var connectionCount: Int { hub.openConnections.count }
+
+    /// Sessions (online, or offline within their grace window).
+    public var sessionCount: Int { hub.sessionCount }
+
+    /// The members of a channel as the server sees them (sorted user ids).
+    public func members(appId: String, channel: String) -> [String] { hub.members(appId: appId, channel: channel) }
+
+    /// Binds and starts accepting connections. Returns the bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        let hub = self.hub
+        let config = configuration
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 4096)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try Self.configurePipeline(channel, hub: hub, config: config)
+                }
+            }
+        let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
+        serverChannel.withLockedValue { $0 = channel }
+        let port = channel.localAddress?.port ?? config.port
+        logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])
+        return port
+    }
+
+    private static func configurePipeline(_ channel: any Channel, hub: Hub, config: ServerConfiguration) throws {
+        let upgrader = NIOWebSocketServerUpgrader(
+            maxFrameSize: config.limits.maxFrameBytes,
+            automaticErrorHandling: true,
+            shouldUpgrade: { channel, head in
+                // Versioning: the client must offer our subprotocol; we choose it.
+                let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
+                guard head.uri.split(separator: "?").first.map(String.init) == FrameCodec.path,
+                      offered.contains(FrameCodec.subprotocol) else {
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                return channel.eventLoop.makeSucceededFuture(HTTPHeaders([("Sec-WebSocket-Protocol", FrameCodec.subprotocol)]))
+            },
+            upgradePipelineHandler: { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOWebSocketFrameAggregator(
+                        minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 64,
+                        maxAccumulatedFrameSize: config.limits.maxFrameBytes))
+                    try sync.addHandler(ConnectionHandler(hub: hub))
+                }
+            })
+        let sync = channel.pipeline.syncOperations
+        // Before login the deadline is the login deadline (T-1 on the server side).
+        try sync.addHandler(IdleStateHandler(readTimeout: config.loginDeadline), name: idleHandlerName)
+        try sync.configureHTTPServerPipeline(withServerUpgrade: (
+            upgraders: [upgrader],
+            completionHandler: { _ in }
+        ))
+        try sync.addHandler(NotUpgradedHandler())
+    }
+
+    /// Stops accepting, tells every client to go away (`goaway`), waits up to `shutdownGrace`
+    /// for them to close, closes the rest, and stops the event loops.
+    public func shutdown() async throws {
+        let channel = serverChannel.withLockedValue { value in defer { value = nil }; return value }
+        guard let channel else { return }
+        try? await channel.close()
+        let connections = hub.openConnections
+        let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: "server shutting down")
+        for connection in connections { Hub.close(connection, with: goAway) }
+        let deadline = NIODeadline.now() + configuration.shutdownGrace
+        for connection in connections {
+            let closed = connection.channel.closeFuture
+            let timeout = group.next().scheduleTask(deadline: deadline) { connection.channel.close(promise: nil) }
+            try? await closed.get()
+            timeout.cancel()
+        }
+        try await group.shutdownGracefully()
+        logger.info("stopped")
+    }
+
+    /// ServiceLifecycle: start, wait for graceful shutdown, shut down.
+    public func run() async throws {
+        try await start()
+        try? await gracefulShutdown()
+        try await shutdown()
+    }
+}
+
+/// Answers a plain HTTP request that did not upgrade: `GET /health` → 200, anything else → 400
+/// with a line saying what the endpoint expects.
+final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(let head) = unwrapInboundIn(data) else { return }
+        let healthy = head.uri == "/health"
+        let body = healthy ? "ok\n" : "expected a WebSocket upgrade on \(FrameCodec.path) with subprotocol \(FrameCodec.subprotocol)\n"
+        var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(body.utf8.count)"), ("Connection", "close")])
+        headers.add(name: "Server", value: "rtm")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: healthy ? .ok : .badRequest, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+@available(*, unavailable)
+extension NotUpgradedHandler: Sendable {}

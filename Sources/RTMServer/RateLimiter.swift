@@ -1,0 +1,28 @@
+import NIOCore
+
+/// A token bucket: `rate` tokens per second, holding at most `rate` (one second of burst).
+/// A pure value: time is passed in.
+struct RateLimiter: Sendable {
+    private let rate: Double
+    private var tokens: Double
+    private var last: NIODeadline?
+
+    /// `rate` ≤ 0 means unlimited.
+    init(ratePerSecond rate: Double) {
+        self.rate = rate
+        self.tokens = max(rate, 1)
+    }
+
+    /// Takes one token if available.
+    mutating func tryAcquire(now: NIODeadline) -> Bool {
+        guard rate > 0 else { return true }
+        if let last {
+            let elapsed = Double((now - last).nanoseconds) / 1e9
+            tokens = min(rate, tokens + elapsed * rate)
+        }
+        last = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}

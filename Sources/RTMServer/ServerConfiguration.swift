@@ -1,0 +1,39 @@
+import NIOCore
+import RTMProtocol
+
+/// Everything the server reads from configuration. Every timer has the SPEC's default; tests
+/// shrink them to milliseconds.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind.
+    public var host: String = "127.0.0.1"
+    /// Port to bind; 0 picks a free one (see `RTMServer.port`).
+    public var port: Int = 9600
+    /// Known applications: app id → app certificate. A nil certificate accepts any token
+    /// (the reference's "App ID only" mode); use it for development only.
+    public var apps: [String: String?] = [:]
+    /// The redundancy added to a client's heartbeat interval before the server declares it lost
+    /// (SPEC H-2: `heartbeatInterval + 10 s`).
+    public var heartbeatSlack: TimeAmount = .seconds(10)
+    /// How long a new connection may take to upgrade and log in before it is closed.
+    public var loginDeadline: TimeAmount = .seconds(12)
+    /// Accepted range of the client's `heartbeatInterval`, seconds (SPEC H-1: [5, 1800]).
+    public var heartbeatRange: ClosedRange<Double> = 5...1800
+    /// Accepted range of the client's `presenceTimeout`, seconds (SPEC P-1: [5, 300]).
+    public var presenceTimeoutRange: ClosedRange<Double> = 5...300
+    /// Size and count limits.
+    public var limits = Limits()
+    /// Publishes (channel + user messages) per second per connection (SPEC §8: 60). 0 = unlimited.
+    public var publishRatePerSecond: Double = 60
+    /// Logins admitted per second across the server (admission control, SPEC T-9). 0 = unlimited.
+    public var loginRatePerSecond: Double = 2_000
+    /// Bytes queued for one connection before it counts as a consumer that cannot keep up and is
+    /// disconnected (its memory is then released).
+    public var maxOutboundBytes: Int = 4 * 1024 * 1024
+    /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.
+    public var shutdownGrace: TimeAmount = .seconds(1)
+    /// Event-loop threads; defaults to the number of cores.
+    public var threads: Int = System.coreCount
+
+    /// The defaults.
+    public init() {}
+}
