@@ -241,3 +241,8 @@ public final class RTMClient: Sendable {
         }
     }
 }
+
+extension RTMClient {
+    /// Timers currently scheduled (for tests of SPEC R-4). Call on `eventLoop`.
+    var pendingTimerCount: Int { core.timers.count }
+}

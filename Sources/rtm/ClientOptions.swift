@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import RTMAuth
+import RTMClient
+
+/// Options shared by the client commands.
+struct ClientOptions: ParsableArguments {
+    @Option(help: "Server URL.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "User id to log in as (default: a random cli-XXXX).") var user: String?
+    @Option(help: "Login token (default: minted from the app certificate).") var token: String?
+    @Option(help: "App id (default: the data directory's development app).") var appId: String?
+    @Option(help: "App certificate, to mint a token when --token is not given.") var appCertificate: String?
+    @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+    @Option(help: "Heartbeat interval in seconds [5, 1800].") var heartbeat: Double = 5
+    @Option(help: "Presence timeout in seconds [5, 300].") var presenceTimeout: Double = 15
+
+    /// A logged-in client, ready to use.
+    func connect(printEvents: Bool) async throws -> RTMClient {
+        let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
+        let userId = user ?? "cli-\(DevCredentials.randomHex(4))"
+        var config = RTMClientConfig(appId: appId, userId: userId, endpoint: url)
+        config.heartbeatInterval = heartbeat
+        config.presenceTimeout = presenceTimeout
+        let client = try RTMClient(config: config)
+        if printEvents {
+            let events = client.events()
+            Task { for await event in events { EventPrinter.print(event) } }
+        }
+        var token = self.token
+        if token == nil, let certificate {
+            token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: userId,
+                                                 privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 24 * 3600)
+        }
+        try await client.login(token: token)
+        return client
+    }
+}
+
+enum EventPrinter {
+    static func print(_ event: RTMEvent) {
+        let line: String
+        switch event {
+        case .linkState(let e): line = "link      \(e)"
+        case .connectionState(let state, let reason): line = "classic   \(state)(\(state.rawValue)) reason=\(reason)(\(reason.rawValue))"
+        case .message(let m):
+            let body = m.text ?? m.data.map { "<\($0.count) bytes>" } ?? ""
+            line = m.channelType == .user
+                ? "message   from \(m.publisher) (user): \(body)"
+                : "message   #\(m.channelName) seq=\(m.seq ?? 0) from \(m.publisher): \(body)"
+        case .presence(let p):
+            line = p.kind == .snapshot
+                ? "presence  #\(p.channelName) snapshot \(p.members)"
+                : "presence  #\(p.channelName) \(p.kind.rawValue) \(p.userId)"
+        case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
+        }
+        let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
+        Swift.print("[\(stamp)] \(line)")
+        fflush(stdout)
+    }
+}
+
+/// Waits for SIGINT/SIGTERM, then logs out (an intentional leave) and exits.
+enum Interrupt {
+    static func logoutOnSignal(_ client: RTMClient) async {
+        let signals = AsyncStream<Int32> { continuation in
+            for sig in [SIGINT, SIGTERM] {
+                signal(sig, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: sig, queue: .main)
+                source.setEventHandler { continuation.yield(sig) }
+                source.resume()
+                nonisolated(unsafe) let keep = source
+                continuation.onTermination = { _ in keep.cancel() }
+            }
+        }
+        for await _ in signals { break }
+        await client.logout()
+    }
+}

@@ -1,0 +1,47 @@
+import ArgumentParser
+import Logging
+import RTMServer
+import ServiceLifecycle
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server (single node, in memory).",
+        discussion: "Stops gracefully on SIGTERM or SIGINT: clients are told to go away and reconnect later.")
+
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(name: .shortAndLong, help: "Port to bind (0 = any free port).") var port = 9600
+    @Option(help: "Data directory (development credentials).") var dataDir = "rtm-data"
+    @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
+    @Option(help: "Certificate of --app-id.") var appCertificate: String?
+    @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
+    @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
+    @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
+    @Option(help: "Event-loop threads (default: cores).") var threads: Int?
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
+
+    func run() async throws {
+        var logger = Logger(label: "rtm.server")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        var config = ServerConfiguration()
+        config.host = host
+        config.port = port
+        config.heartbeatSlack = .nanoseconds(Int64(heartbeatSlack * 1e9))
+        config.publishRatePerSecond = publishRate
+        config.loginRatePerSecond = loginRate
+        if let threads { config.threads = threads }
+        if let appId {
+            guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
+            config.apps = [appId: appCertificate]
+        } else {
+            let (credentials, created) = try DevCredentials.loadOrCreate(dataDir: dataDir)
+            config.apps = [credentials.appId: credentials.appCertificate]
+            print(created ? "created a development app in \(DevCredentials.path(in: dataDir)):" : "development app from \(DevCredentials.path(in: dataDir)):")
+            print("  app id:          \(credentials.appId)")
+            print("  app certificate: \(credentials.appCertificate)")
+        }
+        let server = RTMServer(configuration: config, logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}

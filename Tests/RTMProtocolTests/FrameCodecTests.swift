@@ -1,0 +1,78 @@
+import Foundation
+import NIOCore
+import Testing
+@testable import RTMProtocol
+
+struct FrameCodecTests {
+    @Test("round trip keeps every field; absent fields are not written")
+    func roundTrip() throws {
+        let frame = Frame(type: .publish, id: 42, channel: "room", text: "héllo", customType: "chat")
+        let buffer = FrameCodec.encode(frame)
+        let json = String(buffer: buffer)
+        #expect(!json.contains("null"))
+        #expect(!json.contains("appId"))
+        #expect(try FrameCodec.decode(buffer) == frame)
+        let binary = Frame(type: .message, channel: "c", data: Data([0, 255, 7]), seq: 9)
+        #expect(try FrameCodec.decode(FrameCodec.encode(binary)) == binary)
+    }
+
+    @Test("readers tolerate unknown fields and keep unknown types as open values")
+    func tolerantReader() throws {
+        let frame = try FrameCodec.decode(ByteBuffer(string: #"{"type":"futureOp","id":3,"newField":{"x":[1,2]}}"#))
+        #expect(frame.type == FrameType(rawValue: "futureOp"))
+        #expect(frame.type != .publish)
+        #expect(frame.id == 3)
+    }
+
+    @Test("malformed input gives a typed error naming the problem, never a crash")
+    func malformed() {
+        let cases: [(String, String)] = [
+            ("", "empty"),
+            ("{", "JSON"),
+            ("[1,2]", ""),
+            (#"{"id":1}"#, "missing field 'type'"),
+            (#"{"type":"ping","id":"x"}"#, "'id'"),
+            (#"{"type":"ping","id":-1}"#, "'id'"),
+            (#"{"type":"publish","data":"%%%"}"#, ""),
+        ]
+        for (input, expected) in cases {
+            do {
+                _ = try FrameCodec.decode(ByteBuffer(string: input))
+                Issue.record("decoded \(input)")
+            } catch {
+                #expect(error.description.hasPrefix("malformed frame"))
+                if !expected.isEmpty { #expect(error.reason.contains(expected), "\(input): \(error.reason)") }
+            }
+        }
+    }
+
+    @Test("a broadcast frame is byte-for-byte identical for every subscriber (nothing per recipient)")
+    func broadcastIsRecipientFree() {
+        let message = Frame(type: .message, channel: "room", channelType: "message", publisher: "alice", text: "hi", seq: 1, ts: 1)
+        #expect(FrameCodec.encode(message) == FrameCodec.encode(message))
+        #expect(message.userId == nil)   // no receiver id in a channel message
+    }
+
+    @Test("§8: names: ≤ 64 characters of the allowed set, not empty, not \"null\"")
+    func names() {
+        let limits = Limits()
+        #expect(limits.nameProblem("room-1_ok:yes", kind: "channel") == nil)
+        #expect(limits.nameProblem("with space", kind: "channel") == nil)
+        #expect(limits.nameProblem(String(repeating: "a", count: 64), kind: "channel") == nil)
+        #expect(limits.nameProblem(String(repeating: "a", count: 65), kind: "channel")?.contains("64") == true)
+        #expect(limits.nameProblem("", kind: "userId")?.contains("empty") == true)
+        #expect(limits.nameProblem("null", kind: "userId") != nil)
+        #expect(limits.nameProblem("a/b", kind: "channel")?.contains("'/'") == true)
+        #expect(limits.nameProblem("日本", kind: "channel") != nil)
+    }
+
+    @Test("error codes and reasons carry the reference's numbers and names")
+    func codes() {
+        #expect(RTMErrorCode.channelMessageLengthExceedLimitation.rawValue == -11010)
+        #expect(RTMErrorCode.invalidToken.description == "invalidToken")
+        #expect(LinkStateChangeReason.sameUidLogin.rawValue == 27)
+        #expect(LinkStateChangeReason.keepAliveTimeout.rawValue == 29)
+        #expect(LinkStateChangeReason(rawValue: 999).description == "reason 999")
+        #expect(PresenceEventKind.remoteTimeout.referenceValue == 5)
+    }
+}
