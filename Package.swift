@@ -1,7 +1,10 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 import PackageDescription
 
+// Swift 6 language mode everywhere; CI (RTM_WARNINGS_AS_ERRORS=1) also turns every warning in
+// this package's own targets into an error (dependencies are not affected).
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+    + (Context.environment["RTM_WARNINGS_AS_ERRORS"] != nil ? [.treatAllWarnings(as: .error)] : [])
 
 let package = Package(
     name: "swift-rtm",

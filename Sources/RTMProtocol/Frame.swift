@@ -85,6 +85,50 @@ public struct Frame: Codable, Sendable, Equatable {
         self.ts = ts; self.serverTimeout = serverTimeout
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case type, id, appId, userId, token, heartbeatInterval, presenceTimeout, resumeToken, resumed
+        case channel, channelType, publisher, text, data, customType, seq, receiverOnline
+        case event, users, code, reason, ts, serverTimeout
+    }
+
+    /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        type = try c.decode(FrameType.self, forKey: .type)
+        id = try Self.unsigned(c, .id)
+        appId = try c.decodeIfPresent(String.self, forKey: .appId)
+        userId = try c.decodeIfPresent(String.self, forKey: .userId)
+        token = try c.decodeIfPresent(String.self, forKey: .token)
+        heartbeatInterval = try c.decodeIfPresent(Double.self, forKey: .heartbeatInterval)
+        presenceTimeout = try c.decodeIfPresent(Double.self, forKey: .presenceTimeout)
+        resumeToken = try c.decodeIfPresent(String.self, forKey: .resumeToken)
+        resumed = try c.decodeIfPresent(Bool.self, forKey: .resumed)
+        channel = try c.decodeIfPresent(String.self, forKey: .channel)
+        channelType = try c.decodeIfPresent(String.self, forKey: .channelType)
+        publisher = try c.decodeIfPresent(String.self, forKey: .publisher)
+        text = try c.decodeIfPresent(String.self, forKey: .text)
+        data = try c.decodeIfPresent(Data.self, forKey: .data)
+        customType = try c.decodeIfPresent(String.self, forKey: .customType)
+        seq = try Self.unsigned(c, .seq)
+        receiverOnline = try c.decodeIfPresent(Bool.self, forKey: .receiverOnline)
+        event = try c.decodeIfPresent(String.self, forKey: .event)
+        users = try c.decodeIfPresent([String].self, forKey: .users)
+        code = try c.decodeIfPresent(Int.self, forKey: .code)
+        reason = try c.decodeIfPresent(String.self, forKey: .reason)
+        ts = try c.decodeIfPresent(Int64.self, forKey: .ts)
+        serverTimeout = try c.decodeIfPresent(Double.self, forKey: .serverTimeout)
+    }
+
+    /// Reads a non-negative integer as signed first, so that a negative value is reported as a
+    /// bad value of that field rather than as unparseable JSON.
+    private static func unsigned(_ c: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> UInt64? {
+        guard let signed = try c.decodeIfPresent(Int64.self, forKey: key) else { return nil }
+        guard signed >= 0 else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\(key.stringValue) must be a non-negative integer")
+        }
+        return UInt64(signed)
+    }
+
     /// An error reply to request `id` (or a connection-level error when `id` is nil).
     public static func error(id: UInt64?, _ code: RTMErrorCode, _ reason: String) -> Frame {
         Frame(type: .error, id: id, code: code.rawValue, reason: reason)

@@ -11,7 +11,10 @@ public enum FrameCodec {
     /// Encodes a frame into a new buffer.
     public static func encode(_ frame: Frame, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         // Encoding a value type made only of strings, numbers, bools and Data cannot fail.
-        let bytes = (try? JSONEncoder().encode(frame)) ?? Data("{\"type\":\"error\"}".utf8)
+        // Sorted keys: the same frame always encodes to the same bytes.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let bytes = (try? encoder.encode(frame)) ?? Data("{\"type\":\"error\"}".utf8)
         var buffer = allocator.buffer(capacity: bytes.count)
         buffer.writeBytes(bytes)
         return buffer
@@ -29,6 +32,8 @@ public enum FrameCodec {
             throw FrameDecodingError(reason: "wrong type for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
         } catch let DecodingError.valueNotFound(_, context) {
             throw FrameDecodingError(reason: "null for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            throw FrameDecodingError(reason: "invalid value for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
         } catch {
             throw FrameDecodingError(reason: "not a JSON object")
         }

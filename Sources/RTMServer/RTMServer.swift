@@ -23,6 +23,7 @@ import ServiceLifecycle
 /// the service group is told to (SIGTERM / SIGINT in `rtm serve`).
 public final class RTMServer: Service, Sendable {
     static let idleHandlerName = "rtm.idle"
+    static let notUpgradedHandlerName = "rtm.notUpgraded"
 
     /// The configuration the server was made with.
     public let configuration: ServerConfiguration
@@ -103,9 +104,12 @@ public final class RTMServer: Service, Sendable {
         try sync.addHandler(IdleStateHandler(readTimeout: config.loginDeadline), name: idleHandlerName)
         try sync.configureHTTPServerPipeline(withServerUpgrade: (
             upgraders: [upgrader],
-            completionHandler: { _ in }
+            // Upgraded: the plain-HTTP answerer must not see WebSocket bytes.
+            completionHandler: { context in
+                context.pipeline.syncOperations.removeHandler(name: notUpgradedHandlerName, promise: nil)
+            }
         ))
-        try sync.addHandler(NotUpgradedHandler())
+        try sync.addHandler(NotUpgradedHandler(), name: notUpgradedHandlerName)
     }
 
     /// Stops accepting, tells every client to go away (`goaway`), waits up to `shutdownGrace`

@@ -54,8 +54,8 @@ enum EventPrinter {
         case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
         }
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
-        Swift.print("[\(stamp)] \(line)")
-        fflush(stdout)
+        // Unbuffered, so a watcher (or a test reading a pipe) sees each event as it happens.
+        FileHandle.standardOutput.write(Data("[\(stamp)] \(line)\n".utf8))
     }
 }
 

@@ -49,7 +49,7 @@ struct Harness {
 
     static func token(_ user: String, expiresIn: Int = 3600) -> String {
         AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: user,
-                                     privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + UInt32(expiresIn))
+                                     privilegeExpireTimestamp: UInt32(clamping: Int(Date().timeIntervalSince1970) + expiresIn))
     }
 
     /// Client timings shrunk for tests.

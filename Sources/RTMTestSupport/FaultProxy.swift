@@ -1,0 +1,228 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A TCP proxy for fault-injection tests: it listens on `127.0.0.1:0` and forwards every
+/// connection to a target port, and the test decides what happens to the bytes.
+///
+/// - `.pass`: bytes flow both ways.
+/// - `.blackhole`: bytes are swallowed both ways, sockets stay open: a half-open link that TCP
+///   does not report (SPEC H-5).
+/// - `.delay(d)`: bytes flow, each chunk `d` late, in order.
+/// - `cutAll()`: every open connection is reset (RST) on both sides.
+/// - `setRefuseNew(true)`: new connections are accepted and reset at once, as a dead server.
+///
+/// ```swift
+/// let proxy = try await FaultProxy.start(targetPort: server.port)
+/// proxy.setMode(.blackhole)
+/// ```
+public final class FaultProxy: Sendable {
+    /// What happens to bytes in flight.
+    public enum Mode: Sendable, Equatable {
+        /// Forward.
+        case pass
+        /// Swallow, keep the sockets open.
+        case blackhole
+        /// Forward after a delay.
+        case delay(TimeAmount)
+    }
+
+    private struct State {
+        var mode: Mode = .pass
+        var refuseNew = false
+        var accepted = 0
+        var pairs: [ObjectIdentifier: (any Channel, (any Channel)?)] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+    private let serverChannel: any Channel
+    private let group: any EventLoopGroup
+    /// The port the proxy listens on.
+    public let port: Int
+    /// The port it forwards to.
+    public let targetPort: Int
+
+    private init(serverChannel: any Channel, group: any EventLoopGroup, targetPort: Int) {
+        self.serverChannel = serverChannel
+        self.group = group
+        self.port = serverChannel.localAddress?.port ?? 0
+        self.targetPort = targetPort
+    }
+
+    /// Starts a proxy to `127.0.0.1:targetPort`.
+    public static func start(targetPort: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> FaultProxy {
+        let box = NIOLockedValueBox<FaultProxy?>(nil)
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { inbound in
+                guard let proxy = box.withLockedValue({ $0 }) else { return inbound.close() }
+                return inbound.eventLoop.makeCompletedFuture { proxy.accept(inbound) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let proxy = FaultProxy(serverChannel: channel, group: group, targetPort: targetPort)
+        box.withLockedValue { $0 = proxy }
+        return proxy
+    }
+
+    /// The current mode.
+    public var mode: Mode { state.withLockedValue { $0.mode } }
+
+    /// Changes what happens to bytes from now on (open connections included).
+    public func setMode(_ mode: Mode) { state.withLockedValue { $0.mode = mode } }
+
+    /// While true, new connections are reset as soon as they are accepted.
+    public func setRefuseNew(_ refuse: Bool) { state.withLockedValue { $0.refuseNew = refuse } }
+
+    /// Connections accepted so far (refused ones included).
+    public var acceptedConnections: Int { state.withLockedValue { $0.accepted } }
+
+    /// Connections open now.
+    public var openConnections: Int { state.withLockedValue { $0.pairs.count } }
+
+    /// Resets every open connection, both sides (RST, no FIN).
+    public func cutAll() {
+        let pairs = state.withLockedValue { state in defer { state.pairs = [:] }; return Array(state.pairs.values) }
+        for (inbound, outbound) in pairs {
+            Self.reset(inbound)
+            if let outbound { Self.reset(outbound) }
+        }
+    }
+
+    /// Stops listening and resets every connection.
+    public func stop() async throws {
+        cutAll()
+        try await serverChannel.close()
+    }
+
+    // MARK: internals
+
+    private func accept(_ inbound: any Channel) {
+        let refuse = state.withLockedValue { state -> Bool in
+            state.accepted += 1
+            return state.refuseNew
+        }
+        if refuse {
+            Self.reset(inbound)
+            return
+        }
+        let key = ObjectIdentifier(inbound)
+        state.withLockedValue { $0.pairs[key] = (inbound, nil) }
+        inbound.closeFuture.whenComplete { [self] _ in
+            // A black hole does not pass a close on either: the other side stays half-open.
+            let outbound = state.withLockedValue { state -> (any Channel)? in
+                guard state.mode != .blackhole else { return nil }
+                return state.pairs.removeValue(forKey: key)?.1
+            }
+            outbound?.close(promise: nil)
+        }
+        let targetPort = self.targetPort
+        ClientBootstrap(group: inbound.eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { outbound in
+                outbound.eventLoop.makeCompletedFuture {
+                    try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound))
+                }
+            }
+            .connect(host: "127.0.0.1", port: targetPort)
+            .whenComplete { [self] result in
+                switch result {
+                case .failure:
+                    Self.reset(inbound)
+                case .success(let outbound):
+                    let stillOpen = state.withLockedValue { state -> Bool in
+                        guard state.pairs[key] != nil else { return false }
+                        state.pairs[key] = (inbound, outbound)
+                        return true
+                    }
+                    guard stillOpen else { Self.reset(outbound); return }
+                    outbound.closeFuture.whenComplete { [self] _ in
+                        if mode != .blackhole { inbound.close(promise: nil) }
+                    }
+                    inbound.eventLoop.execute {
+                        do {
+                            try inbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: outbound))
+                            inbound.read()
+                        } catch {
+                            Self.reset(inbound)
+                        }
+                    }
+                }
+            }
+    }
+
+    /// Closes with SO_LINGER 0, so the peer gets a RST.
+    static func reset(_ channel: any Channel) {
+        guard let provider = channel as? any SocketOptionProvider else { channel.close(promise: nil); return }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// Forwards (or not) the bytes read on one side to the other.
+    private final class Relay: ChannelDuplexHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        private let proxy: FaultProxy
+        private let peer: any Channel
+        /// Delayed chunks waiting for their time, in order.
+        private var pending: [(due: NIODeadline, data: ByteBuffer)] = []
+        private var drainScheduled = false
+
+        init(proxy: FaultProxy, peer: any Channel) {
+            self.proxy = proxy
+            self.peer = peer
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            context.read()
+            context.fireChannelActive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let bytes = unwrapInboundIn(data)
+            switch proxy.mode {
+            case .pass where pending.isEmpty:
+                peer.writeAndFlush(bytes, promise: nil)
+            case .pass:
+                pending.append((.now(), bytes))
+                drain(context: context)
+            case .blackhole:
+                break
+            case .delay(let amount):
+                pending.append((.now() + amount, bytes))
+                drain(context: context)
+            }
+        }
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            context.read()   // autoRead is off for the accepted side; keep reading
+            context.fireChannelReadComplete()
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            if proxy.mode != .blackhole { peer.close(promise: nil) }
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+
+        private func drain(context: ChannelHandlerContext) {
+            let now = NIODeadline.now()
+            while let first = pending.first, first.due <= now {
+                pending.removeFirst()
+                peer.writeAndFlush(first.data, promise: nil)
+            }
+            guard let next = pending.first, !drainScheduled else { return }
+            drainScheduled = true
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(deadline: next.due) {
+                loopBound.value.drainScheduled = false
+                loopBound.value.drain(context: contextBound.value)
+            }
+        }
+    }
+}
