@@ -70,7 +70,7 @@ let package = Package(
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
-            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport",
+            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "rtm",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

@@ -74,8 +74,10 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             hub.logger.info("heartbeat timeout", metadata: ["connection": "\(connection.id)"])
             context.close(mode: .all, promise: nil)
         case is SlowConsumerEvent:
+            // Its backlog passed maxOutboundBytes: a close frame would only queue behind it, so
+            // drop the connection now and release the memory (the client reconnects and resumes).
             hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
-            closeConnection(context: context, code: .policyViolation, reason: "slow consumer")
+            context.close(mode: .all, promise: nil)
         case let close as CloseWithFrameEvent:
             phase = .ended
             context.write(wrapOutboundOut(close.frame), promise: nil)
@@ -113,6 +115,10 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         data.write(webSocketErrorCode: code)
         data.writeString(reason)
         let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+        // SPEC T-2 on the server side: a peer that does not read never holds the socket open.
+        let channel = context.channel
+        let deadline = context.eventLoop.scheduleTask(in: hub.configuration.closeTimeout) { channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { _ in deadline.cancel() }
         context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
             context.close(mode: .all, promise: nil)
         }

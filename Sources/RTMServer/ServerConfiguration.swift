@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     /// Bytes queued for one connection before it counts as a consumer that cannot keep up and is
     /// disconnected (its memory is then released).
     public var maxOutboundBytes: Int = 4 * 1024 * 1024
+    /// How long a closing connection may take to flush its last frames before it is dropped.
+    public var closeTimeout: TimeAmount = .seconds(1)
     /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.
     public var shutdownGrace: TimeAmount = .seconds(1)
     /// Event-loop threads; defaults to the number of cores.

@@ -13,6 +13,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
     @Option(help: "Heartbeat interval in seconds [5, 1800].") var heartbeat: Double = 5
     @Option(help: "Presence timeout in seconds [5, 300].") var presenceTimeout: Double = 15
+    @Option(help: .hidden) var pongTimeout: Double = 10
+    /// Lets tests run the CLI with millisecond timers (heartbeat, presence timeout, pong timeout).
+    @Flag(help: .hidden) var allowTestTimings = false
 
     /// A logged-in client, ready to use.
     func connect(printEvents: Bool) async throws -> RTMClient {
@@ -21,6 +24,13 @@ struct ClientOptions: ParsableArguments {
         var config = RTMClientConfig(appId: appId, userId: userId, endpoint: url)
         config.heartbeatInterval = heartbeat
         config.presenceTimeout = presenceTimeout
+        config.pongTimeout = pongTimeout
+        if allowTestTimings {
+            config.allowTestTimings = true
+            config.backoffInitial = min(config.backoffInitial, heartbeat)
+            config.backoffMax = min(config.backoffMax, heartbeat * 4)
+            config.connectTimeout = min(config.connectTimeout, pongTimeout * 3)
+        }
         let client = try RTMClient(config: config)
         if printEvents {
             let events = client.events()
