@@ -30,6 +30,8 @@ final class ClientCore: @unchecked Sendable {
     var timers: [Machine.Timer: Scheduled<Void>] = [:]
     var connection: (attempt: UInt64, channel: (any Channel)?)?
     var loginRequestID: UInt64?
+    /// Set by a `goaway` frame, so the loss it causes says why.
+    var goAwayReason: String?
     var token: String?
     var tokenProvider: (@Sendable () async throws -> String)?
     var resumeToken: String?
@@ -159,6 +161,7 @@ final class ClientCore: @unchecked Sendable {
 
     private func open(attempt: UInt64, resume: Bool) {
         connection = (attempt, nil)
+        goAwayReason = nil
         if let provider = tokenProvider {
             // SPEC T-7: ask for a fresh token at every (re)login.
             let loop = self.loop
@@ -208,6 +211,8 @@ final class ClientCore: @unchecked Sendable {
 
     private func closed(attempt: UInt64, message: String) {
         guard connection?.attempt == attempt else { return }
+        let message = goAwayReason ?? message
+        goAwayReason = nil
         connection = nil
         loginRequestID = nil
         finishRestore()
@@ -271,6 +276,7 @@ final class ClientCore: @unchecked Sendable {
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))
         case .goAway:
             // The server is shutting down: treat as a lost link; the backoff brings us back (T-12).
+            goAwayReason = "server going away: \(frame.reason ?? "shutting down")"
             connection?.channel?.close(promise: nil)
         default:
             break   // tolerant reader: unknown frame types are ignored

@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Logging
 import RTMServer
@@ -35,9 +36,15 @@ struct Serve: AsyncParsableCommand {
         } else {
             let (credentials, created) = try DevCredentials.loadOrCreate(dataDir: dataDir)
             config.apps = [credentials.appId: credentials.appCertificate]
-            print(created ? "created a development app in \(DevCredentials.path(in: dataDir)):" : "development app from \(DevCredentials.path(in: dataDir)):")
-            print("  app id:          \(credentials.appId)")
-            print("  app certificate: \(credentials.appCertificate)")
+            let origin = created ? "created a development app in" : "development app from"
+            let text = """
+                \(origin) \(DevCredentials.path(in: dataDir)):
+                  app id:          \(credentials.appId)
+                  app certificate: \(credentials.appCertificate)
+                client commands run in this directory use it by themselves (rtm listen, rtm pub, ...)
+
+                """
+            FileHandle.standardOutput.write(Data(text.utf8))   // unbuffered: shown before the log lines
         }
         let server = RTMServer(configuration: config, logger: logger)
         let group = ServiceGroup(configuration: .init(

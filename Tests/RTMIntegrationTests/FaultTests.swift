@@ -191,7 +191,8 @@ struct FaultTests {
         try await alice.subscribe("room")
         try await bob.subscribe("room")
         await harness.stop()
-        _ = await aliceEvents.next(within: soon) { $0.link?.currentState == .disconnected }
+        let lost = await aliceEvents.first(within: soon) { $0.link?.currentState == .disconnected }
+        #expect(lost?.link?.reason.contains("server going away") == true, "\(String(describing: lost))")
         var config = Harness.serverConfig(port: port)
         config.threads = 2
         let restarted = RTMServer(configuration: config)
