@@ -106,8 +106,9 @@ extension ClientCore {
         guard !missing.isEmpty else { return }
         restoring = (missing.count, [])
         for channel in missing {
-            request(Frame(type: .subscribe, channel: channel), operation: "subscribe", isInternal: true)
+            request(Frame(type: .subscribe, channel: channel, positions: positions(for: [channel])), operation: "subscribe", isInternal: true)
                 .whenComplete { [self] result in
+                    if case .success(let reply) = result { noteSubscribed(channel, reply: reply) }
                     guard var state = restoring else { return }
                     state.remaining -= 1
                     if case .failure = result {

@@ -45,6 +45,15 @@ final class ClientCore: @unchecked Sendable {
 
     /// Subscribed channels, in subscription order (restored after reconnect, C-5).
     var subscriptions: [String] = []
+    /// Last position seen per channel: replay after a reconnection starts there, and replayed
+    /// messages already seen are dropped (M-2, M-3).
+    var positions: [String: ChannelPosition] = [:]
+    /// User-message deduplication (M-1): the store's epoch and the last id emitted. Kept across
+    /// logout: a message whose acknowledgement was lost must not reach the application twice.
+    var userMessageEpoch: String?
+    var lastUserMessageID: UInt64 = 0
+    /// Client message ids (M-3): a random start, so that another instance never reuses them.
+    var nextMessageID = UInt64.random(in: 1...(UInt64.max / 2))
     var sinks: [UInt64: AsyncStream<RTMEvent>.Continuation] = [:]
     var nextSinkID: UInt64 = 1
 
@@ -120,6 +129,7 @@ final class ClientCore: @unchecked Sendable {
             failAll(error)
         case .clearCaches:
             subscriptions = []
+            positions = [:]
             resumeToken = nil
             serverChannels = []
         case .tokenExpired:
@@ -147,6 +157,8 @@ final class ClientCore: @unchecked Sendable {
         case .message(let m): delegate.rtmClient(owner, didReceiveMessageEvent: m)
         case .presence(let p): delegate.rtmClient(owner, didReceivePresenceEvent: p)
         case .tokenExpired: delegate.rtmClientTokenDidExpire(owner)
+        case .gap(let g): delegate.rtmClient(owner, didReceiveGapEvent: g)
+        case .userMessagesDropped(let count): delegate.rtmClient(owner, userMessagesDropped: count)
         }
     }
 
@@ -205,7 +217,8 @@ final class ClientCore: @unchecked Sendable {
         loginRequestID = id
         let login = Frame(type: .login, id: id, appId: config.appId, userId: config.userId, token: token,
                           heartbeatInterval: config.heartbeatInterval, presenceTimeout: config.presenceTimeout,
-                          resumeToken: resume ? resumeToken : nil)
+                          resumeToken: resume ? resumeToken : nil,
+                          positions: resume && resumeToken != nil ? positions(for: subscriptions) : nil)
         ClientTransport.send(login, on: channel)
     }
 
@@ -262,11 +275,11 @@ final class ClientCore: @unchecked Sendable {
         case .pong:
             break
         case .message:
-            emit(.message(MessageEvent(
-                channelType: frame.channelType == "user" ? .user : .message,
-                channelName: frame.channel ?? "", publisher: frame.publisher ?? "",
-                text: frame.text, data: frame.data, customType: frame.customType,
-                seq: frame.seq, timestamp: frame.ts ?? 0)))
+            receivedMessage(frame)
+        case .gap:
+            receivedGap(frame)
+        case .dropped:
+            emit(.userMessagesDropped(count: frame.count ?? 0))
         case .presence:
             guard let kind = frame.event.flatMap(PresenceEventKind.init(rawValue:)) else { return }
             emit(.presence(PresenceEvent(kind: kind, channelName: frame.channel ?? "", userId: frame.userId ?? "",

@@ -140,6 +140,7 @@ public final class RTMClient: Sendable {
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
             core.request(Frame(type: .subscribe, channel: channel), operation: "subscribe").map { reply in
                 if !core.subscriptions.contains(channel) { core.subscriptions.append(channel) }
+                core.noteSubscribed(channel, reply: reply)
                 core.emit(.presence(PresenceEvent(kind: .snapshot, channelName: channel, userId: "",
                                                   members: reply.users ?? [], timestamp: reply.ts ?? 0)))
                 return reply
@@ -178,32 +179,41 @@ public final class RTMClient: Sendable {
         try check(payload: frame, operation: "publish")
         let core = self.core
         let future = core.loop.flatSubmit {
-            core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
+            var frame = frame
+            frame.msgId = core.takeMessageID()   // a resend after a reconnection is published once (M-3)
+            return core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
         }
         return try await Self.wait(future, operation: "publish").seq ?? 0
     }
 
-    /// Sends a text message to one user (peer-to-peer). Fails with `channelReceiverOffline`
-    /// when the user is not online.
-    public func publish(toUser userId: String, message: String, customType: String? = nil) async throws(RTMError) {
+    /// Sends a text message to one user (peer-to-peer). It is stored on the server before this
+    /// returns, delivered in order, and kept until the receiver's SDK has it, also when the
+    /// receiver is offline now (the receipt says so) or its connection dies (SPEC M-1).
+    @discardableResult
+    public func publish(toUser userId: String, message: String, customType: String? = nil) async throws(RTMError) -> UserMessageReceipt {
         try await send(Frame(type: .sendUser, userId: userId, text: message, customType: customType))
     }
 
-    /// Sends binary data to one user.
-    public func publish(toUser userId: String, data: Data, customType: String? = nil) async throws(RTMError) {
+    /// Sends binary data to one user (see `publish(toUser:message:customType:)`).
+    @discardableResult
+    public func publish(toUser userId: String, data: Data, customType: String? = nil) async throws(RTMError) -> UserMessageReceipt {
         try await send(Frame(type: .sendUser, userId: userId, data: data, customType: customType))
     }
 
-    private func send(_ frame: Frame) async throws(RTMError) {
+    private func send(_ frame: Frame) async throws(RTMError) -> UserMessageReceipt {
         if let problem = Limits().nameProblem(frame.userId ?? "", kind: "userId") {
             throw RTMError(.invalidUserId, operation: "publish", problem)
         }
         try check(payload: frame, operation: "publish")
         let core = self.core
         let future = core.loop.flatSubmit {
-            core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
+            var frame = frame
+            frame.msgId = core.takeMessageID()   // a resend is stored once (M-3)
+            return core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
         }
-        _ = try await Self.wait(future, operation: "publish")
+        let reply = try await Self.wait(future, operation: "publish")
+        return UserMessageReceipt(receiverOnline: reply.receiverOnline ?? false, stored: reply.stored ?? false,
+                                  messageId: reply.msgId ?? 0)
     }
 
     // MARK: helpers

@@ -13,6 +13,34 @@ public enum RTMEvent: Sendable {
     case presence(PresenceEvent)
     /// The token expired while reconnecting: call `renewToken` to go on (SPEC C-7).
     case tokenExpired
+    /// Messages of a channel were missed during a disconnection and could not be replayed
+    /// (SPEC M-2): the application knows its view of the channel has a hole.
+    case gap(GapEvent)
+    /// User messages waiting for this user were dropped before delivery (per-receiver cap or
+    /// age limit, SPEC M-1).
+    case userMessagesDropped(count: Int)
+}
+
+/// Messages of a channel that were missed and could not be replayed (SPEC M-2).
+public struct GapEvent: Sendable, Equatable {
+    /// The channel.
+    public let channelName: String
+    /// How many messages were lost; nil when unknown (the server restarted or forgot the
+    /// channel meanwhile).
+    public let lostCount: Int?
+    /// Server time, ms since the Unix epoch.
+    public let timestamp: Int64
+}
+
+/// The server's receipt for a user message (SPEC M-1).
+public struct UserMessageReceipt: Sendable, Equatable {
+    /// The receiver had a connection when the message was stored; otherwise it waits for the
+    /// receiver (the reference's -11035 "receiver offline but message stored").
+    public let receiverOnline: Bool
+    /// The message is stored until the receiver's SDK acknowledges it.
+    public let stored: Bool
+    /// The server's id of the message.
+    public let messageId: UInt64
 }
 
 /// A received message (`AgoraRtmMessageEvent`).
@@ -64,6 +92,10 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceivePresenceEvent event: PresenceEvent)
     /// The token expired while reconnecting.
     func rtmClientTokenDidExpire(_ client: RTMClient)
+    /// Messages of a channel were missed and could not be replayed.
+    func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent)
+    /// User messages waiting for this user were dropped before delivery.
+    func rtmClient(_ client: RTMClient, userMessagesDropped count: Int)
 }
 
 extension RTMClientDelegate {
@@ -77,4 +109,8 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceivePresenceEvent event: PresenceEvent) {}
     /// Does nothing.
     public func rtmClientTokenDidExpire(_ client: RTMClient) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, userMessagesDropped count: Int) {}
 }

@@ -65,6 +65,19 @@ public struct Frame: Codable, Sendable, Equatable {
     /// Server-measured values for the client: the server's heartbeat deadline in seconds (login reply).
     public var serverTimeout: Double?
 
+    // delivery guarantees (SPEC M-1, M-2, M-3)
+    /// Message id. On `publish` / `sendUser`: the client's id for deduplication of resends (M-3).
+    /// On a user `message`: the server's id, increasing per receiver, to acknowledge (M-1).
+    public var msgId: UInt64?
+    /// Epoch of a channel's sequence numbers; it changes when the server loses its replay buffer.
+    public var epoch: String?
+    /// Last seen position per channel, sent on login/subscribe for replay (M-2).
+    public var positions: [String: ChannelPosition]?
+    /// A count: messages lost in a `gap`, or dropped in a `dropped` notice.
+    public var count: Int?
+    /// In a sendUser reply: the message is stored until the receiver acknowledges it.
+    public var stored: Bool?
+
     /// Creates a frame; only `type` is required.
     public init(
         type: FrameType, id: UInt64? = nil, appId: String? = nil, userId: String? = nil,
@@ -73,7 +86,9 @@ public struct Frame: Codable, Sendable, Equatable {
         channelType: String? = nil, publisher: String? = nil, text: String? = nil,
         data: Data? = nil, customType: String? = nil, seq: UInt64? = nil,
         receiverOnline: Bool? = nil, event: String? = nil, users: [String]? = nil,
-        code: Int? = nil, reason: String? = nil, ts: Int64? = nil, serverTimeout: Double? = nil
+        code: Int? = nil, reason: String? = nil, ts: Int64? = nil, serverTimeout: Double? = nil,
+        msgId: UInt64? = nil, epoch: String? = nil, positions: [String: ChannelPosition]? = nil,
+        count: Int? = nil, stored: Bool? = nil
     ) {
         self.type = type; self.id = id; self.appId = appId; self.userId = userId
         self.token = token; self.heartbeatInterval = heartbeatInterval
@@ -83,12 +98,15 @@ public struct Frame: Codable, Sendable, Equatable {
         self.customType = customType; self.seq = seq; self.receiverOnline = receiverOnline
         self.event = event; self.users = users; self.code = code; self.reason = reason
         self.ts = ts; self.serverTimeout = serverTimeout
+        self.msgId = msgId; self.epoch = epoch; self.positions = positions
+        self.count = count; self.stored = stored
     }
 
     private enum CodingKeys: String, CodingKey {
         case type, id, appId, userId, token, heartbeatInterval, presenceTimeout, resumeToken, resumed
         case channel, channelType, publisher, text, data, customType, seq, receiverOnline
         case event, users, code, reason, ts, serverTimeout
+        case msgId, epoch, positions, count, stored
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -117,6 +135,11 @@ public struct Frame: Codable, Sendable, Equatable {
         reason = try c.decodeIfPresent(String.self, forKey: .reason)
         ts = try c.decodeIfPresent(Int64.self, forKey: .ts)
         serverTimeout = try c.decodeIfPresent(Double.self, forKey: .serverTimeout)
+        msgId = try Self.unsigned(c, .msgId)
+        epoch = try c.decodeIfPresent(String.self, forKey: .epoch)
+        positions = try c.decodeIfPresent([String: ChannelPosition].self, forKey: .positions)
+        count = try c.decodeIfPresent(Int.self, forKey: .count)
+        stored = try c.decodeIfPresent(Bool.self, forKey: .stored)
     }
 
     /// Reads a non-negative integer as signed first, so that a negative value is reported as a
@@ -136,4 +159,18 @@ public struct Frame: Codable, Sendable, Equatable {
 
     /// The payload size in bytes (text as UTF-8, or binary), for limit checks.
     public var payloadSize: Int { (text?.utf8.count ?? 0) + (data?.count ?? 0) }
+}
+
+/// Where a subscriber is in a channel: the epoch of the channel's sequence numbers and the last
+/// sequence number seen in it (SPEC M-2).
+public struct ChannelPosition: Codable, Sendable, Hashable {
+    /// The channel's epoch when `seq` was seen.
+    public var epoch: String
+    /// The last sequence number seen.
+    public var seq: UInt64
+    /// Creates a position.
+    public init(epoch: String, seq: UInt64) {
+        self.epoch = epoch
+        self.seq = seq
+    }
 }

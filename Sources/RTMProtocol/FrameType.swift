@@ -33,6 +33,8 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let sendUser = FrameType(rawValue: "sendUser")
     /// Replace the session's token in-band (SPEC T-7).
     public static let renewToken = FrameType(rawValue: "renewToken")
+    /// Acknowledge user messages up to `msgId` (cumulative): the server forgets them (SPEC M-1).
+    public static let ackUser = FrameType(rawValue: "ackUser")
     /// End the session on purpose (SPEC H-4, P-4).
     public static let logout = FrameType(rawValue: "logout")
 
@@ -47,6 +49,11 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let message = FrameType(rawValue: "message")
     /// A presence event in a channel.
     public static let presence = FrameType(rawValue: "presence")
+    /// Messages of a channel were missed and could not be replayed (`channel`, `count`; no
+    /// `count` = unknown, e.g. the server restarted) (SPEC M-2).
+    public static let gap = FrameType(rawValue: "gap")
+    /// User messages waiting for this user were dropped (cap or age) before delivery (`count`) (M-1).
+    public static let dropped = FrameType(rawValue: "dropped")
     /// The session was ended by the server (another login, token expiry, ban); do not reconnect.
     public static let kicked = FrameType(rawValue: "kicked")
     /// The server is going away (shutdown); reconnect with backoff.

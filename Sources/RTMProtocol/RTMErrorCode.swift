@@ -57,6 +57,11 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// User message: the receiver is offline.
     public static let channelReceiverOffline = RTMErrorCode(rawValue: -11033)
 
+    /// User message: the receiver is offline; the message is stored and will be delivered.
+    public static let channelReceiverOfflineButMessageStoreSucceeded = RTMErrorCode(rawValue: -11035)
+    /// User message: the receiver is offline and the message could not be stored.
+    public static let channelReceiverOfflineAndMessageStoreFailed = RTMErrorCode(rawValue: -11036)
+
     /// The reference name of the code, or its number.
     public var description: String {
         Self.names[rawValue] ?? "error \(rawValue)"
@@ -72,6 +77,7 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -11005: "channelInstanceExceedLimitation", -11009: "channelInvalidMessage",
         -11010: "channelMessageLengthExceedLimitation", -11025: "channelPublishMessageTooFrequent",
         -11026: "channelPublishMessageTimeout", -11029: "channelCustomTypeLengthOverflow",
-        -11033: "channelReceiverOffline",
+        -11033: "channelReceiverOffline", -11035: "channelReceiverOfflineButMessageStoreSucceeded",
+        -11036: "channelReceiverOfflineAndMessageStoreFailed",
     ]
 }

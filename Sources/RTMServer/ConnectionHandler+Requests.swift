@@ -22,6 +22,8 @@ extension ConnectionHandler {
             publish(frame, key: key, context: context)
         case (.active(let key), .sendUser):
             sendUser(frame, key: key, context: context)
+        case (.active(let key), .ackUser):
+            ackUser(frame, key: key, context: context)
         case (.active(let key), .renewToken):
             renewToken(frame, key: key, context: context)
         case (.active, .logout):
@@ -77,6 +79,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, code, reason), context: context)
         case .admitted(let admission):
             self.appId = appId
+            self.loggedInUser = userId
             phase = .active(key)
             for channel in admission.channels { joinFanout(channel, appId: appId) }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
@@ -87,7 +90,11 @@ extension ConnectionHandler {
             }
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
-                       ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9), context: context)
+                       ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch), context: context)
+            // A resumed session: what its channels published meanwhile (M-2).
+            if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
+            // Every user message still waiting for this user, then new ones as they come (M-1).
+            hub.mailbox.attach(key, connection: connection)
         }
     }
 
@@ -113,9 +120,36 @@ extension ConnectionHandler {
         case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
         case .subscribed(let members, _):
+            // Where the channel is *before* this connection joins its fan-out; everything after
+            // that point is replayed (from the client's own position if it sent one, M-2) or
+            // arrives live, so nothing falls between the two. The reply carries that position.
+            let current = hub.channelPosition(appId: key.appId, channel: channel)
             joinFanout(channel, appId: key.appId)
-            send(Frame(type: .ok, id: frame.id, channel: channel, event: PresenceEventKind.snapshot.rawValue,
-                       users: members, ts: Hub.wallMillis), context: context)
+            replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
+            send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
+                       users: members, ts: Hub.wallMillis, epoch: current.epoch), context: context)
+        }
+    }
+
+    /// Writes a `gap` notice when messages were lost, then the replayed messages. Returns the
+    /// channel's epoch.
+    @discardableResult
+    func replay(_ channel: String, after position: ChannelPosition, appId: String, context: ChannelHandlerContext) -> String {
+        let replay = hub.replay(appId: appId, channel: channel, after: position)
+        if let lost = replay.lost {
+            send(Frame(type: .gap, channel: channel, ts: Hub.wallMillis, epoch: replay.epoch, count: lost), context: context)
+        }
+        for buffer in replay.messages {
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
+        }
+        context.flush()
+        return replay.epoch
+    }
+
+    /// After a resumed login: replay each kept channel from the position the client sent.
+    func replay(_ channels: [String], appId: String, frame: Frame, context: ChannelHandlerContext) {
+        for channel in channels {
+            if let position = frame.positions?[channel] { replay(channel, after: position, appId: appId, context: context) }
         }
     }
 
@@ -130,10 +164,13 @@ extension ConnectionHandler {
         guard let channel = validChannel(frame, context: context), validPayload(frame, context: context) else { return }
         let message = Frame(type: .message, channel: channel, channelType: "message", publisher: key.userId,
                             text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
-        let seq = hub.publish(appId: key.appId, frame: message, from: connection)
+        let seq = hub.publish(appId: key.appId, frame: message, publisher: key, clientMsgId: frame.msgId,
+                              allocator: context.channel.allocator)
         send(Frame(type: .ok, id: frame.id, seq: seq), context: context)
     }
 
+    /// A user message (SPEC M-1): stored durably first, acknowledged after the commit, delivered
+    /// to the receiver's connection in order, kept until the receiver acknowledges it.
     private func sendUser(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let target = frame.userId else {
             send(.error(id: frame.id, .invalidParameter, "sendUser needs userId (the receiver)"), context: context)
@@ -144,15 +181,34 @@ extension ConnectionHandler {
             return
         }
         guard validPayload(frame, context: context) else { return }
-        guard let receiver = hub.connection(of: UserKey(appId: key.appId, userId: target)) else {
-            send(.error(id: frame.id, .channelReceiverOffline, "user '\(target)' is offline"), context: context)
+        let message = StoredUserMessage(appId: key.appId, receiver: target, sender: key.userId, text: frame.text,
+                                        data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
+        let requestID = frame.id
+        let channel = context.channel
+        hub.mailbox.send(message, from: key, clientMsgId: frame.msgId) { result in
+            let reply: Frame
+            switch result {
+            case .success(let receipt):
+                // -11035 in `code`: the receiver is offline and the message waits for it.
+                reply = Frame(type: .ok, id: requestID, receiverOnline: receipt.receiverOnline,
+                              code: receipt.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
+                              msgId: UInt64(receipt.id), stored: true)
+            case .failure(let error):
+                reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)")
+            }
+            let buffer = FrameCodec.encode(reply, allocator: channel.allocator)
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+        }
+    }
+
+    /// The receiver's SDK has every user message up to `msgId` (M-1).
+    private func ackUser(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let upTo = frame.msgId else {
+            send(.error(id: frame.id, .invalidParameter, "ackUser needs msgId"), context: context)
             return
         }
-        let message = Frame(type: .message, channel: target, channelType: "user", publisher: key.userId,
-                            text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
-        let buffer = FrameCodec.encode(message, allocator: context.channel.allocator)
-        receiver.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
-        send(Frame(type: .ok, id: frame.id, receiverOnline: true), context: context)
+        hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo))
+        if frame.id != nil { send(Frame(type: .ok, id: frame.id), context: context) }
     }
 
     // MARK: validation

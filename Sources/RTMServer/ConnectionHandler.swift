@@ -30,6 +30,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     var context: ChannelHandlerContext?
     /// Set at login; kept after the session ends so the fan-out table can be cleaned.
     var appId: String?
+    /// Set at login; kept after the session ends so the mailbox can be detached.
+    var loggedInUser: String?
 
     init(hub: Hub) {
         self.hub = hub
@@ -90,6 +92,9 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         leaveFanout()
         hub.unregister(connection)
+        if let appId, let userId = loggedInUser {
+            hub.mailbox.detach(UserKey(appId: appId, userId: userId), connection: connection)
+        }
         if case .active = phase {
             hub.connectionLost(connection, lastSeen: lastRead)
         }

@@ -15,14 +15,19 @@ final class Hub: Sendable {
     private let nextConnectionID = NIOLockedValueBox<UInt64>(1)
     let configuration: ServerConfiguration
     let logger: Logger
+    /// User messages: durable, acknowledged, re-delivered (SPEC M-1).
+    let mailbox: UserMailbox
+    /// This server run's epoch (channel epochs derive from it).
+    let epoch: String
 
-    init(configuration: ServerConfiguration, loops: [any EventLoop], logger: Logger) {
+    init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.state = NIOLockedValueBox(HubState(
-            loginRatePerSecond: configuration.loginRatePerSecond,
-            heartbeatSlack: configuration.heartbeatSlack,
-            maxChannelsPerClient: configuration.limits.maxChannelsPerClient))
+        self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
+                                   dedupCapacity: configuration.dedupCapacity, logger: logger)
+        let hubState = HubState(configuration: configuration)
+        self.epoch = hubState.serverEpoch
+        self.state = NIOLockedValueBox(hubState)
         var fanouts: [LoopFanout] = []
         var byLoop: [ObjectIdentifier: LoopFanout] = [:]
         for (index, loop) in loops.enumerated() {
@@ -129,15 +134,47 @@ final class Hub: Sendable {
         state.withLockedValue { $0.setLoop(index, hasSubscribers: hasSubscribers, channel: channel) }
     }
 
-    /// Publishes a channel message: one sequence number, one encoding, one hop per loop.
-    func publish(appId: String, frame: Frame, from connection: ConnectionRef) -> UInt64 {
-        let channel = frame.channel ?? ""
-        let (seq, loops) = state.withLockedValue { $0.nextSequence(appId: appId, channel: channel) }
-        var frame = frame
-        frame.seq = seq
-        let buffer = FrameCodec.encode(frame, allocator: connection.channel.allocator)
-        deliver(buffer, to: ChannelKey(appId: appId, name: channel), loops: loops, except: nil)
-        return seq
+    /// Publishes a channel message: one sequence number, one encoding, one hop per loop. A resend
+    /// of an already published client message id is acknowledged again, not delivered (M-3).
+    func publish(appId: String, frame: Frame, publisher: UserKey, clientMsgId: UInt64?, allocator: ByteBufferAllocator) -> UInt64 {
+        let channel = ChannelKey(appId: appId, name: frame.channel ?? "")
+        return state.withLockedValue { state in
+            switch state.publish(frame, appId: appId, publisher: publisher, clientMsgId: clientMsgId,
+                                 nowMillis: Self.wallMillis, allocator: allocator) {
+            case .duplicate(let seq):
+                return seq
+            case .published(let seq, let buffer, let loops):
+                // Queued to each loop while the sequence number is still held: every loop
+                // receives a channel's messages in sequence order, whoever published them.
+                enqueue(buffer, to: channel, loops: loops, except: nil)
+                return seq
+            }
+        }
+    }
+
+    /// What a returning subscriber missed in a channel (M-2). Call after the connection has
+    /// joined the channel's fan-out, so that anything newer arrives live.
+    func replay(appId: String, channel: String, after position: ChannelPosition) -> HubState.Replay {
+        state.withLockedValue { $0.replay(ChannelKey(appId: appId, name: channel), after: position, nowMillis: Self.wallMillis) }
+    }
+
+    /// Where a channel is now: its epoch and last sequence number (creating the channel).
+    func channelPosition(appId: String, channel: String) -> ChannelPosition {
+        state.withLockedValue { state in
+            let key = ChannelKey(appId: appId, name: channel)
+            let current = state.channels[key] ?? state.newChannel()
+            state.channels[key] = current
+            return ChannelPosition(epoch: current.epoch, seq: current.seq)
+        }
+    }
+
+    /// Trims replay buffers and forgets unused channels, every replay window.
+    func startSweeping() {
+        guard let loop = fanouts.first?.eventLoop else { return }
+        let interval = max(configuration.channelReplayWindow, .milliseconds(100))
+        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
+            state.withLockedValue { $0.sweep(nowMillis: Self.wallMillis) }
+        }
     }
 
     // MARK: effects
@@ -150,17 +187,19 @@ final class Hub: Sendable {
     }
 
     private func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?) {
+        enqueue(buffer, to: channel, loops: loops, except: except)
+    }
+
+    /// One hop to each loop that has subscribers (never a synchronous write: the caller may hold
+    /// the state lock, and the order of these hops is the order of delivery).
+    private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?) {
         var remaining = loops
         while remaining != 0 {
             let index = remaining.trailingZeroBitCount
             remaining &= remaining - 1
             guard index < fanouts.count else { continue }
             let fanout = fanouts[index]
-            if fanout.eventLoop.inEventLoop {
-                fanout.deliver(buffer, to: channel, except: except)
-            } else {
-                fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except) }
-            }
+            fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except) }
         }
     }
 

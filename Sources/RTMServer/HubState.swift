@@ -1,3 +1,4 @@
+import DequeModule
 import NIOCore
 import RTMProtocol
 
@@ -19,12 +20,24 @@ struct HubState {
     }
 
     struct ChannelState {
+        /// Names this incarnation of the channel's sequence numbers: a channel forgotten and
+        /// created again (or a restarted server) starts a new epoch (SPEC M-2).
+        let epoch: String
         /// user id → session id of the members (presence).
         var members: [String: UInt64] = [:]
         /// Last assigned sequence number.
         var seq: UInt64 = 0
         /// Bit i set: event loop i has local subscribers.
         var loops: UInt64 = 0
+        /// The last messages, encoded, for replay to returning subscribers (M-2).
+        var recent: Deque<RecentMessage> = []
+    }
+
+    /// A published channel message kept for replay.
+    struct RecentMessage {
+        let seq: UInt64
+        let millis: Int64
+        let buffer: ByteBuffer
     }
 
     /// A presence event to send to a channel's subscribers, except one connection.
@@ -67,16 +80,34 @@ struct HubState {
 
     private(set) var sessions: [UserKey: Session] = [:]
     private var sessionByConnection: [UInt64: UserKey] = [:]
-    private(set) var channels: [ChannelKey: ChannelState] = [:]
+    var channels: [ChannelKey: ChannelState] = [:]
     private var nextSessionID: UInt64 = 1
     private var loginLimiter: RateLimiter
     private let heartbeatSlack: TimeAmount
     private let maxChannels: Int
 
-    init(loginRatePerSecond: Double, heartbeatSlack: TimeAmount, maxChannelsPerClient: Int) {
-        self.loginLimiter = RateLimiter(ratePerSecond: loginRatePerSecond)
-        self.heartbeatSlack = heartbeatSlack
-        self.maxChannels = maxChannelsPerClient
+    /// Random per server start; channel epochs derive from it.
+    let serverEpoch = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    private var nextIncarnation: UInt64 = 1
+    let replayWindowMillis: Int64
+    let replayMax: Int
+    /// Recent client message ids of each publisher → the sequence number they got (M-3).
+    var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
+    let dedupCapacity: Int
+
+    init(configuration: ServerConfiguration) {
+        self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
+        self.heartbeatSlack = configuration.heartbeatSlack
+        self.maxChannels = configuration.limits.maxChannelsPerClient
+        self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
+        self.replayMax = max(0, configuration.channelReplayMax)
+        self.dedupCapacity = configuration.dedupCapacity
+    }
+
+    /// A new channel incarnation with a fresh epoch.
+    mutating func newChannel() -> ChannelState {
+        defer { nextIncarnation += 1 }
+        return ChannelState(epoch: "\(serverEpoch)-\(nextIncarnation)")
     }
 
     // MARK: sessions
@@ -175,7 +206,7 @@ struct HubState {
             return .rejected(.notLogin, "not logged in")
         }
         let channelKey = ChannelKey(appId: key.appId, name: name)
-        var state = channels[channelKey] ?? ChannelState()
+        var state = channels[channelKey] ?? newChannel()
         if session.channels.contains(name) {
             return .subscribed(members: state.members.keys.sorted(), join: nil)
         }
@@ -212,23 +243,14 @@ struct HubState {
             loops: state.loops, except: except)
     }
 
-    private mutating func pruneIfUnused(_ key: ChannelKey) {
-        if let state = channels[key], state.members.isEmpty, state.loops == 0 { channels[key] = nil }
-    }
-
-    /// Assigns the next sequence number of a channel; returns it with the loops to deliver on.
-    mutating func nextSequence(appId: String, channel name: String) -> (seq: UInt64, loops: UInt64) {
-        let key = ChannelKey(appId: appId, name: name)
-        var state = channels[key] ?? ChannelState()
-        state.seq += 1
-        // Nobody listens and nobody is a member: keep no state for it.
-        channels[key] = state.members.isEmpty && state.loops == 0 ? nil : state
-        return (state.seq, state.loops)
+    /// Forgets a channel nobody is in, listens to, or could still get a replay from.
+    mutating func pruneIfUnused(_ key: ChannelKey) {
+        if let state = channels[key], state.members.isEmpty, state.loops == 0, state.recent.isEmpty { channels[key] = nil }
     }
 
     /// A loop's local subscriber set for a channel became non-empty (`true`) or empty.
     mutating func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
-        var state = channels[channel] ?? ChannelState()
+        var state = channels[channel] ?? newChannel()
         if hasSubscribers { state.loops |= (1 << UInt64(index)) } else { state.loops &= ~(1 << UInt64(index)) }
         channels[channel] = state
         if !hasSubscribers { pruneIfUnused(channel) }

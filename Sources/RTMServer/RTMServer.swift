@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -32,15 +33,20 @@ public final class RTMServer: Service, Sendable {
     private let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
 
-    /// Creates a server; nothing is bound until `start()`.
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "rtm.server")) {
+    /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
+    /// `store`); nothing is bound until `start()`.
+    public init(configuration: ServerConfiguration, store: (any UserMessageStore)? = nil,
+                logger: Logger = Logger(label: "rtm.server")) throws {
         self.configuration = configuration
         self.logger = logger
+        let store = try store ?? SQLiteUserMessageStore(
+            path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("rtm.sqlite") },
+            fullSync: configuration.storeFullSync)
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(configuration.threads, 64)))
         var loops: [any EventLoop] = []
         var iterator = group.makeIterator()
         while let loop = iterator.next() { loops.append(loop) }
-        self.hub = Hub(configuration: configuration, loops: loops, logger: logger)
+        self.hub = Hub(configuration: configuration, loops: loops, store: store, logger: logger)
     }
 
     /// The bound port, once started.
@@ -71,6 +77,7 @@ public final class RTMServer: Service, Sendable {
                 }
             }
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
+        hub.startSweeping()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])
@@ -128,6 +135,7 @@ public final class RTMServer: Service, Sendable {
             try? await closed.get()
             timeout.cancel()
         }
+        await hub.mailbox.drain()
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

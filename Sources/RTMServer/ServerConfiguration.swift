@@ -33,6 +33,21 @@ public struct ServerConfiguration: Sendable {
     public var closeTimeout: TimeAmount = .seconds(1)
     /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.
     public var shutdownGrace: TimeAmount = .seconds(1)
+    /// Where the embedded store keeps its database (`rtm.sqlite`); nil = in memory (tests).
+    public var dataDirectory: String?
+    /// fsync every commit (survives power loss); by default a commit survives the process being
+    /// killed at any moment, which is what SPEC M-1 asks.
+    public var storeFullSync = false
+    /// User messages kept per receiver until acknowledged (SPEC M-1: 200); the oldest go first.
+    public var userMessageCap = 200
+    /// How long an unacknowledged user message is kept (SPEC M-1: 7 days).
+    public var userMessageMaxAge: TimeAmount = .hours(7 * 24)
+    /// How far back a reconnecting subscriber gets a channel's messages again (SPEC M-2: 30 s).
+    public var channelReplayWindow: TimeAmount = .seconds(30)
+    /// At most this many replayed messages per channel (SPEC M-2: 32).
+    public var channelReplayMax = 32
+    /// Client message ids remembered per sender to answer resends without acting twice (M-3).
+    public var dedupCapacity = 1024
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

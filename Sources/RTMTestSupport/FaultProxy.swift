@@ -9,6 +9,7 @@ import NIOPosix
 /// - `.blackhole`: bytes are swallowed both ways, sockets stay open: a half-open link that TCP
 ///   does not report (SPEC H-5).
 /// - `.delay(d)`: bytes flow, each chunk `d` late, in order.
+/// - `.blackholeDownstream`: requests reach the server, its replies are swallowed.
 /// - `cutAll()`: every open connection is reset (RST) on both sides.
 /// - `setRefuseNew(true)`: new connections are accepted and reset at once, as a dead server.
 ///
@@ -25,6 +26,8 @@ public final class FaultProxy: Sendable {
         case blackhole
         /// Forward after a delay.
         case delay(TimeAmount)
+        /// Forward client → server only; swallow what the server sends (its replies are lost).
+        case blackholeDownstream
     }
 
     private struct State {
@@ -121,7 +124,7 @@ public final class FaultProxy: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { outbound in
                 outbound.eventLoop.makeCompletedFuture {
-                    try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound))
+                    try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound, toServer: false))
                 }
             }
             .connect(host: "127.0.0.1", port: targetPort)
@@ -141,7 +144,7 @@ public final class FaultProxy: Sendable {
                     }
                     inbound.eventLoop.execute {
                         do {
-                            try inbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: outbound))
+                            try inbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: outbound, toServer: true))
                             inbound.read()
                         } catch {
                             Self.reset(inbound)
@@ -165,13 +168,16 @@ public final class FaultProxy: Sendable {
 
         private let proxy: FaultProxy
         private let peer: any Channel
+        /// True on the client's side: the bytes read here go to the server.
+        private let toServer: Bool
         /// Delayed chunks waiting for their time, in order.
         private var pending: [(due: NIODeadline, data: ByteBuffer)] = []
         private var drainScheduled = false
 
-        init(proxy: FaultProxy, peer: any Channel) {
+        init(proxy: FaultProxy, peer: any Channel, toServer: Bool) {
             self.proxy = proxy
             self.peer = peer
+            self.toServer = toServer
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -188,6 +194,10 @@ public final class FaultProxy: Sendable {
                 pending.append((.now(), bytes))
                 drain(context: context)
             case .blackhole:
+                break
+            case .blackholeDownstream where toServer && pending.isEmpty:
+                peer.writeAndFlush(bytes, promise: nil)
+            case .blackholeDownstream:
                 break
             case .delay(let amount):
                 pending.append((.now() + amount, bytes))

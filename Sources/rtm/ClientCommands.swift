@@ -50,8 +50,10 @@ struct Send: AsyncParsableCommand {
 
     func run() async throws {
         let client = try await options.connect(printEvents: false)
-        try await client.publish(toUser: receiver, message: message)
-        print("delivered to \(receiver)")
+        let receipt = try await client.publish(toUser: receiver, message: message)
+        print(receipt.receiverOnline
+              ? "delivered to \(receiver) (id \(receipt.messageId))"
+              : "stored for \(receiver), who is offline: delivered when they log in (id \(receipt.messageId))")
         await client.logout()
     }
 }

@@ -55,13 +55,15 @@ enum EventPrinter {
         case .message(let m):
             let body = m.text ?? m.data.map { "<\($0.count) bytes>" } ?? ""
             line = m.channelType == .user
-                ? "message   from \(m.publisher) (user): \(body)"
+                ? "message   from \(m.publisher) (user, id \(m.seq ?? 0)): \(body)"
                 : "message   #\(m.channelName) seq=\(m.seq ?? 0) from \(m.publisher): \(body)"
         case .presence(let p):
             line = p.kind == .snapshot
                 ? "presence  #\(p.channelName) snapshot \(p.members)"
                 : "presence  #\(p.channelName) \(p.kind.rawValue) \(p.userId)"
         case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
+        case .gap(let g): line = "gap       #\(g.channelName) lost \(g.lostCount.map(String.init) ?? "an unknown number of") message(s) that could not be replayed"
+        case .userMessagesDropped(let count): line = "dropped   \(count) user message(s) waiting for you (cap or age limit)"
         }
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
         // Unbuffered, so a watcher (or a test reading a pipe) sees each event as it happens.

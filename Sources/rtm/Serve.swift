@@ -30,6 +30,7 @@ struct Serve: AsyncParsableCommand {
         config.publishRatePerSecond = publishRate
         config.loginRatePerSecond = loginRate
         if let threads { config.threads = threads }
+        config.dataDirectory = dataDir
         if let appId {
             guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
             config.apps = [appId: appCertificate]
@@ -46,7 +47,7 @@ struct Serve: AsyncParsableCommand {
                 """
             FileHandle.standardOutput.write(Data(text.utf8))   // unbuffered: shown before the log lines
         }
-        let server = RTMServer(configuration: config, logger: logger)
+        let server = try RTMServer(configuration: config, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

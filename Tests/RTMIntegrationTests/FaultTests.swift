@@ -195,7 +195,7 @@ struct FaultTests {
         #expect(lost?.link?.reason.contains("server going away") == true, "\(String(describing: lost))")
         var config = Harness.serverConfig(port: port)
         config.threads = 2
-        let restarted = RTMServer(configuration: config)
+        let restarted = try RTMServer(configuration: config)
         try await restarted.start()
         let aliceBack = await aliceEvents.first(within: soon) { $0.link?.operation == .reconnected }
         let bobBack = await bobEvents.first(within: soon) { $0.link?.operation == .reconnected }

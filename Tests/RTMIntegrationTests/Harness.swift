@@ -38,7 +38,7 @@ struct Harness {
         configure(&config)
         var logger = Logger(label: "test.server")
         logger.logLevel = .warning
-        let server = RTMServer(configuration: config, logger: logger)
+        let server = try RTMServer(configuration: config, logger: logger)
         let port = try await server.start()
         return Harness(server: server, port: port)
     }

@@ -39,13 +39,10 @@ struct MessagingTests {
         let direct = await aliceEvents.first(within: soon) { $0.messageEvent?.channelType == .user }
         #expect(direct?.messageEvent?.text == "psst")
         #expect(direct?.messageEvent?.publisher == "bob")
-        // Offline receiver: typed error (-11033).
-        do {
-            try await bob.publish(toUser: "nobody", message: "x")
-            Issue.record("sent to an offline user")
-        } catch {
-            #expect(error.code == .channelReceiverOffline)
-        }
+        // Offline receiver: stored for later, and the receipt says so (M-1; the reference's -11035).
+        let receipt = try await bob.publish(toUser: "nobody", message: "x")
+        #expect(receipt.receiverOnline == false)
+        #expect(receipt.stored)
         // P-4: unsubscribe is an intentional leave, seen at once.
         try await bob.unsubscribe("room")
         let leave = await aliceEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteLeave && $0.presenceEvent?.userId == "bob" }

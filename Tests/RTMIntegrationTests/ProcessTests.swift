@@ -5,9 +5,9 @@ import RTMServer
 import Testing
 @testable import RTMClient
 
-/// A real `rtm listen` process, so that the client can be stopped with SIGSTOP and resumed with
-/// SIGCONT as an operating system suspends an app (SPEC T-11).
-final class ListenProcess: Sendable {
+/// A real `rtm` process (a listener to stop with SIGSTOP as an operating system suspends an app,
+/// SPEC T-11; a server to kill with SIGKILL, SPEC M-1), with its output collected line by line.
+final class RTMProcess: Sendable {
     let process: Process
     private let lines = NIOLockedValueBox<[String]>([])
 
@@ -27,7 +27,7 @@ final class ListenProcess: Sendable {
         process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
+        process.standardError = pipe
         let partial = NIOLockedValueBox("")
         let lines = self.lines
         pipe.fileHandleForReading.readabilityHandler = { handle in
@@ -59,9 +59,39 @@ final class ListenProcess: Sendable {
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 
     func stop() {
+        guard process.isRunning else { return }
         signal(SIGCONT)
         process.terminate()
         process.waitUntilExit()
+    }
+
+    /// Kills it at once (SIGKILL): no shutdown code runs.
+    func kill9() {
+        signal(SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// A port that was free a moment ago (for a server process that must be restarted on it).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// `rtm serve` on `port` with the test app and a data directory.
+    static func server(port: Int, dataDir: String) throws -> RTMProcess {
+        let server = try RTMProcess(arguments: [
+            "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", Harness.appId,
+            "--app-certificate", Harness.certificate, "--heartbeat-slack", "0.2", "--publish-rate", "0",
+        ])
+        return server
     }
 }
 
@@ -74,7 +104,7 @@ struct ProcessTests {
         let harness = try await Harness.start { $0.heartbeatSlack = .milliseconds(1900) }
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")
-        let listener = try ListenProcess(arguments: [
+        let listener = try RTMProcess(arguments: [
             "listen", "room", "--url", "ws://127.0.0.1:\(harness.port)", "--user", "sleeper",
             "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--allow-test-timings", "--heartbeat", "0.1", "--pong-timeout", "0.3", "--presence-timeout", "0.5",

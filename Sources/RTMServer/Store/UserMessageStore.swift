@@ -1,0 +1,48 @@
+import Foundation
+
+/// A user (peer-to-peer) message waiting for its receiver's acknowledgement (SPEC M-1).
+public struct StoredUserMessage: Sendable, Equatable {
+    /// Store-assigned id: increases per store, never reused.
+    public var id: Int64
+    /// Application.
+    public var appId: String
+    /// Receiver's user id.
+    public var receiver: String
+    /// Sender's user id.
+    public var sender: String
+    /// Text payload.
+    public var text: String?
+    /// Binary payload.
+    public var data: Data?
+    /// Application-defined type.
+    public var customType: String?
+    /// Server time when it was accepted, ms since the Unix epoch.
+    public var ts: Int64
+
+    /// Creates a message; `id` is assigned by the store (pass 0).
+    public init(id: Int64 = 0, appId: String, receiver: String, sender: String, text: String?, data: Data?, customType: String?, ts: Int64) {
+        self.id = id; self.appId = appId; self.receiver = receiver; self.sender = sender
+        self.text = text; self.data = data; self.customType = customType; self.ts = ts
+    }
+}
+
+/// Durable storage of user messages, behind which the embedded SQLite store (the default) and a
+/// PostgreSQL store for several nodes can sit. Calls are synchronous and made by one owner
+/// (`UserMailbox`) from its own queue; an implementation need not be reentrant.
+public protocol UserMessageStore: Sendable {
+    /// An id for this store's contents, fixed when the store is created: message ids are only
+    /// comparable under the same epoch.
+    var epoch: String { get }
+
+    /// Appends messages and applies acknowledgements in **one** durable transaction (group
+    /// commit). Keeps at most `cap` messages per receiver, dropping the oldest and counting them
+    /// (see `takeDropped`). Returns the ids of `messages`, in order.
+    func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64]
+
+    /// The messages waiting for a receiver, oldest first. Messages older than `notBefore` (ms)
+    /// are deleted and counted as dropped instead.
+    func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage]
+
+    /// How many messages were dropped for a receiver since the last call; resets the count.
+    func takeDropped(appId: String, receiver: String) throws -> Int
+}
