@@ -106,9 +106,14 @@ extension ClientCore {
         guard !missing.isEmpty else { return }
         restoring = (missing.count, [])
         for channel in missing {
-            request(Frame(type: .subscribe, channel: channel, positions: positions(for: [channel])), operation: "subscribe", isInternal: true)
+            let options = subscriptionOptions[channel] ?? SubscribeOptions()
+            request(Frame(type: .subscribe, channel: channel, positions: positions(for: [channel]),
+                          withPresence: options.withPresence, beQuiet: options.beQuiet), operation: "subscribe", isInternal: true)
                 .whenComplete { [self] result in
-                    if case .success(let reply) = result { noteSubscribed(channel, reply: reply) }
+                    if case .success(let reply) = result {
+                        noteSubscribed(channel, reply: reply)
+                        reapplyState(channel)   // a new session lost it (P-3)
+                    }
                     guard var state = restoring else { return }
                     state.remaining -= 1
                     if case .failure = result {

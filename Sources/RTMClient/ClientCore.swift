@@ -45,6 +45,11 @@ final class ClientCore: @unchecked Sendable {
 
     /// Subscribed channels, in subscription order (restored after reconnect, C-5).
     var subscriptions: [String] = []
+    /// Subscribe options per channel, restored with the subscription.
+    var subscriptionOptions: [String: SubscribeOptions] = [:]
+    /// Temporary state per channel, cached (also before subscribing) and re-applied after a
+    /// reconnection that did not resume the session (P-3).
+    var presenceStates: [String: [String: String]] = [:]
     /// Last position seen per channel: replay after a reconnection starts there, and replayed
     /// messages already seen are dropped (M-2, M-3).
     var positions: [String: ChannelPosition] = [:]
@@ -129,6 +134,8 @@ final class ClientCore: @unchecked Sendable {
             failAll(error)
         case .clearCaches:
             subscriptions = []
+            subscriptionOptions = [:]
+            presenceStates = [:]
             positions = [:]
             resumeToken = nil
             serverChannels = []
@@ -159,6 +166,7 @@ final class ClientCore: @unchecked Sendable {
         case .tokenExpired: delegate.rtmClientTokenDidExpire(owner)
         case .gap(let g): delegate.rtmClient(owner, didReceiveGapEvent: g)
         case .userMessagesDropped(let count): delegate.rtmClient(owner, userMessagesDropped: count)
+        case .member(let m): delegate.rtmClient(owner, didReceiveMemberEvent: m)
         }
     }
 
@@ -281,9 +289,7 @@ final class ClientCore: @unchecked Sendable {
         case .dropped:
             emit(.userMessagesDropped(count: frame.count ?? 0))
         case .presence:
-            guard let kind = frame.event.flatMap(PresenceEventKind.init(rawValue:)) else { return }
-            emit(.presence(PresenceEvent(kind: kind, channelName: frame.channel ?? "", userId: frame.userId ?? "",
-                                         members: frame.users ?? [], timestamp: frame.ts ?? 0)))
+            receivedPresence(frame)
         case .kicked:
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))

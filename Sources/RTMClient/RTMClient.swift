@@ -20,7 +20,7 @@ import RTMProtocol
 /// try await client.publish(channel: "room", message: "hello")
 /// ```
 public final class RTMClient: Sendable {
-    private let core: ClientCore
+    let core: ClientCore
     /// The event loop all client state lives on; delegate callbacks arrive on it.
     public let eventLoop: any EventLoop
 
@@ -134,15 +134,17 @@ public final class RTMClient: Sendable {
     /// Subscribes to a message channel; returns its members at that moment (the snapshot).
     /// The subscription is restored automatically after every reconnection (C-5).
     @discardableResult
-    public func subscribe(_ channel: String) async throws(RTMError) -> [String] {
+    public func subscribe(_ channel: String, options: SubscribeOptions = SubscribeOptions()) async throws(RTMError) -> [String] {
         try check(channel: channel, operation: "subscribe")
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
-            core.request(Frame(type: .subscribe, channel: channel), operation: "subscribe").map { reply in
+            core.request(Frame(type: .subscribe, channel: channel, withPresence: options.withPresence, beQuiet: options.beQuiet),
+                         operation: "subscribe").map { reply in
                 if !core.subscriptions.contains(channel) { core.subscriptions.append(channel) }
+                core.subscriptionOptions[channel] = options
                 core.noteSubscribed(channel, reply: reply)
-                core.emit(.presence(PresenceEvent(kind: .snapshot, channelName: channel, userId: "",
-                                                  members: reply.users ?? [], timestamp: reply.ts ?? 0)))
+                core.emitPresence(.snapshot, channel: channel, frame: reply)
+                core.reapplyState(channel)   // state set before subscribing (cached)
                 return reply
             }
         }
@@ -155,6 +157,8 @@ public final class RTMClient: Sendable {
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
             core.subscriptions.removeAll { $0 == channel }
+            core.subscriptionOptions[channel] = nil
+            core.presenceStates[channel] = nil   // leaving clears the state (P-4)
             return core.request(Frame(type: .unsubscribe, channel: channel), operation: "unsubscribe")
         }
         _ = try await Self.wait(future, operation: "unsubscribe")
@@ -218,7 +222,7 @@ public final class RTMClient: Sendable {
 
     // MARK: helpers
 
-    private func check(channel: String, operation: String) throws(RTMError) {
+    func check(channel: String, operation: String) throws(RTMError) {
         if let problem = Limits().nameProblem(channel, kind: "channel name") {
             throw RTMError(.invalidChannelName, operation: operation, problem)
         }
@@ -241,7 +245,7 @@ public final class RTMClient: Sendable {
         (try? await eventLoop.submit(body).get()) ?? body()
     }
 
-    private static func wait<T: Sendable>(_ future: EventLoopFuture<T>, operation: String) async throws(RTMError) -> T {
+    static func wait<T: Sendable>(_ future: EventLoopFuture<T>, operation: String) async throws(RTMError) -> T {
         do {
             return try await future.get()
         } catch let error as RTMError {

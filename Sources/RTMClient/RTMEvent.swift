@@ -19,6 +19,8 @@ public enum RTMEvent: Sendable {
     /// User messages waiting for this user were dropped before delivery (per-receiver cap or
     /// age limit, SPEC M-1).
     case userMessagesDropped(count: Int)
+    /// The classic presence view (memberJoined / memberLeft / memberCount).
+    case member(MemberEvent)
 }
 
 /// Messages of a channel that were missed and could not be replayed (SPEC M-2).
@@ -67,16 +69,37 @@ public struct MessageEvent: Sendable, Equatable {
 
 /// A presence event in a message channel (`AgoraRtmPresenceEvent`).
 public struct PresenceEvent: Sendable, Equatable {
-    /// snapshot, remoteJoin, remoteLeave or remoteTimeout.
+    /// snapshot, interval, remoteJoin, remoteLeave, remoteTimeout or remoteStateChanged.
     public let kind: PresenceEventKind
     /// The channel.
     public let channelName: String
-    /// The user concerned (empty for a snapshot).
+    /// The user concerned (empty for a snapshot or an interval event).
     public let userId: String
-    /// For a snapshot: the members at subscribe time.
+    /// Snapshot: the members at subscribe time. Interval: the users who joined.
     public let members: [String]
     /// Server time, ms since the Unix epoch.
     public let timestamp: Int64
+    /// remoteStateChanged: the user's whole new state.
+    public var state: [String: String] = [:]
+    /// Snapshot: members' states. Interval: the states that changed.
+    public var states: [String: [String: String]] = [:]
+    /// Interval: the users who left.
+    public var left: [String] = []
+    /// Interval: the users who timed out.
+    public var timedOut: [String] = []
+    /// Visible members in the channel after this event (nil if the server did not say).
+    public var memberCount: Int?
+}
+
+/// The classic (1.x) view of presence, derived from presence events: `memberJoined`,
+/// `memberLeft`, `memberCount`.
+public enum MemberEvent: Sendable, Equatable {
+    /// A user joined the channel.
+    case joined(channel: String, userId: String)
+    /// A user left the channel (or timed out).
+    case left(channel: String, userId: String)
+    /// The channel's member count changed.
+    case count(channel: String, count: Int)
 }
 
 /// Receives client events on the client's event loop, in order. Every method has a default
@@ -96,6 +119,8 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent)
     /// User messages waiting for this user were dropped before delivery.
     func rtmClient(_ client: RTMClient, userMessagesDropped count: Int)
+    /// Classic presence: a member joined, left, or the member count changed.
+    func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent)
 }
 
 extension RTMClientDelegate {
@@ -113,4 +138,6 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, userMessagesDropped count: Int) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent) {}
 }

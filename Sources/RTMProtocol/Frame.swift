@@ -78,6 +78,29 @@ public struct Frame: Codable, Sendable, Equatable {
     /// In a sendUser reply: the message is stored until the receiver acknowledges it.
     public var stored: Bool?
 
+    // presence (AGORA_REFERENCE §2.10)
+    /// Temporary user state in a channel (setState items, getState reply, stateChanged event).
+    public var state: [String: String]?
+    /// Several users' states (`userId → state`): subscribe snapshot, whoNow, interval events.
+    public var states: [String: [String: String]]?
+    /// State keys to remove (removeState).
+    public var keys: [String]?
+    /// Subscribe option: receive presence events of the channel (default true).
+    public var withPresence: Bool?
+    /// Subscribe option: be invisible in the channel's presence (no join/leave, not listed).
+    public var beQuiet: Bool?
+    /// whoNow option: include each user's state.
+    public var includeState: Bool?
+    /// whoNow paging cursor: in a request, where to continue; in a reply, the next page (absent
+    /// on the last page).
+    public var page: String?
+    /// Channel names (whereNow reply).
+    public var channels: [String]?
+    /// Users who left (interval event).
+    public var left: [String]?
+    /// Users who timed out (interval event).
+    public var timedOut: [String]?
+
     /// Creates a frame; only `type` is required.
     public init(
         type: FrameType, id: UInt64? = nil, appId: String? = nil, userId: String? = nil,
@@ -88,7 +111,10 @@ public struct Frame: Codable, Sendable, Equatable {
         receiverOnline: Bool? = nil, event: String? = nil, users: [String]? = nil,
         code: Int? = nil, reason: String? = nil, ts: Int64? = nil, serverTimeout: Double? = nil,
         msgId: UInt64? = nil, epoch: String? = nil, positions: [String: ChannelPosition]? = nil,
-        count: Int? = nil, stored: Bool? = nil
+        count: Int? = nil, stored: Bool? = nil, state: [String: String]? = nil,
+        states: [String: [String: String]]? = nil, keys: [String]? = nil, withPresence: Bool? = nil,
+        beQuiet: Bool? = nil, includeState: Bool? = nil, page: String? = nil, channels: [String]? = nil,
+        left: [String]? = nil, timedOut: [String]? = nil
     ) {
         self.type = type; self.id = id; self.appId = appId; self.userId = userId
         self.token = token; self.heartbeatInterval = heartbeatInterval
@@ -100,6 +126,9 @@ public struct Frame: Codable, Sendable, Equatable {
         self.ts = ts; self.serverTimeout = serverTimeout
         self.msgId = msgId; self.epoch = epoch; self.positions = positions
         self.count = count; self.stored = stored
+        self.state = state; self.states = states; self.keys = keys; self.withPresence = withPresence
+        self.beQuiet = beQuiet; self.includeState = includeState; self.page = page
+        self.channels = channels; self.left = left; self.timedOut = timedOut
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -107,6 +136,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case channel, channelType, publisher, text, data, customType, seq, receiverOnline
         case event, users, code, reason, ts, serverTimeout
         case msgId, epoch, positions, count, stored
+        case state, states, keys, withPresence, beQuiet, includeState, page, channels, left, timedOut
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -140,6 +170,16 @@ public struct Frame: Codable, Sendable, Equatable {
         positions = try c.decodeIfPresent([String: ChannelPosition].self, forKey: .positions)
         count = try c.decodeIfPresent(Int.self, forKey: .count)
         stored = try c.decodeIfPresent(Bool.self, forKey: .stored)
+        state = try c.decodeIfPresent([String: String].self, forKey: .state)
+        states = try c.decodeIfPresent([String: [String: String]].self, forKey: .states)
+        keys = try c.decodeIfPresent([String].self, forKey: .keys)
+        withPresence = try c.decodeIfPresent(Bool.self, forKey: .withPresence)
+        beQuiet = try c.decodeIfPresent(Bool.self, forKey: .beQuiet)
+        includeState = try c.decodeIfPresent(Bool.self, forKey: .includeState)
+        page = try c.decodeIfPresent(String.self, forKey: .page)
+        channels = try c.decodeIfPresent([String].self, forKey: .channels)
+        left = try c.decodeIfPresent([String].self, forKey: .left)
+        timedOut = try c.decodeIfPresent([String].self, forKey: .timedOut)
     }
 
     /// Reads a non-negative integer as signed first, so that a negative value is reported as a

@@ -33,6 +33,16 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let sendUser = FrameType(rawValue: "sendUser")
     /// Replace the session's token in-band (SPEC T-7).
     public static let renewToken = FrameType(rawValue: "renewToken")
+    /// Set (merge) this user's temporary state in a channel (`channel`, `state`).
+    public static let setState = FrameType(rawValue: "setState")
+    /// Remove keys of this user's temporary state in a channel (`channel`, `keys`).
+    public static let removeState = FrameType(rawValue: "removeState")
+    /// A user's temporary state in a channel (`channel`, `userId`).
+    public static let getState = FrameType(rawValue: "getState")
+    /// Who is in a channel (`channel`, `includeState`, `page`): 100 users per page.
+    public static let whoNow = FrameType(rawValue: "whoNow")
+    /// Which channels a user is in (`userId`).
+    public static let whereNow = FrameType(rawValue: "whereNow")
     /// Acknowledge user messages up to `msgId` (cumulative): the server forgets them (SPEC M-1).
     public static let ackUser = FrameType(rawValue: "ackUser")
     /// End the session on purpose (SPEC H-4, P-4).

@@ -62,6 +62,19 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// User message: the receiver is offline and the message could not be stored.
     public static let channelReceiverOfflineAndMessageStoreFailed = RTMErrorCode(rawValue: -11036)
 
+    /// Presence: the user is not in that channel.
+    public static let presenceNotConnected = RTMErrorCode(rawValue: -13001)
+    /// Presence: more than 100 states cached before joining.
+    public static let presenceCacheTooManyStates = RTMErrorCode(rawValue: -13004)
+    /// Presence: more than 32 state pairs.
+    public static let presenceStateCountOverflow = RTMErrorCode(rawValue: -13005)
+    /// Presence: a state key is empty or too long.
+    public static let presenceInvalidStateKey = RTMErrorCode(rawValue: -13006)
+    /// Presence: a state value is too long.
+    public static let presenceStateValueSizeOverflow = RTMErrorCode(rawValue: -13009)
+    /// Presence: the user is not online.
+    public static let presenceUserNotExist = RTMErrorCode(rawValue: -13011)
+
     /// The reference name of the code, or its number.
     public var description: String {
         Self.names[rawValue] ?? "error \(rawValue)"
@@ -78,6 +91,8 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -11010: "channelMessageLengthExceedLimitation", -11025: "channelPublishMessageTooFrequent",
         -11026: "channelPublishMessageTimeout", -11029: "channelCustomTypeLengthOverflow",
         -11033: "channelReceiverOffline", -11035: "channelReceiverOfflineButMessageStoreSucceeded",
-        -11036: "channelReceiverOfflineAndMessageStoreFailed",
+        -11036: "channelReceiverOfflineAndMessageStoreFailed", -13001: "presenceNotConnected",
+        -13004: "presenceCacheTooManyStates", -13005: "presenceStateCountOverflow", -13006: "presenceInvalidStateKey",
+        -13009: "presenceStateValueSizeOverflow", -13011: "presenceUserNotExist",
     ]
 }

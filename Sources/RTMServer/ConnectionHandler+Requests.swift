@@ -22,6 +22,14 @@ extension ConnectionHandler {
             publish(frame, key: key, context: context)
         case (.active(let key), .sendUser):
             sendUser(frame, key: key, context: context)
+        case (.active(let key), .setState), (.active(let key), .removeState):
+            changeState(frame, key: key, context: context)
+        case (.active(let key), .getState):
+            getState(frame, key: key, context: context)
+        case (.active(let key), .whoNow):
+            whoNow(frame, key: key, context: context)
+        case (.active(let key), .whereNow):
+            whereNow(frame, key: key, context: context)
         case (.active(let key), .ackUser):
             ackUser(frame, key: key, context: context)
         case (.active(let key), .renewToken):
@@ -81,7 +89,9 @@ extension ConnectionHandler {
             self.appId = appId
             self.loggedInUser = userId
             phase = .active(key)
-            for channel in admission.channels { joinFanout(channel, appId: appId) }
+            for channel in admission.channels {
+                joinFanout(channel, appId: appId, withPresence: !admission.presenceOff.contains(channel))
+            }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
             let pipeline = context.pipeline.syncOperations
@@ -116,18 +126,20 @@ extension ConnectionHandler {
 
     private func subscribe(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context) else { return }
-        switch hub.subscribe(connection, channel: channel) {
+        let withPresence = frame.withPresence ?? true
+        switch hub.subscribe(connection, channel: channel, quiet: frame.beQuiet ?? false, withPresence: withPresence) {
         case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
-        case .subscribed(let members, _):
+        case .subscribed(let snapshot, _):
             // Where the channel is *before* this connection joins its fan-out; everything after
             // that point is replayed (from the client's own position if it sent one, M-2) or
             // arrives live, so nothing falls between the two. The reply carries that position.
             let current = hub.channelPosition(appId: key.appId, channel: channel)
-            joinFanout(channel, appId: key.appId)
+            joinFanout(channel, appId: key.appId, withPresence: withPresence)
             replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
             send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
-                       users: members, ts: Hub.wallMillis, epoch: current.epoch), context: context)
+                       users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.users.count,
+                       states: snapshot.states.isEmpty ? nil : snapshot.states), context: context)
         }
     }
 
@@ -209,6 +221,50 @@ extension ConnectionHandler {
         }
         hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo))
         if frame.id != nil { send(Frame(type: .ok, id: frame.id), context: context) }
+    }
+
+    // MARK: presence
+
+    private func changeState(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let channel = validChannel(frame, context: context) else { return }
+        let set = frame.type == .setState ? (frame.state ?? [:]) : [:]
+        let remove = frame.type == .removeState ? (frame.keys ?? []) : []
+        switch hub.changeState(connection, channel: channel, set: set, remove: remove) {
+        case .rejected(let code, let reason):
+            send(.error(id: frame.id, code, reason), context: context)
+        case .changed(let state, _):
+            send(Frame(type: .ok, id: frame.id, channel: channel, state: state), context: context)
+        }
+    }
+
+    private func getState(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let channel = validChannel(frame, context: context) else { return }
+        let user = frame.userId ?? key.userId
+        guard let state = hub.state(of: user, appId: key.appId, channel: channel) else {
+            send(.error(id: frame.id, .presenceUserNotExist, "user '\(user)' is not in channel '\(channel)'"), context: context)
+            return
+        }
+        send(Frame(type: .ok, id: frame.id, userId: user, channel: channel, state: state), context: context)
+    }
+
+    private func whoNow(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let channel = validChannel(frame, context: context) else { return }
+        let (snapshot, next, total) = hub.whoNow(appId: key.appId, channel: channel, after: frame.page)
+        send(Frame(type: .ok, id: frame.id, channel: channel, users: snapshot.users, count: total,
+                   states: frame.includeState == true ? snapshot.states : nil, page: next), context: context)
+    }
+
+    private func whereNow(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        let user = frame.userId ?? key.userId
+        if let problem = hub.configuration.limits.nameProblem(user, kind: "userId") {
+            send(.error(id: frame.id, .invalidUserId, problem), context: context)
+            return
+        }
+        guard let channels = hub.whereNow(UserKey(appId: key.appId, userId: user)) else {
+            send(.error(id: frame.id, .presenceUserNotExist, "user '\(user)' is not online"), context: context)
+            return
+        }
+        send(Frame(type: .ok, id: frame.id, userId: user, channels: channels), context: context)
     }
 
     // MARK: validation

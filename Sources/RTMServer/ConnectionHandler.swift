@@ -129,10 +129,10 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    func joinFanout(_ channel: String, appId: String) {
+    func joinFanout(_ channel: String, appId: String, withPresence: Bool = true) {
         guard localChannels.insert(channel).inserted else { return }
         let key = ChannelKey(appId: appId, name: channel)
-        if fanout.add(connection, to: key) { hub.setLoop(fanout.index, hasSubscribers: true, channel: key) }
+        if fanout.add(connection, to: key, withPresence: withPresence) { hub.setLoop(fanout.index, hasSubscribers: true, channel: key) }
     }
 
     func leaveFanout(_ channel: String, appId: String) {

@@ -67,6 +67,29 @@ final class Hub: Sendable {
         state.withLockedValue { $0.channels[ChannelKey(appId: appId, name: channel)]?.members.keys.sorted() ?? [] }
     }
 
+    // MARK: presence
+
+    /// setState / removeState; members are told (or the change waits for the interval event).
+    func changeState(_ connection: ConnectionRef, channel: String, set: [String: String], remove: [String]) -> HubState.StateDecision {
+        let decision = state.withLockedValue {
+            $0.changeState(connection, channel: channel, set: set, remove: remove, limits: configuration.limits, wallMillis: Self.wallMillis)
+        }
+        if case .changed(_, let broadcast?) = decision { perform([broadcast]) }
+        return decision
+    }
+
+    func state(of userId: String, appId: String, channel: String) -> [String: String]? {
+        state.withLockedValue { $0.state(of: userId, appId: appId, channel: channel) }
+    }
+
+    func whoNow(appId: String, channel: String, after: String?) -> (snapshot: HubState.Snapshot, next: String?, total: Int) {
+        state.withLockedValue { $0.whoNow(appId: appId, channel: channel, after: after, pageSize: 100) }
+    }
+
+    func whereNow(_ user: UserKey) -> [String]? {
+        state.withLockedValue { $0.whereNow(user) }
+    }
+
     // MARK: sessions
 
     func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> HubState.LoginDecision {
@@ -117,8 +140,10 @@ final class Hub: Sendable {
 
     // MARK: channels
 
-    func subscribe(_ connection: ConnectionRef, channel: String) -> HubState.SubscribeDecision {
-        let decision = state.withLockedValue { $0.subscribe(connection, channel: channel, wallMillis: Self.wallMillis) }
+    func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, withPresence: Bool) -> HubState.SubscribeDecision {
+        let decision = state.withLockedValue {
+            $0.subscribe(connection, channel: channel, quiet: quiet, withPresence: withPresence, wallMillis: Self.wallMillis)
+        }
         if case .subscribed(_, let join?) = decision { perform([join]) }
         return decision
     }
@@ -168,6 +193,15 @@ final class Hub: Sendable {
         }
     }
 
+    /// Interval-mode presence events, every `presenceInterval`.
+    func startPresenceIntervals() {
+        guard let loop = fanouts.last?.eventLoop else { return }
+        let interval = max(configuration.presenceInterval, .milliseconds(10))
+        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
+            perform(state.withLockedValue { $0.takeIntervalEvents(wallMillis: Self.wallMillis) })
+        }
+    }
+
     /// Trims replay buffers and forgets unused channels, every replay window.
     func startSweeping() {
         guard let loop = fanouts.first?.eventLoop else { return }
@@ -182,24 +216,20 @@ final class Hub: Sendable {
     private func perform(_ broadcasts: [HubState.Broadcast]) {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
-            deliver(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id)
+            enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, presence: true)
         }
-    }
-
-    private func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?) {
-        enqueue(buffer, to: channel, loops: loops, except: except)
     }
 
     /// One hop to each loop that has subscribers (never a synchronous write: the caller may hold
     /// the state lock, and the order of these hops is the order of delivery).
-    private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?) {
+    private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?, presence: Bool = false) {
         var remaining = loops
         while remaining != 0 {
             let index = remaining.trailingZeroBitCount
             remaining &= remaining - 1
             guard index < fanouts.count else { continue }
             let fanout = fanouts[index]
-            fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except) }
+            fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except, presence: presence) }
         }
     }
 

@@ -23,8 +23,10 @@ struct HubState {
         /// Names this incarnation of the channel's sequence numbers: a channel forgotten and
         /// created again (or a restarted server) starts a new epoch (SPEC M-2).
         let epoch: String
-        /// user id → session id of the members (presence).
-        var members: [String: UInt64] = [:]
+        /// The members (presence), by user id.
+        var members: [String: Member] = [:]
+        /// Interval mode: the changes since the last interval event.
+        var interval = IntervalChanges()
         /// Last assigned sequence number.
         var seq: UInt64 = 0
         /// Bit i set: event loop i has local subscribers.
@@ -40,7 +42,8 @@ struct HubState {
         let buffer: ByteBuffer
     }
 
-    /// A presence event to send to a channel's subscribers, except one connection.
+    /// A presence event to send to a channel's subscribers (those that want presence), except
+    /// one connection.
     struct Broadcast: Sendable {
         let channel: ChannelKey
         let frame: Frame
@@ -59,6 +62,8 @@ struct HubState {
         let resumed: Bool
         /// Channels the resumed session is in; the new connection serves them at once.
         let channels: [String]
+        /// Of those, the ones subscribed without presence events.
+        var presenceOff: Set<String> = []
         /// The same session's previous connection (half-open, or a race): close it quietly.
         let replaced: ConnectionRef?
         /// Another client's connection for the same user: tell it it was kicked, then close (C-6).
@@ -69,7 +74,7 @@ struct HubState {
 
     enum SubscribeDecision {
         case rejected(RTMErrorCode, String)
-        case subscribed(members: [String], join: Broadcast?)
+        case subscribed(snapshot: Snapshot, join: Broadcast?)
     }
 
     struct GraceTimer {
@@ -79,12 +84,16 @@ struct HubState {
     }
 
     private(set) var sessions: [UserKey: Session] = [:]
-    private var sessionByConnection: [UInt64: UserKey] = [:]
+    var sessionByConnection: [UInt64: UserKey] = [:]
     var channels: [ChannelKey: ChannelState] = [:]
     private var nextSessionID: UInt64 = 1
     private var loginLimiter: RateLimiter
     private let heartbeatSlack: TimeAmount
     private let maxChannels: Int
+    /// Above this many members a channel's presence goes to interval mode.
+    let presenceIntervalThreshold: Int
+    /// Interval mode: a leave is reported only if no rejoin follows within this.
+    let presenceDebounceMillis: Int64
 
     /// Random per server start; channel epochs derive from it.
     let serverEpoch = String(UInt64.random(in: 1...UInt64.max), radix: 36)
@@ -102,6 +111,8 @@ struct HubState {
         self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
         self.replayMax = max(0, configuration.channelReplayMax)
         self.dedupCapacity = configuration.dedupCapacity
+        self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
+        self.presenceDebounceMillis = configuration.presenceDebounce.nanoseconds / 1_000_000
     }
 
     /// A new channel incarnation with a fresh epoch.
@@ -132,9 +143,12 @@ struct HubState {
                 session.presenceTimeout = presenceTimeout
                 sessions[key] = session
                 sessionByConnection[connection.id] = key
+                let presenceOff = session.channels.filter {
+                    channels[ChannelKey(appId: key.appId, name: $0)]?.members[key.userId]?.withPresence == false
+                }
                 return .admitted(Admission(
                     sessionID: session.id, resumeToken: session.resumeToken, resumed: true,
-                    channels: session.channels.sorted(), replaced: replaced, kicked: nil, broadcasts: []))
+                    channels: session.channels.sorted(), presenceOff: presenceOff, replaced: replaced, kicked: nil, broadcasts: []))
             }
             // Another client instance: the older one is kicked and its session ends.
             let kicked = session.connection
@@ -201,27 +215,24 @@ struct HubState {
 
     // MARK: channels
 
-    mutating func subscribe(_ connection: ConnectionRef, channel name: String, wallMillis: Int64) -> SubscribeDecision {
+    mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, withPresence: Bool, wallMillis: Int64) -> SubscribeDecision {
         guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
             return .rejected(.notLogin, "not logged in")
         }
         let channelKey = ChannelKey(appId: key.appId, name: name)
         var state = channels[channelKey] ?? newChannel()
         if session.channels.contains(name) {
-            return .subscribed(members: state.members.keys.sorted(), join: nil)
+            return .subscribed(snapshot: snapshot(state), join: nil)
         }
         guard session.channels.count < maxChannels else {
             return .rejected(.channelInstanceExceedLimitation, "already subscribed to \(maxChannels) channels, the limit per client")
         }
         session.channels.insert(name)
         sessions[key] = session
-        state.members[key.userId] = session.id
+        state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, withPresence: withPresence)
         channels[channelKey] = state
-        let join = Broadcast(
-            channel: channelKey,
-            frame: Frame(type: .presence, userId: key.userId, channel: name, event: PresenceEventKind.remoteJoin.rawValue, ts: wallMillis),
-            loops: state.loops, except: connection)
-        return .subscribed(members: state.members.keys.sorted(), join: join)
+        let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)
+        return .subscribed(snapshot: snapshot(channels[channelKey] ?? state), join: join)
     }
 
     /// Intentional leave of one channel (SPEC P-4). Nil when not subscribed.
@@ -232,15 +243,14 @@ struct HubState {
         return .some(removeMember(key, channel: name, event: .remoteLeave, except: connection, wallMillis: wallMillis))
     }
 
+    /// Removes a member (and its temporary state, P-2/P-4) and tells the others.
     private mutating func removeMember(_ key: UserKey, channel name: String, event: PresenceEventKind, except: ConnectionRef?, wallMillis: Int64) -> Broadcast? {
         let channelKey = ChannelKey(appId: key.appId, name: name)
-        guard var state = channels[channelKey], state.members.removeValue(forKey: key.userId) != nil else { return nil }
+        guard var state = channels[channelKey], let member = state.members.removeValue(forKey: key.userId) else { return nil }
         channels[channelKey] = state
+        let broadcast = member.quiet ? nil : presenceChange(channelKey, event, user: key.userId, except: except, wallMillis: wallMillis)
         pruneIfUnused(channelKey)
-        return Broadcast(
-            channel: channelKey,
-            frame: Frame(type: .presence, userId: key.userId, channel: name, event: event.rawValue, ts: wallMillis),
-            loops: state.loops, except: except)
+        return broadcast
     }
 
     /// Forgets a channel nobody is in, listens to, or could still get a replay from.

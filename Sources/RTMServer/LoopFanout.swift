@@ -9,7 +9,13 @@ import NIOWebSocket
 final class LoopFanout: @unchecked Sendable {
     let eventLoop: any EventLoop
     let index: Int
-    private var subscribers: [ChannelKey: [UInt64: ConnectionRef]] = [:]
+    private var subscribers: [ChannelKey: [UInt64: Subscriber]] = [:]
+
+    struct Subscriber {
+        let connection: ConnectionRef
+        /// Receives the channel's presence events (subscribe option `withPresence`).
+        let withPresence: Bool
+    }
     private var needsFlush: [UInt64: ConnectionRef] = [:]
     private var flushScheduled = false
     private let maxOutboundBytes: Int
@@ -21,10 +27,10 @@ final class LoopFanout: @unchecked Sendable {
     }
 
     /// Adds a local subscriber. Returns true when the channel had none here before.
-    func add(_ connection: ConnectionRef, to channel: ChannelKey) -> Bool {
+    func add(_ connection: ConnectionRef, to channel: ChannelKey, withPresence: Bool = true) -> Bool {
         eventLoop.assertInEventLoop()
         let wasEmpty = subscribers[channel]?.isEmpty ?? true
-        subscribers[channel, default: [:]][connection.id] = connection
+        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, withPresence: withPresence)
         return wasEmpty
     }
 
@@ -39,13 +45,14 @@ final class LoopFanout: @unchecked Sendable {
         return false
     }
 
-    /// Writes `buffer` as one text frame to every local subscriber of `channel` except one.
-    func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, except: UInt64?) {
+    /// Writes `buffer` as one text frame to every local subscriber of `channel` except one
+    /// (a presence event only to those that want presence).
+    func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, except: UInt64?, presence: Bool = false) {
         eventLoop.assertInEventLoop()
         guard let local = subscribers[channel] else { return }
         let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
-        for (id, connection) in local where id != except {
-            write(frame, to: connection)
+        for (id, subscriber) in local where id != except && (!presence || subscriber.withPresence) {
+            write(frame, to: subscriber.connection)
         }
     }
 

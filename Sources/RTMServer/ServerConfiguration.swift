@@ -48,6 +48,13 @@ public struct ServerConfiguration: Sendable {
     public var channelReplayMax = 32
     /// Client message ids remembered per sender to answer resends without acting twice (M-3).
     public var dedupCapacity = 1024
+    /// A channel with more visible members than this reports presence in interval mode
+    /// (aggregated changes every `presenceInterval`) instead of an event per change (default 50).
+    public var presenceIntervalThreshold = 50
+    /// Period of interval-mode presence events (default 30 s).
+    public var presenceInterval: TimeAmount = .seconds(30)
+    /// Interval mode: a leave followed by a rejoin within this is not reported (default 2 s).
+    public var presenceDebounce: TimeAmount = .seconds(2)
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

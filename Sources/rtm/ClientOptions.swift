@@ -58,9 +58,18 @@ enum EventPrinter {
                 ? "message   from \(m.publisher) (user, id \(m.seq ?? 0)): \(body)"
                 : "message   #\(m.channelName) seq=\(m.seq ?? 0) from \(m.publisher): \(body)"
         case .presence(let p):
-            line = p.kind == .snapshot
-                ? "presence  #\(p.channelName) snapshot \(p.members)"
-                : "presence  #\(p.channelName) \(p.kind.rawValue) \(p.userId)"
+            switch p.kind {
+            case .snapshot: line = "presence  #\(p.channelName) snapshot \(p.members)\(p.states.isEmpty ? "" : " states=\(p.states)")"
+            case .interval: line = "presence  #\(p.channelName) interval joined=\(p.members) left=\(p.left) timedOut=\(p.timedOut) changed=\(p.states)"
+            case .remoteStateChanged: line = "presence  #\(p.channelName) remoteStateChanged \(p.userId) \(p.state)"
+            default: line = "presence  #\(p.channelName) \(p.kind.rawValue) \(p.userId)"
+            }
+        case .member(let m):
+            switch m {
+            case .joined(let channel, let user): line = "member    #\(channel) memberJoined \(user)"
+            case .left(let channel, let user): line = "member    #\(channel) memberLeft \(user)"
+            case .count(let channel, let count): line = "member    #\(channel) memberCount \(count)"
+            }
         case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
         case .gap(let g): line = "gap       #\(g.channelName) lost \(g.lostCount.map(String.init) ?? "an unknown number of") message(s) that could not be replayed"
         case .userMessagesDropped(let count): line = "dropped   \(count) user message(s) waiting for you (cap or age limit)"

@@ -89,6 +89,7 @@ extension RTMEvent {
     var classic: ConnectionState? { if case .connectionState(let s, _) = self { s } else { nil } }
     var messageEvent: MessageEvent? { if case .message(let m) = self { m } else { nil } }
     var presenceEvent: PresenceEvent? { if case .presence(let p) = self { p } else { nil } }
+    var memberEvent: MemberEvent? { if case .member(let m) = self { m } else { nil } }
 }
 
 /// The default wait for something that should happen promptly.

@@ -1,0 +1,154 @@
+import NIOCore
+import RTMProtocol
+
+/// Presence (AGORA_REFERENCE §2.10): members, temporary state, quiet members, interval mode.
+extension HubState {
+    /// One member of a channel.
+    struct Member {
+        let sessionID: UInt64
+        /// Quiet: invisible to presence (not listed, no events).
+        let quiet: Bool
+        /// Receives presence events (kept so a resumed session keeps the choice).
+        var withPresence = true
+        /// Temporary state in this channel; cleared when the member leaves or times out.
+        var state: [String: String] = [:]
+    }
+
+    /// What changed in a channel in interval mode since the last interval event, as net
+    /// changes: a join then a leave within the interval cancels out, and a leave is held for
+    /// the debounce time (2 s) so that a quick rejoin cancels it too, even across intervals.
+    struct IntervalChanges {
+        var joined: Set<String> = []
+        var left: Set<String> = []
+        var timedOut: Set<String> = []
+        var states: [String: [String: String]] = [:]
+        /// Leaves still within the debounce time: user → (leave or timeout, when).
+        var debouncing: [String: (kind: PresenceEventKind, millis: Int64)] = [:]
+
+        var isEmpty: Bool { joined.isEmpty && left.isEmpty && timedOut.isEmpty && states.isEmpty && debouncing.isEmpty }
+
+        mutating func record(_ kind: PresenceEventKind, user: String, state: [String: String], millis: Int64) {
+            switch kind {
+            case .remoteJoin:
+                if debouncing.removeValue(forKey: user) == nil && left.remove(user) == nil && timedOut.remove(user) == nil {
+                    joined.insert(user)
+                }
+            case .remoteLeave, .remoteTimeout:
+                states[user] = nil
+                if joined.remove(user) == nil { debouncing[user] = (kind, millis) }
+            case .remoteStateChanged:
+                states[user] = state
+            case .snapshot, .interval:
+                break
+            }
+        }
+
+        /// Moves leaves older than the debounce time into `left` / `timedOut`.
+        mutating func settle(nowMillis: Int64, debounceMillis: Int64) {
+            for (user, leave) in debouncing where nowMillis - leave.millis >= debounceMillis {
+                debouncing[user] = nil
+                if leave.kind == .remoteLeave { left.insert(user) } else { timedOut.insert(user) }
+            }
+        }
+    }
+
+    /// The visible members of a channel and their states.
+    struct Snapshot: Sendable {
+        var users: [String]
+        var states: [String: [String: String]]
+    }
+
+    func snapshot(_ state: ChannelState) -> Snapshot {
+        let visible = state.members.filter { !$0.value.quiet }
+        return Snapshot(users: visible.keys.sorted(),
+                        states: visible.compactMapValues { $0.state.isEmpty ? nil : $0.state })
+    }
+
+    /// Visible member count (carried in presence events for the classic memberCount).
+    func visibleCount(_ state: ChannelState) -> Int { state.members.values.reduce(0) { $0 + ($1.quiet ? 0 : 1) } }
+
+    /// A presence change: a broadcast now, or (interval mode) recorded for the next interval event.
+    mutating func presenceChange(_ key: ChannelKey, _ kind: PresenceEventKind, user: String, state userState: [String: String] = [:],
+                                 except: ConnectionRef?, wallMillis: Int64) -> Broadcast? {
+        guard var state = channels[key] else { return nil }
+        let count = visibleCount(state)
+        if count > presenceIntervalThreshold {
+            state.interval.record(kind, user: user, state: userState, millis: wallMillis)
+            channels[key] = state
+            return nil
+        }
+        return Broadcast(
+            channel: key,
+            frame: Frame(type: .presence, userId: user, channel: key.name, event: kind.rawValue, ts: wallMillis,
+                         count: count, state: kind == .remoteStateChanged ? userState : nil),
+            loops: state.loops, except: except)
+    }
+
+    /// The interval events due: one per channel with changes (called every presence interval).
+    mutating func takeIntervalEvents(wallMillis: Int64) -> [Broadcast] {
+        var out: [Broadcast] = []
+        for (key, var state) in channels where !state.interval.isEmpty {
+            state.interval.settle(nowMillis: wallMillis, debounceMillis: presenceDebounceMillis)
+            var changes = state.interval
+            changes.debouncing = [:]
+            state.interval = IntervalChanges(debouncing: state.interval.debouncing)
+            channels[key] = state
+            guard !changes.isEmpty else { continue }
+            out.append(Broadcast(
+                channel: key,
+                frame: Frame(type: .presence, channel: key.name, event: PresenceEventKind.interval.rawValue,
+                             users: changes.joined.sorted(), ts: wallMillis, count: visibleCount(state),
+                             states: changes.states.isEmpty ? nil : changes.states,
+                             left: changes.left.sorted(), timedOut: changes.timedOut.sorted()),
+                loops: state.loops, except: nil))
+        }
+        return out
+    }
+
+    enum StateDecision {
+        case rejected(RTMErrorCode, String)
+        case changed([String: String], Broadcast?)
+    }
+
+    /// setState (merge `set`) / removeState (`remove`) for the connection's user in a channel.
+    mutating func changeState(_ connection: ConnectionRef, channel name: String, set: [String: String], remove: [String],
+                              limits: Limits, wallMillis: Int64) -> StateDecision {
+        guard let key = sessionByConnection[connection.id] else { return .rejected(.notLogin, "not logged in") }
+        let channelKey = ChannelKey(appId: key.appId, name: name)
+        guard var state = channels[channelKey], var member = state.members[key.userId] else {
+            return .rejected(.presenceNotConnected, "not subscribed to '\(name)': subscribe first (the SDK caches state until then)")
+        }
+        var merged = member.state.merging(set) { _, new in new }
+        for key in remove { merged[key] = nil }
+        if let (code, problem) = limits.stateProblem(merged) { return .rejected(code, problem) }
+        member.state = merged
+        state.members[key.userId] = member
+        channels[channelKey] = state
+        let broadcast = member.quiet ? nil
+            : presenceChange(channelKey, .remoteStateChanged, user: key.userId, state: merged, except: connection, wallMillis: wallMillis)
+        return .changed(merged, broadcast)
+    }
+
+    /// A user's state in a channel; nil when the user is not a (visible) member.
+    func state(of userId: String, appId: String, channel: String) -> [String: String]? {
+        guard let member = channels[ChannelKey(appId: appId, name: channel)]?.members[userId], !member.quiet else { return nil }
+        return member.state
+    }
+
+    /// One page (≤ `pageSize`) of a channel's visible members after the cursor `after`, and the
+    /// cursor of the next page.
+    func whoNow(appId: String, channel: String, after: String?, pageSize: Int) -> (snapshot: Snapshot, next: String?, total: Int) {
+        guard let state = channels[ChannelKey(appId: appId, name: channel)] else { return (Snapshot(users: [], states: [:]), nil, 0) }
+        let all = snapshot(state)
+        let rest = after.map { cursor in all.users.drop { $0 <= cursor } } ?? all.users[...]
+        let page = Array(rest.prefix(pageSize))
+        let next = rest.count > pageSize ? page.last : nil
+        return (Snapshot(users: page, states: all.states.filter { page.contains($0.key) }), next, all.users.count)
+    }
+
+    /// The channels a user is a visible member of.
+    func whereNow(_ user: UserKey) -> [String]? {
+        guard let session = sessions[user] else { return nil }
+        return session.channels.filter { channels[ChannelKey(appId: user.appId, name: $0)]?.members[user.userId]?.quiet == false }.sorted()
+    }
+}
