@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -88,8 +89,22 @@ enum ClientTransport {
         }
     }
 
-    /// Sends one frame, masked as a client must.
+    /// Sends one frame, masked as a client must. A well-formed publish goes in the compact
+    /// binary form (PROTOCOL.md §2.3); everything else as JSON text.
     static func send(_ frame: Frame, on channel: any Channel) {
+        if frame.type == .publish, let id = frame.id, let name = frame.channel, (frame.text == nil) != (frame.data == nil),
+           name.utf8.count <= 255, (frame.customType?.utf8.count ?? 0) <= 255 {
+            var buffer = channel.allocator.buffer(capacity: 32 + name.utf8.count + frame.payloadSize)
+            if let text = frame.text {
+                BinaryFrame.writePublish(into: &buffer, requestID: id, msgId: frame.msgId, channel: name,
+                                         customType: frame.customType, isText: true, payload: text.utf8)
+            } else {
+                BinaryFrame.writePublish(into: &buffer, requestID: id, msgId: frame.msgId, channel: name,
+                                         customType: frame.customType, isText: false, payload: frame.data ?? Data())
+            }
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: buffer), promise: nil)
+            return
+        }
         let buffer = FrameCodec.encode(frame, allocator: channel.allocator)
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer), promise: nil)
     }
@@ -106,8 +121,24 @@ final class ClientFrameHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
-        case .text, .binary:
+        case .text:
             do { onFrame(try FrameCodec.decode(frame.unmaskedData), nil) } catch { onFrame(nil, error.description) }
+        case .binary:
+            // Channel messages and publish acks come in the compact form; the core sees frames.
+            do {
+                switch try BinaryFrame.decode(frame.unmaskedData) {
+                case .message(let m):
+                    var payload = m.payload
+                    let text = m.isText ? payload.readString(length: payload.readableBytes) : nil
+                    let data = m.isText ? nil : Data(payload.readableBytesView)
+                    onFrame(Frame(type: .message, channel: m.channel, channelType: "message", publisher: m.publisher,
+                                  text: text, data: data, customType: m.customType, seq: m.seq, ts: m.ts, epoch: m.epoch), nil)
+                case .publishAcks(let acks):
+                    for ack in acks { onFrame(Frame(type: .ok, id: ack.requestID, seq: ack.seq), nil) }
+                }
+            } catch {
+                onFrame(nil, error.description)
+            }
         case .ping:
             let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)

@@ -151,9 +151,8 @@ extension ConnectionHandler {
         if let lost = replay.lost {
             send(Frame(type: .gap, channel: channel, ts: Hub.wallMillis, epoch: replay.epoch, count: lost), context: context)
         }
-        for buffer in replay.messages {
-            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
-        }
+        // Replayed messages are pre-encoded WebSocket frames.
+        for buffer in replay.messages { (rawContext ?? context).write(NIOAny(buffer), promise: nil) }
         context.flush()
         return replay.epoch
     }
@@ -172,12 +171,14 @@ extension ConnectionHandler {
         send(Frame(type: .ok, id: frame.id, channel: channel), context: context)
     }
 
+    /// A JSON publish: the same path as a binary one, one message long.
     private func publish(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context), validPayload(frame, context: context) else { return }
-        let message = Frame(type: .message, channel: channel, channelType: "message", publisher: key.userId,
-                            text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
-        let seq = hub.publish(appId: key.appId, frame: message, publisher: key, clientMsgId: frame.msgId,
-                              allocator: context.channel.allocator)
+        let payload = frame.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: frame.data ?? Data())
+        let outgoing = Hub.Outgoing(requestID: frame.id ?? 0, msgId: frame.msgId, customType: frame.customType,
+                                    isText: frame.text != nil, payload: payload)
+        let seq = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: [outgoing],
+                              allocator: context.channel.allocator)[0]
         send(Frame(type: .ok, id: frame.id, seq: seq), context: context)
     }
 
@@ -282,24 +283,12 @@ extension ConnectionHandler {
     }
 
     private func validPayload(_ frame: Frame, context: ChannelHandlerContext) -> Bool {
-        let limits = hub.configuration.limits
         if (frame.text == nil) == (frame.data == nil) {
             send(.error(id: frame.id, .channelInvalidMessage, "a message needs exactly one of text or data"), context: context)
             return false
         }
-        if frame.payloadSize > limits.maxPayloadBytes {
-            send(.error(id: frame.id, .channelMessageLengthExceedLimitation,
-                        "payload is \(frame.payloadSize) bytes; the limit is \(limits.maxPayloadBytes)"), context: context)
-            return false
-        }
-        if let type = frame.customType, type.count > limits.maxCustomTypeLength {
-            send(.error(id: frame.id, .channelCustomTypeLengthOverflow,
-                        "customType is longer than \(limits.maxCustomTypeLength) characters"), context: context)
-            return false
-        }
-        guard publishLimiter.tryAcquire(now: .now()) else {
-            send(.error(id: frame.id, .channelPublishMessageTooFrequent,
-                        "more than \(Int(hub.configuration.publishRatePerSecond)) messages per second"), context: context)
+        if let (code, problem) = payloadProblem(size: frame.payloadSize, customType: frame.customType) {
+            send(.error(id: frame.id, code, problem), context: context)
             return false
         }
         return true

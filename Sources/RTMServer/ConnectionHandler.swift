@@ -28,6 +28,13 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Channels this connection serves in its loop's fan-out table.
     var localChannels: Set<String> = []
     var context: ChannelHandlerContext?
+    /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
+    var rawContext: ChannelHandlerContext?
+    /// Binary publishes of the current read batch.
+    var pendingPublishes: [BinaryFrame.Publish] = []
+    /// The last channel published to: its name's bytes and validation result, to skip
+    /// re-validating and re-allocating the name for every message of a stream.
+    var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
     /// Set at login; kept after the session ends so the fan-out table can be cleaned.
     var appId: String?
     /// Set at login; kept after the session ends so the mailbox can be detached.
@@ -40,6 +47,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.rawContext = try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName)
         (connection, fanout) = hub.register(context.channel)
         lastRead = .now()
     }
@@ -48,7 +56,11 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         let frame = unwrapInboundIn(data)
         lastRead = .now()   // SPEC T-3: every inbound frame refreshes liveness
         switch frame.opcode {
-        case .text, .binary:
+        case .binary:
+            // Binary publishes are gathered and run together when the read batch ends.
+            binaryFrame(frame.unmaskedData, context: context)
+        case .text:
+            flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.unmaskedData
             let decoded: Frame
             do {
@@ -67,6 +79,11 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         default:
             break
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushPublishes(context: context)
+        context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -132,7 +149,9 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     func joinFanout(_ channel: String, appId: String, withPresence: Bool = true) {
         guard localChannels.insert(channel).inserted else { return }
         let key = ChannelKey(appId: appId, name: channel)
-        if fanout.add(connection, to: key, withPresence: withPresence) { hub.setLoop(fanout.index, hasSubscribers: true, channel: key) }
+        if fanout.add(connection, to: key, withPresence: withPresence, raw: rawContext) {
+            hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
+        }
     }
 
     func leaveFanout(_ channel: String, appId: String) {

@@ -159,21 +159,41 @@ final class Hub: Sendable {
         state.withLockedValue { $0.setLoop(index, hasSubscribers: hasSubscribers, channel: channel) }
     }
 
-    /// Publishes a channel message: one sequence number, one encoding, one hop per loop. A resend
-    /// of an already published client message id is acknowledged again, not delivered (M-3).
-    func publish(appId: String, frame: Frame, publisher: UserKey, clientMsgId: UInt64?, allocator: ByteBufferAllocator) -> UInt64 {
-        let channel = ChannelKey(appId: appId, name: frame.channel ?? "")
+    /// One message to publish.
+    struct Outgoing {
+        /// The request to acknowledge.
+        let requestID: UInt64
+        /// Client message id (M-3).
+        let msgId: UInt64?
+        let customType: String?
+        let isText: Bool
+        let payload: ByteBuffer
+    }
+
+    /// Publishes messages of one publisher to one channel: one lock, one encoded buffer, one hop
+    /// per event loop with subscribers. Resends of published client message ids get their first
+    /// sequence number and are not delivered again (M-3). Returns the sequence numbers.
+    func publish(appId: String, channel: String, publisher: UserKey, messages: [Outgoing], allocator: ByteBufferAllocator) -> [UInt64] {
+        let key = ChannelKey(appId: appId, name: channel)
+        let dropSeq = configuration.testDropSeq
         return state.withLockedValue { state in
-            switch state.publish(frame, appId: appId, publisher: publisher, clientMsgId: clientMsgId,
-                                 nowMillis: Self.wallMillis, allocator: allocator) {
-            case .duplicate(let seq):
-                return seq
-            case .published(let seq, let buffer, let loops):
-                // Queued to each loop while the sequence number is still held: every loop
-                // receives a channel's messages in sequence order, whoever published them.
-                enqueue(buffer, to: channel, loops: loops, except: nil)
-                return seq
-            }
+            let (seqs, buffer, loops) = state.publish(messages, channel: key, publisher: publisher, nowMillis: Self.wallMillis,
+                                                       dropSeq: dropSeq, allocator: allocator)
+            // Queued to each loop while the sequence numbers are still held: every loop receives
+            // a channel's messages in sequence order, whoever published them.
+            if let buffer { enqueueRaw(buffer, to: key, loops: loops) }
+            return seqs
+        }
+    }
+
+    private func enqueueRaw(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64) {
+        var remaining = loops
+        while remaining != 0 {
+            let index = remaining.trailingZeroBitCount
+            remaining &= remaining - 1
+            guard index < fanouts.count else { continue }
+            let fanout = fanouts[index]
+            fanout.eventLoop.execute { fanout.deliverRaw(buffer, to: channel) }
         }
     }
 

@@ -2,14 +2,6 @@ import NIOCore
 import RTMProtocol
 
 extension HubState {
-    /// The result of a publish.
-    enum PublishOutcome {
-        /// A resend of a message already published (same client message id): not sent again.
-        case duplicate(seq: UInt64)
-        /// Published: deliver `buffer` on `loops`.
-        case published(seq: UInt64, buffer: ByteBuffer, loops: UInt64)
-    }
-
     /// What a returning subscriber missed in one channel (SPEC M-2).
     struct Replay {
         /// The channel's current epoch.
@@ -21,27 +13,52 @@ extension HubState {
         var lost: Int?? = nil
     }
 
-    /// Publishes a channel message: deduplicates a resend (M-3), assigns the next sequence
-    /// number, encodes the frame **once** (it names nothing about any recipient) and keeps it
-    /// for replay. `frame.channel` must be set.
-    mutating func publish(_ frame: Frame, appId: String, publisher: UserKey, clientMsgId: UInt64?, nowMillis: Int64,
-                          allocator: ByteBufferAllocator) -> PublishOutcome {
-        if let clientMsgId, let seq = publishDedup[publisher]?[clientMsgId] { return .duplicate(seq: seq) }
-        let key = ChannelKey(appId: appId, name: frame.channel ?? "")
+    /// Publishes messages of one publisher to one channel: deduplicates resends (M-3), assigns
+    /// the next sequence numbers, encodes every new message **once** as a complete WebSocket
+    /// frame into one buffer (nothing in it names a recipient) and keeps each for replay.
+    /// Returns the sequence numbers (a resend gets its first one) and the buffer to fan out.
+    mutating func publish(_ messages: [Hub.Outgoing], channel key: ChannelKey, publisher: UserKey, nowMillis: Int64,
+                          dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], buffer: ByteBuffer?, loops: UInt64) {
         var state = channels[key] ?? newChannel()
-        state.seq += 1
-        var frame = frame
-        frame.seq = state.seq
-        frame.epoch = state.epoch
-        let buffer = FrameCodec.encode(frame, allocator: allocator)
+        var seqs: [UInt64] = []
+        seqs.reserveCapacity(messages.count)
+        let size = messages.reduce(0) { $0 + $1.payload.readableBytes + 48 + key.name.utf8.count + publisher.userId.utf8.count }
+        var buffer = allocator.buffer(capacity: size)
+        var recent: [(seq: UInt64, start: Int, end: Int)] = []
+        var dedup = publishDedup[publisher]
+        for message in messages {
+            if let id = message.msgId, let seq = dedup?[id] {
+                seqs.append(seq)
+                continue
+            }
+            state.seq += 1
+            seqs.append(state.seq)
+            if let id = message.msgId {
+                if dedup == nil { dedup = RecentIDs(capacity: dedupCapacity) }
+                dedup?.remember(id, state.seq)
+            }
+            if state.seq == dropSeq { continue }   // test flag: a deliberately lost message
+            let start = buffer.writerIndex
+            let body = 1 + 1 + 8 + 8 + 1 + state.epoch.utf8.count + 1 + key.name.utf8.count + 1 + publisher.userId.utf8.count
+                + (message.customType.map { 1 + $0.utf8.count } ?? 0) + message.payload.readableBytes
+            BinaryFrame.writeWebSocketHeader(into: &buffer, length: body)
+            BinaryFrame.writeMessage(into: &buffer, seq: state.seq, ts: nowMillis, epoch: state.epoch, channel: key.name.utf8,
+                                     publisher: publisher.userId, customType: message.customType, isText: message.isText,
+                                     payload: message.payload)
+            recent.append((state.seq, start, buffer.writerIndex))
+        }
+        if let dedup { publishDedup[publisher] = dedup }
         if replayMax > 0 {
-            state.recent.append(RecentMessage(seq: state.seq, millis: nowMillis, buffer: buffer))
+            for entry in recent.suffix(replayMax) {
+                // A view into the shared buffer: no copy.
+                let frame = buffer.getSlice(at: entry.start, length: entry.end - entry.start)!
+                state.recent.append(RecentMessage(seq: entry.seq, millis: nowMillis, buffer: frame))
+            }
             trim(&state, nowMillis: nowMillis)
         }
         channels[key] = state
         pruneIfUnused(key)
-        if let clientMsgId { publishDedup[publisher, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, state.seq) }
-        return .published(seq: state.seq, buffer: buffer, loops: state.loops)
+        return (seqs, recent.isEmpty ? nil : buffer, state.loops)
     }
 
     /// What a subscriber at `position` missed in a channel: the retained messages after it (at

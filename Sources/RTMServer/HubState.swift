@@ -96,7 +96,7 @@ struct HubState {
     let presenceDebounceMillis: Int64
 
     /// Random per server start; channel epochs derive from it.
-    let serverEpoch = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    let serverEpoch = String(UInt32.random(in: 1...UInt32.max), radix: 36)
     private var nextIncarnation: UInt64 = 1
     let replayWindowMillis: Int64
     let replayMax: Int

@@ -15,6 +15,8 @@ final class LoopFanout: @unchecked Sendable {
         let connection: ConnectionRef
         /// Receives the channel's presence events (subscribe option `withPresence`).
         let withPresence: Bool
+        /// Where pre-encoded frames are written (below the WebSocket frame encoder).
+        let raw: ChannelHandlerContext?
     }
     private var needsFlush: [UInt64: ConnectionRef] = [:]
     private var flushScheduled = false
@@ -27,10 +29,10 @@ final class LoopFanout: @unchecked Sendable {
     }
 
     /// Adds a local subscriber. Returns true when the channel had none here before.
-    func add(_ connection: ConnectionRef, to channel: ChannelKey, withPresence: Bool = true) -> Bool {
+    func add(_ connection: ConnectionRef, to channel: ChannelKey, withPresence: Bool = true, raw: ChannelHandlerContext?) -> Bool {
         eventLoop.assertInEventLoop()
         let wasEmpty = subscribers[channel]?.isEmpty ?? true
-        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, withPresence: withPresence)
+        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, withPresence: withPresence, raw: raw)
         return wasEmpty
     }
 
@@ -56,6 +58,23 @@ final class LoopFanout: @unchecked Sendable {
         }
     }
 
+    /// Writes pre-encoded WebSocket frames (one or many channel messages) to every local
+    /// subscriber of `channel`: the same buffer for all, nothing encoded per recipient.
+    func deliverRaw(_ buffer: ByteBuffer, to channel: ChannelKey) {
+        eventLoop.assertInEventLoop()
+        guard let local = subscribers[channel] else { return }
+        for subscriber in local.values {
+            let connection = subscriber.connection
+            guard let raw = subscriber.raw, connection.channel.isActive else { continue }
+            guard connection.channel.isWritable else {
+                SlowConsumer.disconnect(connection)
+                continue
+            }
+            raw.write(NIOAny(buffer), promise: nil)
+            scheduleFlush(connection)
+        }
+    }
+
     /// Writes one frame to one local connection, flushed with the rest of this tick.
     func write(_ frame: WebSocketFrame, to connection: ConnectionRef) {
         let channel = connection.channel
@@ -66,6 +85,10 @@ final class LoopFanout: @unchecked Sendable {
             return
         }
         channel.write(frame, promise: nil)
+        scheduleFlush(connection)
+    }
+
+    private func scheduleFlush(_ connection: ConnectionRef) {
         needsFlush[connection.id] = connection
         if !flushScheduled {
             flushScheduled = true

@@ -25,6 +25,7 @@ import ServiceLifecycle
 public final class RTMServer: Service, Sendable {
     static let idleHandlerName = "rtm.idle"
     static let notUpgradedHandlerName = "rtm.notUpgraded"
+    static let rawHandlerName = "rtm.raw"
 
     /// The configuration the server was made with.
     public let configuration: ServerConfiguration
@@ -108,6 +109,8 @@ public final class RTMServer: Service, Sendable {
                 }
             })
         let sync = channel.pipeline.syncOperations
+        // Pre-encoded frames (fan-out, replay) are written from here, below the frame encoder.
+        try sync.addHandler(RawOutboundHandler(), name: rawHandlerName)
         // Before login the deadline is the login deadline (T-1 on the server side).
         try sync.addHandler(IdleStateHandler(readTimeout: config.loginDeadline), name: idleHandlerName)
         try sync.configureHTTPServerPipeline(withServerUpgrade: (
@@ -148,6 +151,15 @@ public final class RTMServer: Service, Sendable {
         try await shutdown()
     }
 }
+
+/// Marks the place in the pipeline, next to the socket, where pre-encoded WebSocket frames are
+/// written; it passes everything through.
+final class RawOutboundHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = NIOAny
+}
+
+@available(*, unavailable)
+extension RawOutboundHandler: Sendable {}
 
 /// Answers a plain HTTP request that did not upgrade: `GET /health` → 200, anything else → 400
 /// with a line saying what the endpoint expects.

@@ -55,6 +55,9 @@ public struct ServerConfiguration: Sendable {
     public var presenceInterval: TimeAmount = .seconds(30)
     /// Interval mode: a leave followed by a rejoin within this is not reported (default 2 s).
     public var presenceDebounce: TimeAmount = .seconds(2)
+    /// Test flag: the channel message with this sequence number is acknowledged but never
+    /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
+    public var testDropSeq: UInt64?
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

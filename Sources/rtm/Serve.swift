@@ -18,6 +18,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
     @Option(help: "Event-loop threads (default: cores).") var threads: Int?
+    /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
+    @Option(help: .hidden) var testDropSeq: UInt64?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
 
     func run() async throws {
@@ -31,6 +33,7 @@ struct Serve: AsyncParsableCommand {
         config.loginRatePerSecond = loginRate
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
+        config.testDropSeq = testDropSeq
         if let appId {
             guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
             config.apps = [appId: appCertificate]

@@ -76,3 +76,36 @@ struct FrameCodecTests {
         #expect(PresenceEventKind.remoteTimeout.referenceValue == 5)
     }
 }
+
+/// The compact binary form (PROTOCOL.md §2.3).
+struct BinaryFrameTests {
+    @Test("binary publish, message and acks round trip; truncated input is a typed error at every length")
+    func roundTrip() throws {
+        var publish = ByteBuffer()
+        BinaryFrame.writePublish(into: &publish, requestID: 7, msgId: 99, channel: "room", customType: "t", isText: true, payload: "hi".utf8)
+        let decoded = try BinaryFrame.readPublish(publish).get()
+        #expect(decoded.requestID == 7 && decoded.msgId == 99 && decoded.channel == "room" && decoded.customType == "t")
+        #expect(decoded.isText && String(buffer: decoded.payload) == "hi")
+
+        var message = ByteBuffer()
+        BinaryFrame.writeMessage(into: &message, seq: 5, ts: 1234, epoch: "e-1", channel: "room".utf8, publisher: "alice",
+                                 customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3]))
+        guard case .message(let m) = try BinaryFrame.decode(message) else { Issue.record("not a message"); return }
+        #expect(m == BinaryFrame.Message(seq: 5, ts: 1234, epoch: "e-1", channel: "room", publisher: "alice",
+                                         customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3])))
+
+        var acks = ByteBuffer()
+        BinaryFrame.writePublishAcks(into: &acks, [(1, 10), (2, 11)])
+        guard case .publishAcks(let list) = try BinaryFrame.decode(acks) else { Issue.record("not acks"); return }
+        #expect(list.map(\.requestID) == [1, 2] && list.map(\.seq) == [10, 11])
+
+        // Every truncation of a message header fails cleanly (the payload may be cut anywhere).
+        let headerLength = message.readableBytes - 3
+        for length in 0..<headerLength {
+            #expect(throws: FrameDecodingError.self) { _ = try BinaryFrame.decode(message.getSlice(at: 0, length: length)!) }
+        }
+        for length in 0..<(publish.readableBytes - 2) {
+            if case .success = BinaryFrame.readPublish(publish.getSlice(at: 0, length: length)!) { Issue.record("decoded a truncated publish (\(length))") }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import NIOCore
+
+/// The compact binary form of the hot operations, carried in WebSocket **binary** messages (JSON
+/// frames travel in text messages). Publishing and delivering channel messages is what a busy
+/// server does most, so these skip JSON: little-endian integers, length-prefixed strings
+/// (1-byte length), the payload last. PROTOCOL.md §2.3 has the layouts.
+///
+/// A `message` is the same byte string for every subscriber (it names nothing about the
+/// recipient), so the server encodes it once and writes the same bytes to all.
+public enum BinaryFrame {
+    /// Client → server: publish to a channel.
+    public static let publishOp: UInt8 = 0x01
+    /// Server → client: a channel message.
+    public static let messageOp: UInt8 = 0x81
+    /// Server → client: acknowledgements of binary publishes.
+    public static let publishAckOp: UInt8 = 0x82
+
+    /// Flag bits.
+    public enum Flag {
+        /// A client message id follows (publish).
+        public static let hasMsgId: UInt8 = 0x01
+        /// A custom type follows.
+        public static let hasCustomType: UInt8 = 0x02
+        /// The payload is UTF-8 text (else binary data).
+        public static let text: UInt8 = 0x04
+    }
+
+    /// A decoded binary publish. Strings are views into the frame (`channelBytes`), so reading
+    /// one costs no allocation; `channel` makes a String when needed.
+    public struct Publish {
+        /// Correlation id, echoed in the acknowledgement.
+        public var requestID: UInt64
+        /// Client message id (M-3), if sent.
+        public var msgId: UInt64?
+        /// The channel name's bytes.
+        public var channelBytes: ByteBufferView
+        /// Custom type, if any.
+        public var customType: String?
+        /// Text (true) or binary payload.
+        public var isText: Bool
+        /// The payload.
+        public var payload: ByteBuffer
+
+        /// The channel name.
+        public var channel: String { String(decoding: channelBytes, as: UTF8.self) }
+    }
+
+    /// A decoded channel message.
+    public struct Message: Sendable, Equatable {
+        /// Sequence number in the channel.
+        public var seq: UInt64
+        /// Server time, ms since the Unix epoch.
+        public var ts: Int64
+        /// The channel's epoch.
+        public var epoch: String
+        /// The channel.
+        public var channel: String
+        /// The publisher's user id.
+        public var publisher: String
+        /// Custom type, if any.
+        public var customType: String?
+        /// Text (true) or binary payload.
+        public var isText: Bool
+        /// The payload.
+        public var payload: ByteBuffer
+    }
+
+    /// What a binary message holds.
+    public enum Decoded {
+        /// A channel message.
+        case message(Message)
+        /// Publish acknowledgements: (request id, sequence number) pairs.
+        case publishAcks([(requestID: UInt64, seq: UInt64)])
+    }
+
+    // MARK: publish (client → server)
+
+    /// Appends a publish frame's body to `buffer`.
+    public static func writePublish(into buffer: inout ByteBuffer, requestID: UInt64, msgId: UInt64?, channel: String,
+                                    customType: String?, isText: Bool, payload: some Collection<UInt8>) {
+        var flags: UInt8 = isText ? Flag.text : 0
+        if msgId != nil { flags |= Flag.hasMsgId }
+        if customType != nil { flags |= Flag.hasCustomType }
+        buffer.writeInteger(publishOp)
+        buffer.writeInteger(flags)
+        buffer.writeInteger(requestID, endianness: .little)
+        if let msgId { buffer.writeInteger(msgId, endianness: .little) }
+        writeShortString(channel, into: &buffer)
+        if let customType { writeShortString(customType, into: &buffer) }
+        buffer.writeBytes(payload)
+    }
+
+    /// Reads a publish frame (the whole binary message); a description of the problem if malformed.
+    public static func readPublish(_ buffer: ByteBuffer) -> Result<Publish, FrameDecodingError> {
+        var b = buffer
+        guard let op: UInt8 = b.readInteger(), op == publishOp else { return .failure(FrameDecodingError(reason: "unknown binary operation")) }
+        guard let flags: UInt8 = b.readInteger(), let requestID: UInt64 = b.readInteger(endianness: .little) else {
+            return .failure(FrameDecodingError(reason: "binary publish is truncated"))
+        }
+        var msgId: UInt64?
+        if flags & Flag.hasMsgId != 0 {
+            guard let id: UInt64 = b.readInteger(endianness: .little) else { return .failure(FrameDecodingError(reason: "binary publish is truncated")) }
+            msgId = id
+        }
+        guard let length: UInt8 = b.readInteger(), let channel = b.readSlice(length: Int(length)) else {
+            return .failure(FrameDecodingError(reason: "binary publish is truncated (channel)"))
+        }
+        var customType: String?
+        if flags & Flag.hasCustomType != 0 {
+            guard let length: UInt8 = b.readInteger(), let type = b.readString(length: Int(length)) else {
+                return .failure(FrameDecodingError(reason: "binary publish is truncated (customType)"))
+            }
+            customType = type
+        }
+        return .success(Publish(requestID: requestID, msgId: msgId, channelBytes: channel.readableBytesView,
+                                customType: customType, isText: flags & Flag.text != 0, payload: b))
+    }
+
+    // MARK: message (server → client)
+
+    /// Appends a channel message's body to `buffer`.
+    public static func writeMessage(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, epoch: String, channel: some Collection<UInt8>,
+                                    publisher: String, customType: String?, isText: Bool, payload: ByteBuffer) {
+        var flags: UInt8 = isText ? Flag.text : 0
+        if customType != nil { flags |= Flag.hasCustomType }
+        buffer.writeInteger(messageOp)
+        buffer.writeInteger(flags)
+        buffer.writeInteger(seq, endianness: .little)
+        buffer.writeInteger(ts, endianness: .little)
+        writeShortString(epoch, into: &buffer)
+        buffer.writeInteger(UInt8(truncatingIfNeeded: channel.count))
+        buffer.writeBytes(channel)
+        writeShortString(publisher, into: &buffer)
+        if let customType { writeShortString(customType, into: &buffer) }
+        buffer.writeImmutableBuffer(payload)
+    }
+
+    /// Appends publish acknowledgements to `buffer`.
+    public static func writePublishAcks(into buffer: inout ByteBuffer, _ acks: [(requestID: UInt64, seq: UInt64)]) {
+        buffer.writeInteger(publishAckOp)
+        buffer.writeInteger(UInt16(truncatingIfNeeded: acks.count), endianness: .little)
+        for ack in acks {
+            buffer.writeInteger(ack.requestID, endianness: .little)
+            buffer.writeInteger(ack.seq, endianness: .little)
+        }
+    }
+
+    /// Decodes a server → client binary message.
+    public static func decode(_ buffer: ByteBuffer) throws(FrameDecodingError) -> Decoded {
+        var b = buffer
+        guard let op: UInt8 = b.readInteger() else { throw FrameDecodingError(reason: "empty binary message") }
+        switch op {
+        case messageOp:
+            guard let flags: UInt8 = b.readInteger(), let seq: UInt64 = b.readInteger(endianness: .little),
+                  let ts: Int64 = b.readInteger(endianness: .little), let epoch = readShortString(&b),
+                  let channel = readShortString(&b), let publisher = readShortString(&b) else {
+                throw FrameDecodingError(reason: "binary message is truncated")
+            }
+            var customType: String?
+            if flags & Flag.hasCustomType != 0 {
+                guard let type = readShortString(&b) else { throw FrameDecodingError(reason: "binary message is truncated") }
+                customType = type
+            }
+            return .message(Message(seq: seq, ts: ts, epoch: epoch, channel: channel, publisher: publisher,
+                                    customType: customType, isText: flags & Flag.text != 0, payload: b))
+        case publishAckOp:
+            guard let count: UInt16 = b.readInteger(endianness: .little) else { throw FrameDecodingError(reason: "binary ack is truncated") }
+            var acks: [(requestID: UInt64, seq: UInt64)] = []
+            acks.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                guard let id: UInt64 = b.readInteger(endianness: .little), let seq: UInt64 = b.readInteger(endianness: .little) else {
+                    throw FrameDecodingError(reason: "binary ack is truncated")
+                }
+                acks.append((id, seq))
+            }
+            return .publishAcks(acks)
+        default:
+            throw FrameDecodingError(reason: "unknown binary operation 0x\(String(op, radix: 16))")
+        }
+    }
+
+    // MARK: WebSocket framing written by hand (server side: unmasked)
+
+    /// Appends an unmasked, final WebSocket binary frame header for a body of `length` bytes.
+    public static func writeWebSocketHeader(into buffer: inout ByteBuffer, length: Int, opcode: UInt8 = 0x2) {
+        buffer.writeInteger(0x80 | opcode)
+        if length < 126 {
+            buffer.writeInteger(UInt8(length))
+        } else if length <= Int(UInt16.max) {
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(length))
+        } else {
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(length))
+        }
+    }
+
+    static func writeShortString(_ string: String, into buffer: inout ByteBuffer) {
+        let utf8 = string.utf8
+        let count = min(utf8.count, 255)
+        buffer.writeInteger(UInt8(count))
+        buffer.writeBytes(utf8.prefix(count))
+    }
+
+    static func readShortString(_ buffer: inout ByteBuffer) -> String? {
+        guard let length: UInt8 = buffer.readInteger() else { return nil }
+        return buffer.readString(length: Int(length))
+    }
+}

@@ -1,0 +1,90 @@
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+
+/// The publish fast path: binary publish frames of one read batch are validated, sequenced and
+/// fanned out together (one lock, one encoded buffer and one hop per event loop for the whole
+/// batch), and acknowledged with one binary ack frame.
+extension ConnectionHandler {
+    /// A binary message from the client.
+    func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        switch BinaryFrame.readPublish(payload) {
+        case .failure(let error):
+            flushPublishes(context: context)
+            send(.error(id: nil, .invalidFrame, error.description), context: context)
+        case .success(let publish):
+            guard case .active = phase else {
+                send(.error(id: publish.requestID, .notLogin, "'publish' needs a login first"), context: context)
+                return
+            }
+            pendingPublishes.append(publish)
+        }
+    }
+
+    /// Runs the gathered binary publishes, in order.
+    func flushPublishes(context: ChannelHandlerContext) {
+        guard !pendingPublishes.isEmpty, case .active(let key) = phase else { return }
+        let batch = pendingPublishes
+        pendingPublishes.removeAll(keepingCapacity: true)
+        var acks: [(requestID: UInt64, seq: UInt64)] = []
+        acks.reserveCapacity(batch.count)
+        var run: [Hub.Outgoing] = []
+        var runChannel: String?
+        func publishRun() {
+            guard let channel = runChannel, !run.isEmpty else { return }
+            let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
+            for (item, seq) in zip(run, seqs) { acks.append((item.requestID, seq)) }
+            run.removeAll(keepingCapacity: true)
+        }
+        for publish in batch {
+            guard let channel = publishChannel(publish, context: context) else { continue }
+            if let problem = payloadProblem(size: publish.payload.readableBytes, customType: publish.customType) {
+                publishRun()
+                send(.error(id: publish.requestID, problem.0, problem.1), context: context)
+                continue
+            }
+            if channel != runChannel { publishRun(); runChannel = channel }
+            run.append(Hub.Outgoing(requestID: publish.requestID, msgId: publish.msgId, customType: publish.customType,
+                                    isText: publish.isText, payload: publish.payload))
+        }
+        publishRun()
+        guard !acks.isEmpty else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
+        BinaryFrame.writePublishAcks(into: &buffer, acks)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
+    }
+
+    /// The channel of a publish, validated (cached for a run of publishes to the same channel).
+    private func publishChannel(_ publish: BinaryFrame.Publish, context: ChannelHandlerContext) -> String? {
+        if let last = lastPublishChannel, publish.channelBytes.elementsEqual(last.bytes) {
+            if let problem = last.problem {
+                send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
+                return nil
+            }
+            return last.name
+        }
+        let name = publish.channel
+        let problem = hub.configuration.limits.nameProblem(name, kind: "channel name")
+        lastPublishChannel = (Array(publish.channelBytes), name, problem)
+        if let problem {
+            send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
+            return nil
+        }
+        return name
+    }
+
+    /// Payload limits and the publish rate (SPEC §8); the error to answer, or nil.
+    func payloadProblem(size: Int, customType: String?) -> (RTMErrorCode, String)? {
+        let limits = hub.configuration.limits
+        if size > limits.maxPayloadBytes {
+            return (.channelMessageLengthExceedLimitation, "payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)")
+        }
+        if let customType, customType.count > limits.maxCustomTypeLength {
+            return (.channelCustomTypeLengthOverflow, "customType is longer than \(limits.maxCustomTypeLength) characters")
+        }
+        if !publishLimiter.tryAcquire(now: lastRead) {
+            return (.channelPublishMessageTooFrequent, "more than \(Int(hub.configuration.publishRatePerSecond)) messages per second")
+        }
+        return nil
+    }
+}
