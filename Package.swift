@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
     ],
     targets: [
         // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
@@ -63,9 +65,20 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ], swiftSettings: strict),
+        // The load generator behind `rtm bench`: its own lean WebSocket client, HDR histograms.
+        .target(name: "RTMBench", dependencies: [
+            "RTMProtocol", "RTMAuth", "RTMClient",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+            .product(name: "Atomics", package: "swift-atomics"),
+        ], swiftSettings: strict),
         .executableTarget(name: "rtm", dependencies: [
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient",
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),

@@ -78,6 +78,13 @@ public enum BinaryFrame {
     /// Appends a publish frame's body to `buffer`.
     public static func writePublish(into buffer: inout ByteBuffer, requestID: UInt64, msgId: UInt64?, channel: String,
                                     customType: String?, isText: Bool, payload: some Collection<UInt8>) {
+        writePublishHeader(into: &buffer, requestID: requestID, msgId: msgId, channel: channel, customType: customType, isText: isText)
+        buffer.writeBytes(payload)
+    }
+
+    /// Appends everything of a publish frame but the payload, which follows to the end.
+    public static func writePublishHeader(into buffer: inout ByteBuffer, requestID: UInt64, msgId: UInt64?, channel: String,
+                                          customType: String?, isText: Bool) {
         var flags: UInt8 = isText ? Flag.text : 0
         if msgId != nil { flags |= Flag.hasMsgId }
         if customType != nil { flags |= Flag.hasCustomType }
@@ -87,7 +94,18 @@ public enum BinaryFrame {
         if let msgId { buffer.writeInteger(msgId, endianness: .little) }
         writeShortString(channel, into: &buffer)
         if let customType { writeShortString(customType, into: &buffer) }
-        buffer.writeBytes(payload)
+    }
+
+    /// Where the payload starts in a `message` body (for readers that only want the payload).
+    public static func messagePayloadOffset(_ body: ByteBuffer) -> Int? {
+        let base = body.readerIndex
+        guard let flags: UInt8 = body.getInteger(at: base + 1) else { return nil }
+        var offset = 18
+        for _ in 0..<(flags & Flag.hasCustomType != 0 ? 4 : 3) {
+            guard let length: UInt8 = body.getInteger(at: base + offset) else { return nil }
+            offset += 1 + Int(length)
+        }
+        return offset <= body.readableBytes ? offset : nil
     }
 
     /// Reads a publish frame (the whole binary message); a description of the problem if malformed.
@@ -133,6 +151,69 @@ public enum BinaryFrame {
         writeShortString(publisher, into: &buffer)
         if let customType { writeShortString(customType, into: &buffer) }
         buffer.writeImmutableBuffer(payload)
+    }
+
+    /// The parts of a `message` that are the same for every message of one publisher in one
+    /// channel (epoch, channel, publisher): encoded once, copied per message.
+    public struct MessageTemplate: Sendable {
+        let middle: [UInt8]
+
+        /// Encodes the constant middle part.
+        public init(epoch: String, channel: some Collection<UInt8>, publisher: String) {
+            var buffer = ByteBuffer()
+            writeShortString(epoch, into: &buffer)
+            buffer.writeInteger(UInt8(truncatingIfNeeded: channel.count))
+            buffer.writeBytes(channel)
+            writeShortString(publisher, into: &buffer)
+            middle = Array(buffer.readableBytesView)
+        }
+    }
+
+    /// Appends one complete server WebSocket frame holding a `message` (the same bytes as a
+    /// WebSocket header followed by `writeMessage`), with one capacity check and plain stores:
+    /// this is the loop a busy channel runs for every message.
+    public static func writeMessageFrame(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, template: MessageTemplate,
+                                         customType: String?, isText: Bool, payload: ByteBuffer) {
+        if let customType {   // rare: the general path
+            var body = ByteBuffer()
+            body.writeInteger(messageOp)
+            body.writeInteger((isText ? Flag.text : 0) | Flag.hasCustomType)
+            body.writeInteger(seq, endianness: .little)
+            body.writeInteger(ts, endianness: .little)
+            body.writeBytes(template.middle)
+            writeShortString(customType, into: &body)
+            body.writeImmutableBuffer(payload)
+            writeWebSocketHeader(into: &buffer, length: body.readableBytes)
+            buffer.writeImmutableBuffer(body)
+            return
+        }
+        let bodyLength = 18 + template.middle.count + payload.readableBytes
+        let headerLength = bodyLength < 126 ? 2 : (bodyLength <= Int(UInt16.max) ? 4 : 10)
+        let total = headerLength + bodyLength
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            let base = out.baseAddress!
+            base.storeBytes(of: 0x82, as: UInt8.self)
+            switch headerLength {
+            case 2:
+                base.storeBytes(of: UInt8(bodyLength), toByteOffset: 1, as: UInt8.self)
+            case 4:
+                base.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
+                base.storeBytes(of: UInt16(bodyLength).bigEndian, toByteOffset: 2, as: UInt16.self)
+            default:
+                base.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
+                base.storeBytes(of: UInt64(bodyLength).bigEndian, toByteOffset: 2, as: UInt64.self)
+            }
+            let body = base + headerLength
+            body.storeBytes(of: messageOp, as: UInt8.self)
+            body.storeBytes(of: isText ? Flag.text : 0, toByteOffset: 1, as: UInt8.self)
+            body.storeBytes(of: seq.littleEndian, toByteOffset: 2, as: UInt64.self)
+            body.storeBytes(of: ts.littleEndian, toByteOffset: 10, as: Int64.self)
+            template.middle.withUnsafeBytes { (body + 18).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            payload.withUnsafeReadableBytes { bytes in
+                if bytes.count > 0 { (body + 18 + template.middle.count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+            }
+            return total
+        }
     }
 
     /// Appends publish acknowledgements to `buffer`.

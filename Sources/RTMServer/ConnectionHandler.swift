@@ -19,6 +19,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         case ended
     }
 
+    static let zeroMask = WebSocketMaskingKey([0, 0, 0, 0])
+
     let hub: Hub
     var phase: Phase = .awaitingLogin
     var connection: ConnectionRef!
@@ -57,8 +59,9 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         lastRead = .now()   // SPEC T-3: every inbound frame refreshes liveness
         switch frame.opcode {
         case .binary:
-            // Binary publishes are gathered and run together when the read batch ends.
-            binaryFrame(frame.unmaskedData, context: context)
+            // Binary publishes are gathered and run together when the read batch ends. A zero
+            // masking key changes nothing: skip the unmasking copy then.
+            binaryFrame(frame.maskKey == Self.zeroMask ? frame.data : frame.unmaskedData, context: context)
         case .text:
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.unmaskedData

@@ -26,6 +26,7 @@ extension HubState {
         var buffer = allocator.buffer(capacity: size)
         var recent: [(seq: UInt64, start: Int, end: Int)] = []
         var dedup = publishDedup[publisher]
+        let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
         for message in messages {
             if let id = message.msgId, let seq = dedup?[id] {
                 seqs.append(seq)
@@ -39,12 +40,8 @@ extension HubState {
             }
             if state.seq == dropSeq { continue }   // test flag: a deliberately lost message
             let start = buffer.writerIndex
-            let body = 1 + 1 + 8 + 8 + 1 + state.epoch.utf8.count + 1 + key.name.utf8.count + 1 + publisher.userId.utf8.count
-                + (message.customType.map { 1 + $0.utf8.count } ?? 0) + message.payload.readableBytes
-            BinaryFrame.writeWebSocketHeader(into: &buffer, length: body)
-            BinaryFrame.writeMessage(into: &buffer, seq: state.seq, ts: nowMillis, epoch: state.epoch, channel: key.name.utf8,
-                                     publisher: publisher.userId, customType: message.customType, isText: message.isText,
-                                     payload: message.payload)
+            BinaryFrame.writeMessageFrame(into: &buffer, seq: state.seq, ts: nowMillis, template: template,
+                                          customType: message.customType, isText: message.isText, payload: message.payload)
             recent.append((state.seq, start, buffer.writerIndex))
         }
         if let dedup { publishDedup[publisher] = dedup }

@@ -11,5 +11,5 @@ struct RTMCommand: AsyncParsableCommand {
             `rtm sub`, `rtm pub` and `rtm send`. Client commands read the development credentials
             from the same data directory when --app-id / --token are not given.
             """,
-        subcommands: [Serve.self, TokenCommand.self, Listen.self, Sub.self, Pub.self, Send.self])
+        subcommands: [Serve.self, TokenCommand.self, Listen.self, Sub.self, Pub.self, Send.self, Bench.self])
 }

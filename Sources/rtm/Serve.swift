@@ -23,6 +23,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
 
     func run() async throws {
+        FileLimit.raise()
         var logger = Logger(label: "rtm.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         var config = ServerConfiguration()

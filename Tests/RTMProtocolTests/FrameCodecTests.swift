@@ -109,3 +109,23 @@ struct BinaryFrameTests {
         }
     }
 }
+
+extension BinaryFrameTests {
+    @Test("the server's fast message writer produces exactly the documented frame (short, 16-bit and custom-type lengths)")
+    func fastWriterMatchesLayout() {
+        for (size, customType) in [(10, nil), (300, nil), (20, "kind")] as [(Int, String?)] {
+            let payload = ByteBuffer(bytes: (0..<size).map { UInt8(truncatingIfNeeded: $0) })
+            var slow = ByteBuffer()
+            var body = ByteBuffer()
+            BinaryFrame.writeMessage(into: &body, seq: 42, ts: -7, epoch: "ep-3", channel: "room".utf8, publisher: "alice",
+                                     customType: customType, isText: true, payload: payload)
+            BinaryFrame.writeWebSocketHeader(into: &slow, length: body.readableBytes)
+            slow.writeImmutableBuffer(body)
+            var fast = ByteBuffer()
+            BinaryFrame.writeMessageFrame(into: &fast, seq: 42, ts: -7,
+                                          template: .init(epoch: "ep-3", channel: "room".utf8, publisher: "alice"),
+                                          customType: customType, isText: true, payload: payload)
+            #expect(fast == slow, "size \(size)")
+        }
+    }
+}

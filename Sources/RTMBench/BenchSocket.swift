@@ -1,0 +1,165 @@
+import NIOCore
+import NIOPosix
+
+/// What a benchmark connection speaks after the WebSocket upgrade.
+public enum BenchTarget: Sendable, Equatable {
+    /// This project's server: login, subscribe, binary publish / message frames.
+    case rtm(appId: String, certificate: String?)
+    /// The reference floor server (`fanout-bench floor-server`): text `SUB` / `PUB`, answer
+    /// `OK`, then raw binary frames.
+    case floor
+}
+
+/// Receives a benchmark connection's WebSocket messages (on its event loop).
+protocol BenchSocketDelegate: AnyObject {
+    /// The upgrade is done.
+    func opened(_ socket: BenchSocket)
+    /// One complete message: opcode (1 text, 2 binary, 9 ping, 10 pong, 8 close) and payload
+    /// (a view into the read buffer: no copy, valid during the call). `now` is one clock read
+    /// per socket read.
+    func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64)
+    /// The connection ended.
+    func closed(_ socket: BenchSocket)
+}
+
+/// A lean WebSocket client connection for load generation: the upgrade written by hand, an
+/// incremental frame parser reading straight from NIO's receive buffers (a partial frame is
+/// kept until the rest arrives; nothing is allocated per message), and batched writes.
+final class BenchSocket: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    weak var delegate: (any BenchSocketDelegate)?
+    private(set) var channel: (any Channel)?
+    private var upgraded = false
+    private var pending: ByteBuffer?
+    let index: Int
+    private let request: String
+
+    init(index: Int, host: String, port: Int, path: String, subprotocol: String?) {
+        self.index = index
+        var request = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        if let subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
+        self.request = request + "\r\n"
+    }
+
+    /// Connects on `loop` from local address `source` (spread over 127.0.0.x for many sockets).
+    static func connect(_ socket: BenchSocket, host: String, port: Int, source: String?, loop: any EventLoop) -> EventLoopFuture<Void> {
+        var bootstrap = ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(socket) }
+            }
+        if let source { bootstrap = bootstrap.bind(to: try! SocketAddress(ipAddress: source, port: 0)) }
+        return bootstrap.connect(host: host, port: port).map { _ in }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        delegate?.closed(self)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var input = unwrapInboundIn(data)
+        if var kept = pending {
+            kept.writeBuffer(&input)
+            input = kept
+            pending = nil
+        }
+        if !upgraded {
+            guard let end = input.readableBytesView.firstRange(of: "\r\n\r\n".utf8) else { pending = input; return }
+            let headLength = input.readableBytesView.distance(from: input.readableBytesView.startIndex, to: end.upperBound)
+            let head = input.readString(length: headLength) ?? ""
+            guard head.hasPrefix("HTTP/1.1 101") else { context.close(promise: nil); return }
+            upgraded = true
+            delegate?.opened(self)
+        }
+        let now = BenchClock.now()
+        while let (opcode, payload) = Self.nextFrame(&input) {
+            delegate?.message(self, opcode: opcode, payload: payload, now: now)
+        }
+        if input.readableBytes > 0 {
+            // A partial frame: keep its bytes (a copy only for this tail).
+            var rest = context.channel.allocator.buffer(capacity: max(input.readableBytes, 4096))
+            rest.writeBuffer(&input)
+            pending = rest
+        }
+    }
+
+    /// Parses one complete frame from the front of `buffer`, or nil (buffer untouched).
+    static func nextFrame(_ buffer: inout ByteBuffer) -> (UInt8, ByteBuffer)? {
+        let start = buffer.readerIndex
+        guard buffer.readableBytes >= 2, let b0: UInt8 = buffer.getInteger(at: start), let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
+        var length = Int(b1 & 0x7F)
+        var offset = 2
+        if length == 126 {
+            guard let l: UInt16 = buffer.getInteger(at: start + 2) else { return nil }
+            length = Int(l)
+            offset = 4
+        } else if length == 127 {
+            guard let l: UInt64 = buffer.getInteger(at: start + 2) else { return nil }
+            length = Int(l)
+            offset = 10
+        }
+        if b1 & 0x80 != 0 { offset += 4 }   // servers do not mask; tolerate it anyway
+        guard buffer.readableBytes >= offset + length, let payload = buffer.getSlice(at: start + offset, length: length) else { return nil }
+        buffer.moveReaderIndex(forwardBy: offset + length)
+        return (b0 & 0x0F, payload)
+    }
+
+    /// Appends a client frame (masked with a zero key, which leaves the payload as is) to `buffer`.
+    static func writeFrameHeader(into buffer: inout ByteBuffer, opcode: UInt8, length: Int) {
+        buffer.writeInteger(0x80 | opcode)
+        if length < 126 {
+            buffer.writeInteger(UInt8(0x80 | length))
+        } else if length <= Int(UInt16.max) {
+            buffer.writeInteger(UInt8(0x80 | 126))
+            buffer.writeInteger(UInt16(length))
+        } else {
+            buffer.writeInteger(UInt8(0x80 | 127))
+            buffer.writeInteger(UInt64(length))
+        }
+        buffer.writeInteger(UInt32(0))   // mask key
+    }
+
+    /// Sends one text frame.
+    func sendText(_ text: String) {
+        guard let channel else { return }
+        var buffer = channel.allocator.buffer(capacity: text.utf8.count + 14)
+        Self.writeFrameHeader(into: &buffer, opcode: 1, length: text.utf8.count)
+        buffer.writeString(text)
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    /// Writes (and flushes) a buffer of ready frames.
+    func send(_ buffer: ByteBuffer) {
+        channel?.writeAndFlush(buffer, promise: nil)
+    }
+
+    func close() { channel?.close(promise: nil) }
+}
+
+// Confined to its event loop: other threads reach it only through `loop.execute` / `submit`.
+extension BenchSocket: @unchecked Sendable {}
+
+/// CLOCK_MONOTONIC in nanoseconds (the same clock in every process of the machine).
+public enum BenchClock {
+    /// Now.
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import NIOCore
+
+/// How a load run is shaped (`rtm bench fanout` / `rtm bench pairs`).
+public struct LoadOptions: Sendable {
+    /// Server host and port; path of the WebSocket endpoint.
+    public var host = "127.0.0.1"
+    public var port = 9600
+    public var path = "/v1"
+    /// What the server speaks.
+    public var target: BenchTarget = .rtm(appId: "", certificate: nil)
+    /// Publisher groups: each has one publisher and `subscribersPerGroup` subscribers on its own
+    /// channel. fanout = 1 group of N; pairs = N groups of 1.
+    public var groups = 1
+    public var subscribersPerGroup = 100
+    /// Messages per second over all publishers; 0 = as fast as the window allows.
+    public var rate: Double = 0
+    /// Payload bytes (≥ 16: send time and sequence number come first).
+    public var size = 100
+    /// Measured seconds, after `warmup` seconds.
+    public var seconds: Double = 5
+    public var warmup: Double = 1
+    /// Client event loops.
+    public var threads = System.coreCount
+    /// Max mode: messages a publisher may have in flight (published, not yet at every subscriber).
+    public var window = 4096
+    /// Server process to sample (CPU) if known.
+    public var serverPID: Int32?
+    /// A line per second while running.
+    public var progress = true
+    /// Send a client message id with each publish (as the SDK does).
+    public var msgIds = true
+
+    public init() {}
+
+    /// Parses `ws://host:port[/path]`.
+    public mutating func setURL(_ url: String) throws {
+        guard url.hasPrefix("ws://") else { throw BenchError("only ws:// URLs are supported: \(url)") }
+        var rest = Substring(url.dropFirst(5))
+        path = "/"
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        guard let colon = rest.lastIndex(of: ":"), let p = Int(rest[rest.index(after: colon)...]) else {
+            throw BenchError("the URL needs a port: \(url)")
+        }
+        host = String(rest[..<colon])
+        port = p
+    }
+}
+
+/// A benchmark that could not run, and why.
+public struct BenchError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,246 @@
+import Atomics
+import Foundation
+import NIOCore
+import RTMAuth
+import RTMProtocol
+
+/// Login and handshake for one benchmark connection (both roles). Confined to its event loop:
+/// other threads reach it only through `loop.execute` / `submit`.
+class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
+    let socket: BenchSocket
+    let target: BenchTarget
+    let userId: String
+    let channel: String
+    let subscribe: Bool
+    let ready: EventLoopPromise<Void>
+    let loop: any EventLoop
+    private var readyDone = false
+    var closedFlag = false
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, subscribe: Bool, loop: any EventLoop) {
+        self.socket = socket
+        self.target = target
+        self.userId = userId
+        self.channel = channel
+        self.subscribe = subscribe
+        self.loop = loop
+        self.ready = loop.makePromise()
+        socket.delegate = self
+    }
+
+    func opened(_ socket: BenchSocket) {
+        switch target {
+        case .floor: socket.sendText(subscribe ? "SUB" : "PUB")
+        case .rtm: sendLogin()
+        }
+    }
+
+    private func sendLogin() {
+        guard case .rtm(let appId, let certificate) = target else { return }
+        var token = ""
+        if let certificate {
+            token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: userId,
+                                                 privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 3600)
+        }
+        let login = Frame(type: .login, id: 1, appId: appId, userId: userId, token: token, heartbeatInterval: 5, presenceTimeout: 5)
+        socket.sendText(String(buffer: FrameCodec.encode(login)))
+    }
+
+    /// A text frame during the handshake (or an error later).
+    func handshake(_ payload: ByteBuffer) {
+        if case .floor = target {
+            if String(buffer: payload) == "OK" { markReady() }
+            return
+        }
+        guard let frame = try? FrameCodec.decode(payload) else { return }
+        switch (frame.type, frame.id) {
+        case (.ok, 1):
+            if subscribe {
+                socket.sendText(String(buffer: FrameCodec.encode(Frame(type: .subscribe, id: 2, channel: channel, withPresence: false))))
+            } else {
+                markReady()
+            }
+        case (.ok, 2):
+            markReady()
+        case (.error, 1) where frame.code == RTMErrorCode.loginNoServerResources.rawValue:
+            // Admission control: back off a little and try again (T-9).
+            loop.scheduleTask(in: .milliseconds(Int64.random(in: 50...400))) { [self] in sendLogin() }
+        case (.error, _):
+            failed("\(frame.type) \(frame.code ?? 0): \(frame.reason ?? "")")
+        default:
+            break
+        }
+    }
+
+    func markReady() {
+        guard !readyDone else { return }
+        readyDone = true
+        ready.succeed(())
+    }
+
+    func failed(_ reason: String) {
+        guard !readyDone else { return }
+        readyDone = true
+        ready.fail(BenchError("\(userId): \(reason)"))
+    }
+
+    func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
+        if opcode == 1 { handshake(payload) }
+    }
+
+    func closed(_ socket: BenchSocket) {
+        closedFlag = true
+        failed("connection closed during the handshake")
+    }
+
+    /// A protocol ping (the rtm server counts inbound frames as life).
+    func ping() {
+        if case .rtm = target, !closedFlag { socket.sendText(#"{"type":"ping"}"#) }
+    }
+}
+
+/// A subscriber: checks order and loss by the publisher's sequence numbers, records latency.
+final class BenchSubscriber: BenchPeer, @unchecked Sendable {
+    let stats: LoopStats
+    let progress = ManagedAtomic<UInt64>(0)
+    private var last: UInt64 = 0
+    /// The measured interval (CLOCK_MONOTONIC ns of the send time), set before publishing.
+    var measure: (start: UInt64, end: UInt64) = (.max, .max)
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop, stats: LoopStats) {
+        self.stats = stats
+        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: true, loop: loop)
+    }
+
+    override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
+        guard opcode == 2 else {
+            if opcode == 1 { handshake(payload) }
+            return
+        }
+        var offset = 0
+        if case .rtm = target {
+            guard payload.getInteger(at: payload.readerIndex) == BinaryFrame.messageOp,
+                  let start = BinaryFrame.messagePayloadOffset(payload) else { return }
+            offset = start
+        }
+        let base = payload.readerIndex + offset
+        guard let sent: UInt64 = payload.getInteger(at: base, endianness: .little),
+              let seq: UInt64 = payload.getInteger(at: base + 8, endianness: .little) else { return }
+        if seq > last + 1 { stats.lost += seq - last - 1 }
+        if seq <= last { stats.outOfOrder += 1 } else { last = seq; progress.store(seq, ordering: .relaxed) }
+        stats.allDeliveries += 1
+        if sent >= measure.start && sent < measure.end {
+            stats.deliveries += 1
+            let micros = now > sent ? (now - sent) / 1000 : 0
+            _ = stats.histogram.record(micros)
+            _ = stats.second.record(micros)
+            stats.secondDeliveries += 1
+        }
+    }
+
+    override func closed(_ socket: BenchSocket) {
+        super.closed(socket)
+    }
+}
+
+/// A publisher: at a fixed rate, or as fast as its window of undelivered messages allows.
+final class BenchPublisher: BenchPeer, @unchecked Sendable {
+    var subscribers: [BenchSubscriber] = []
+    var published: UInt64 = 0
+    var acks: UInt64 = 0
+    var errors = 0
+    var firstError: String?
+    let size: Int
+    let rate: Double
+    let window: UInt64
+    let msgIds: Bool
+    private var startTime: UInt64 = 0
+    private var endTime: UInt64 = 0
+    private var requestID: UInt64 = 10
+    private let channelBytes: Int
+    let done: EventLoopPromise<Void>
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop,
+         size: Int, rate: Double, window: Int, msgIds: Bool) {
+        self.size = max(16, size)
+        self.rate = rate
+        self.window = UInt64(max(16, window))
+        self.msgIds = msgIds
+        self.channelBytes = channel.utf8.count
+        self.done = loop.makePromise()
+        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: false, loop: loop)
+    }
+
+    override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
+        switch opcode {
+        case 2:
+            if payload.getInteger(at: payload.readerIndex) == BinaryFrame.publishAckOp,
+               let count: UInt16 = payload.getInteger(at: payload.readerIndex + 1, endianness: .little) {
+                acks += UInt64(count)
+            }
+        case 1:
+            if payload.readableBytesView.starts(with: #"{"code""#.utf8) || payload.readableBytesView.firstRange(of: #""type":"error""#.utf8) != nil {
+                errors += 1
+                if firstError == nil { firstError = String(buffer: payload) }
+            } else {
+                handshake(payload)
+            }
+        default:
+            break
+        }
+    }
+
+    /// Publishes from `start` until `end` (CLOCK_MONOTONIC ns).
+    func start(at start: UInt64, until end: UInt64) {
+        startTime = start
+        endTime = end
+        pump()
+    }
+
+    private func pump() {
+        let now = BenchClock.now()
+        guard now < endTime, !closedFlag, let channel = socket.channel else { done.succeed(()); return }
+        guard now >= startTime else {
+            loop.scheduleTask(in: .nanoseconds(Int64(startTime - now))) { [self] in pump() }
+            return
+        }
+        var allowance: UInt64
+        if rate > 0 {
+            let due = UInt64(Double(now - startTime) / 1e9 * rate) + 1
+            allowance = due > published ? min(due - published, 8192) : 0
+        } else {
+            let slowest = subscribers.reduce(UInt64.max) { min($0, $1.progress.load(ordering: .relaxed)) }
+            let inFlight = published - min(slowest, published)
+            allowance = inFlight < window ? window - inFlight : 0
+        }
+        while allowance > 0 && channel.isWritable {
+            let batch = min(allowance, 256)
+            send(count: Int(batch), on: channel, now: now)
+            allowance -= batch
+        }
+        let next: TimeAmount = rate > 0 ? .nanoseconds(max(100_000, Int64(1e9 / rate))) : .microseconds(200)
+        loop.scheduleTask(in: next) { [self] in pump() }
+    }
+
+    private func send(count: Int, on channel: any Channel, now: UInt64) {
+        let header = 14 + (msgIds ? 8 : 0) + 11 + channelBytes
+        var buffer = channel.allocator.buffer(capacity: count * (size + header))
+        for _ in 0..<count {
+            published += 1
+            switch target {
+            case .floor:
+                BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: size)
+            case .rtm:
+                let body = 1 + 1 + 8 + (msgIds ? 8 : 0) + 1 + channelBytes + size
+                BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: body)
+                requestID += 1
+                BinaryFrame.writePublishHeader(into: &buffer, requestID: requestID, msgId: msgIds ? requestID : nil,
+                                               channel: self.channel, customType: nil, isText: false)
+            }
+            buffer.writeInteger(now, endianness: .little)
+            buffer.writeInteger(published, endianness: .little)
+            buffer.writeRepeatingByte(0, count: size - 16)
+        }
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import RTMBench
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the server: fan-out, many small channels, idle connections, reconnect storm.",
+        discussion: """
+            Every scenario ends by itself (60 s at most by default) and prints a table; --json prints
+            one JSON object instead. Run the server with its per-client rate limits raised for load
+            (rtm serve --publish-rate 0 --login-rate 0), in release mode (swift build -c release).
+            Benchmarks/compare.sh runs the whole comparison with the bare transport limit and nats-server.
+            """,
+        subcommands: [Fanout.self, Pairs.self, Idle.self, Storm.self])
+}
+
+/// Options shared by the load scenarios.
+struct LoadArguments: ParsableArguments {
+    @Option(help: "Server URL.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Protocol of --url: rtm (this server) or floor (the reference floor server's SUB/PUB).") var `protocol` = "rtm"
+    @Option(help: "Also run the same load against a floor-protocol server at this URL, back to back, and print the ratio.") var baseline: String?
+    @Option(help: "Payload bytes (at least 16).") var size = 100
+    @Option(help: "Messages per second over all publishers; 0 = as fast as the window allows.") var rate: Double = 0
+    @Option(help: "Measured seconds (after the warm-up).") var seconds: Double = 5
+    @Option(help: "Warm-up seconds, not measured.") var warmup: Double = 1
+    @Option(help: "Client event loops (default: cores).") var threads: Int?
+    @Option(help: "Max rate: messages in flight per publisher (published, not yet at every subscriber).") var window = 4096
+    @Option(help: "Server process id, to report its CPU.") var serverPid: Int32?
+    @Option(help: "Server process id of the baseline server.") var baselinePid: Int32?
+    @Flag(help: "Print one JSON object instead of the table.") var json = false
+    @Flag(help: "Publish without client message ids (the SDK always sends them).") var noMsgId = false
+    @Option(help: "App id (default: the data directory's development app).") var appId: String?
+    @Option(help: "App certificate (default: the data directory's development app).") var appCertificate: String?
+    @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+
+    func options(groups: Int, subscribersPerGroup: Int) throws -> LoadOptions {
+        var options = LoadOptions()
+        try options.setURL(url)
+        if `protocol` == "floor" {
+            options.target = .floor
+        } else {
+            let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
+            options.target = .rtm(appId: appId, certificate: certificate)
+            if options.path == "/" { options.path = "/v1" }
+        }
+        options.groups = groups
+        options.subscribersPerGroup = subscribersPerGroup
+        options.size = size
+        options.rate = rate
+        options.seconds = seconds
+        options.warmup = warmup
+        if let threads { options.threads = threads }
+        options.window = window
+        options.serverPID = serverPid
+        options.progress = !json
+        options.msgIds = !noMsgId
+        return options
+    }
+
+    func run(groups: Int, subscribersPerGroup: Int) async throws {
+        FileLimit.raise()
+        let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let ours = try options(groups: groups, subscribersPerGroup: subscribersPerGroup)
+        var results = [try await LoadRun.run(ours, log: log)]
+        if let baseline {
+            var floor = ours
+            try floor.setURL(baseline)
+            floor.target = .floor
+            floor.serverPID = baselinePid
+            results.append(try await LoadRun.run(floor, log: log))
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let data = results.count == 1 ? try encoder.encode(results[0]) : try encoder.encode(results)
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            for result in results { print(result.text) }
+            if results.count == 2, results[1].deliveriesPerSecond > 0 {
+                print(String(format: "ratio rtm/floor: deliveries %.2f, p50 %.2f, p99 %.2f",
+                             results[0].deliveriesPerSecond / results[1].deliveriesPerSecond,
+                             results[0].p50Micros / max(1, results[1].p50Micros), results[0].p99Micros / max(1, results[1].p99Micros)))
+            }
+        }
+        let broken = results.filter { $0.lost + $0.outOfOrder + $0.undelivered > 0 || $0.disconnected > 0 }
+        if !broken.isEmpty { throw ExitCode(2) }   // loss, reordering or drops: a failed run
+    }
+}
+
+struct Fanout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "One publisher, one channel, N subscribers: deliveries/s, publish→deliver latency, loss and order.")
+    @OptionGroup var load: LoadArguments
+    @Option(help: "Subscribers.") var subs = 100
+
+    func run() async throws { try await load.run(groups: 1, subscribersPerGroup: subs) }
+}
+
+struct Pairs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "N publisher/subscriber pairs on N channels (many small channels); --rate is the total.")
+    @OptionGroup var load: LoadArguments
+    @Option(help: "Pairs.") var pairs = 100
+
+    func run() async throws { try await load.run(groups: pairs, subscribersPerGroup: 1) }
+}

@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import RTMBench
+
+struct Idle: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "N logged-in clients held idle with default heartbeats: server memory per connection and CPU.",
+        discussion: "Needs --server-pid (the server's memory is read from /proc). A process may hold at most 20,000 sockets here: run several for more.")
+    @Option(help: "Server URL.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Clients.") var clients = 15_000
+    @Option(help: "Seconds to hold them after all are connected.") var hold: Double = 20
+    @Option(help: "Server process id (required).") var serverPid: Int32
+    @Option(help: "Client event loops (default: cores).") var threads: Int?
+    @Option(help: "App id (default: the data directory's development app).") var appId: String?
+    @Option(help: "App certificate.") var appCertificate: String?
+    @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        FileLimit.raise()
+        var options = LoadOptions()
+        try options.setURL(url)
+        if options.path == "/" { options.path = "/v1" }
+        let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
+        options.target = .rtm(appId: appId, certificate: certificate)
+        options.serverPID = serverPid
+        if let threads { options.threads = threads }
+        let result = try await IdleRun.run(options, clients: clients, hold: hold) { line in
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        } else {
+            print(result.text)
+        }
+    }
+}
+
+struct Storm: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "N SDK clients logged in and subscribed; the server is killed (SIGKILL) and restarted: time until all are back.",
+        discussion: "Starts its own server (this binary's `serve`, on --port with a temporary data directory) so that it can kill it.")
+    @Option(help: "Clients.") var clients = 10_000
+    @Option(help: "Port for the server it starts.") var port = 19_600
+    @Option(help: "The server's login rate limit (admission control), logins/s; 0 = none.") var loginRate: Double = 2000
+    @Option(help: "Give up waiting after this many seconds.") var deadline: Double = 50
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        FileLimit.raise()
+        let appId = "0123456789abcdef0123456789abcdef"
+        let certificate = DevCredentials.randomHex(32)
+        let dataDir = NSTemporaryDirectory() + "rtm-storm-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let binary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let server = ServerProcess(arguments: [binary, "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", appId,
+                                               "--app-certificate", certificate, "--login-rate", "\(loginRate)",
+                                               "--publish-rate", "0", "--log-level", "error"], port: port)
+        defer { server.kill() }
+        let result = try await StormRun.run(
+            host: "127.0.0.1", port: port, appId: appId, certificate: certificate, clients: clients, loginRate: loginRate,
+            deadline: deadline, startServer: { try await server.start() }, killServer: { server.kill() },
+            log: { line in FileHandle.standardError.write(Data((line + "\n").utf8)) })
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        } else {
+            print(result.text)
+        }
+        if result.stuck > 0 { throw ExitCode(2) }
+    }
+}
+
+/// A server child process that can be killed and started again on the same port.
+final class ServerProcess: @unchecked Sendable {
+    private let arguments: [String]
+    private let port: Int
+    private var process: Process?
+
+    init(arguments: [String], port: Int) {
+        self.arguments = arguments
+        self.port = port
+    }
+
+    /// Starts it and waits until it accepts connections (10 s at most).
+    func start() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let end = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < end {
+            if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
+                try? await channel.close()
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ValidationError("the server did not start listening on port \(port)")
+    }
+
+    /// SIGKILL, and wait for it to be gone.
+    func kill() {
+        guard let process, process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit (many sockets).
+enum FileLimit {
+    static func raise() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
