@@ -5,6 +5,11 @@ import PackageDescription
 // this package's own targets into an error (dependencies are not affected).
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
     + (Context.environment["RTM_WARNINGS_AS_ERRORS"] != nil ? [.treatAllWarnings(as: .error)] : [])
+    // Server release builds for deployment and benchmarks (`Benchmarks/compare.sh`,
+    // `RTM_FAST=1 swift build -c release`): no run-time exclusivity checks, which otherwise take
+    // a sixth of the publish path (NIO's inlined ByteBuffer code runs them per field). Left out
+    // of ordinary builds so the libraries stay usable as dependencies.
+    + (Context.environment["RTM_FAST"] != nil ? [.unsafeFlags(["-enforce-exclusivity=unchecked"])] : [])
 
 let package = Package(
     name: "swift-rtm",
@@ -73,7 +78,12 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "Atomics", package: "swift-atomics"),
-        ], swiftSettings: strict),
+        ], swiftSettings: strict + [
+            // The load generator must cost less per message than the server it measures; its
+            // per-loop state is confined to one event loop, so run-time exclusivity checks on it
+            // (a large share of its profile) buy nothing. Not a product: nobody depends on it.
+            .unsafeFlags(["-enforce-exclusivity=unchecked"]),
+        ]),
         .executableTarget(name: "rtm", dependencies: [
             "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -22,7 +22,7 @@ RTM_PORT=19700 FLOOR_PORT=18080 NATS_PORT=14222
 mkdir -p "$OUT"
 
 echo "building (release)…" >&2
-swift build -c release --product rtm >&2
+RTM_FAST=1 swift build -c release --product rtm >&2
 swift build -c release --package-path "$FANOUT_BENCH" --scratch-path .build-fanout >&2
 RTM=.build/release/rtm
 FB=.build-fanout/release/fanout-bench

@@ -29,7 +29,9 @@ final class BenchSocket: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    weak var delegate: (any BenchSocketDelegate)?
+    /// The peer that owns this socket (it outlives it: the run keeps every peer). Not weak:
+    /// a weak load per message costs more than the rest of the parsing.
+    unowned(unsafe) var delegate: (any BenchSocketDelegate)?
     private(set) var channel: (any Channel)?
     private var upgraded = false
     private var pending: ByteBuffer?

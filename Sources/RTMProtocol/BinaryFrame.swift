@@ -110,28 +110,40 @@ public enum BinaryFrame {
 
     /// Reads a publish frame (the whole binary message); a description of the problem if malformed.
     public static func readPublish(_ buffer: ByteBuffer) -> Result<Publish, FrameDecodingError> {
-        var b = buffer
-        guard let op: UInt8 = b.readInteger(), op == publishOp else { return .failure(FrameDecodingError(reason: "unknown binary operation")) }
-        guard let flags: UInt8 = b.readInteger(), let requestID: UInt64 = b.readInteger(endianness: .little) else {
+        // The fixed part is read from the bytes directly, in one access.
+        let header = buffer.withUnsafeReadableBytes { bytes -> (flags: UInt8, id: UInt64, msgId: UInt64?, channelAt: Int, channelLength: Int)? in
+            guard bytes.count >= 11, bytes[0] == publishOp else { return nil }
+            let flags = bytes[1]
+            let id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
+            var offset = 10
+            var msgId: UInt64?
+            if flags & Flag.hasMsgId != 0 {
+                guard bytes.count >= 19 else { return nil }
+                msgId = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 10, as: UInt64.self))
+                offset = 18
+            }
+            let length = Int(bytes[offset])
+            guard bytes.count >= offset + 1 + length else { return nil }
+            return (flags, id, msgId, offset + 1, length)
+        }
+        guard let header else {
+            if buffer.readableBytes > 0, buffer.getInteger(at: buffer.readerIndex) != publishOp {
+                return .failure(FrameDecodingError(reason: "unknown binary operation"))
+            }
             return .failure(FrameDecodingError(reason: "binary publish is truncated"))
         }
-        var msgId: UInt64?
-        if flags & Flag.hasMsgId != 0 {
-            guard let id: UInt64 = b.readInteger(endianness: .little) else { return .failure(FrameDecodingError(reason: "binary publish is truncated")) }
-            msgId = id
-        }
-        guard let length: UInt8 = b.readInteger(), let channel = b.readSlice(length: Int(length)) else {
-            return .failure(FrameDecodingError(reason: "binary publish is truncated (channel)"))
-        }
+        var b = buffer
+        let channel = b.getSlice(at: b.readerIndex + header.channelAt, length: header.channelLength)!
+        b.moveReaderIndex(forwardBy: header.channelAt + header.channelLength)
         var customType: String?
-        if flags & Flag.hasCustomType != 0 {
+        if header.flags & Flag.hasCustomType != 0 {
             guard let length: UInt8 = b.readInteger(), let type = b.readString(length: Int(length)) else {
                 return .failure(FrameDecodingError(reason: "binary publish is truncated (customType)"))
             }
             customType = type
         }
-        return .success(Publish(requestID: requestID, msgId: msgId, channelBytes: channel.readableBytesView,
-                                customType: customType, isText: flags & Flag.text != 0, payload: b))
+        return .success(Publish(requestID: header.id, msgId: header.msgId, channelBytes: channel.readableBytesView,
+                                customType: customType, isText: header.flags & Flag.text != 0, payload: b))
     }
 
     // MARK: message (server → client)
