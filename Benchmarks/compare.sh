@@ -27,7 +27,7 @@ swift build -c release --package-path "$FANOUT_BENCH" --scratch-path .build-fano
 RTM=.build/release/rtm
 FB=.build-fanout/release/fanout-bench
 if ! command -v nats-server >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then apt-get install -y -qq nats-server >&2 || true; fi
+    if [ "$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq nats-server) >&2 || true; fi
 fi
 
 pids=()

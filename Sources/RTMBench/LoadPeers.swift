@@ -157,6 +157,8 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     private var startTime: UInt64 = 0
     private var endTime: UInt64 = 0
     private var requestID: UInt64 = 10
+    /// Client message ids start at a random point, as the SDK's do.
+    private var msgId = UInt64.random(in: 1...(UInt64.max / 2))
     private let channelBytes: Int
     let done: EventLoopPromise<Void>
 
@@ -234,7 +236,8 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
                 let body = 1 + 1 + 8 + (msgIds ? 8 : 0) + 1 + channelBytes + size
                 BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: body)
                 requestID += 1
-                BinaryFrame.writePublishHeader(into: &buffer, requestID: requestID, msgId: msgIds ? requestID : nil,
+                msgId += 1
+                BinaryFrame.writePublishHeader(into: &buffer, requestID: requestID, msgId: msgIds ? msgId : nil,
                                                channel: self.channel, customType: nil, isText: false)
             }
             buffer.writeInteger(now, endianness: .little)

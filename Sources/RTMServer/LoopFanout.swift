@@ -20,6 +20,8 @@ final class LoopFanout: @unchecked Sendable {
     }
     private var needsFlush: [UInt64: ConnectionRef] = [:]
     private var flushScheduled = false
+    /// Channels whose subscribers got pre-encoded writes this tick.
+    private var rawFlushChannels: [ChannelKey] = []
     private let maxOutboundBytes: Int
 
     init(eventLoop: any EventLoop, index: Int, maxOutboundBytes: Int) {
@@ -63,16 +65,18 @@ final class LoopFanout: @unchecked Sendable {
     func deliverRaw(_ buffer: ByteBuffer, to channel: ChannelKey) {
         eventLoop.assertInEventLoop()
         guard let local = subscribers[channel] else { return }
+        let data = NIOAny(buffer)   // wrapped once for every subscriber
         for subscriber in local.values {
-            let connection = subscriber.connection
-            guard let raw = subscriber.raw, connection.channel.isActive else { continue }
-            guard connection.channel.isWritable else {
-                SlowConsumer.disconnect(connection)
+            guard let raw = subscriber.raw else { continue }
+            guard subscriber.connection.channel.isWritable else {
+                SlowConsumer.disconnect(subscriber.connection)
                 continue
             }
-            raw.write(NIOAny(buffer), promise: nil)
-            scheduleFlush(connection)
+            raw.write(data, promise: nil)
         }
+        // Flushed once per loop tick, channel by channel (no per-subscriber bookkeeping).
+        if rawFlushChannels.last != channel { rawFlushChannels.append(channel) }
+        scheduleFlushTask()
     }
 
     /// Writes one frame to one local connection, flushed with the rest of this tick.
@@ -90,6 +94,10 @@ final class LoopFanout: @unchecked Sendable {
 
     private func scheduleFlush(_ connection: ConnectionRef) {
         needsFlush[connection.id] = connection
+        scheduleFlushTask()
+    }
+
+    private func scheduleFlushTask() {
         if !flushScheduled {
             flushScheduled = true
             eventLoop.execute { self.flushAll() }
@@ -98,6 +106,11 @@ final class LoopFanout: @unchecked Sendable {
 
     private func flushAll() {
         flushScheduled = false
+        let channels = rawFlushChannels
+        rawFlushChannels.removeAll(keepingCapacity: true)
+        for channel in Set(channels) {
+            for subscriber in subscribers[channel]?.values ?? [:].values { subscriber.raw?.flush() }
+        }
         let pending = needsFlush
         needsFlush.removeAll(keepingCapacity: true)
         for connection in pending.values { connection.channel.flush() }

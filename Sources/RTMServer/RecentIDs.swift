@@ -2,9 +2,10 @@
 /// request (after a reconnection) is answered again instead of being acted on twice (SPEC M-3).
 /// Keeps the last `capacity` ids in a ring.
 ///
-/// Clients number their messages upwards (the SDK does), so an id above every remembered one
-/// cannot be a resend and needs no search: the publish path costs no hashing. Only an id at or
-/// below the highest seen (a resend, or a client numbering otherwise) is looked up in the ring.
+/// Clients number their messages upwards (the SDK does, from a random start per instance), so
+/// an id above every remembered one cannot be a resend and needs no search: the publish path
+/// costs no hashing. Only an id at or below the highest remembered (a resend, or a new client
+/// instance that started lower, until its ids have replaced the old ones) is looked up in the ring.
 struct RecentIDs<Value> {
     private var ids: [UInt64] = []
     private var values: [Value] = []
@@ -26,15 +27,18 @@ struct RecentIDs<Value> {
     }
 
     mutating func remember(_ id: UInt64, _ value: Value) {
-        highest = max(highest, id)
         if ids.count < capacity {
             ids.append(id)
             values.append(value)
             next = ids.count % capacity
+            highest = max(highest, id)
         } else {
+            let evicted = ids[next]
             ids[next] = id
             values[next] = value
             next = (next + 1) % capacity
+            // `highest` is the highest id *remembered*: recomputed when that one leaves.
+            highest = evicted == highest && id < highest ? ids.max() ?? id : max(highest, id)
         }
     }
 }

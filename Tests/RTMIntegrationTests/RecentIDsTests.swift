@@ -16,5 +16,8 @@ struct RecentIDsTests {
         recent.remember(5, 50)              // a client numbering otherwise still works
         #expect(recent[5] == 50)
         #expect(recent[11] == nil)          // evicted
+        // Once the high ids have left, the fast path ("above every remembered id") holds again.
+        for id in [6, 7, 8] as [UInt64] { recent.remember(id, id) }
+        #expect(recent[9] == nil && recent[7] == 7 && recent[13] == nil)
     }
 }
