@@ -34,7 +34,8 @@ public enum IdleRun {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, options.threads))
         let loops = (0..<max(1, options.threads)).map { _ in group.next() }
         var peers: [BenchPeer] = []
-        var peersByLoop: [[BenchPeer]] = loops.map { _ in [] }
+        // Heartbeats from the first connection on: a client waiting for the others must not time out.
+        let (lists, pings) = PeerList.heartbeats(on: loops)
         let start = BenchClock.now()
         do {
             for batchStart in stride(from: 0, to: clients, by: 200) {
@@ -42,11 +43,13 @@ public enum IdleRun {
                 for i in batchStart..<min(clients, batchStart + 200) {
                     let loop = loops[i % loops.count]
                     let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: "rtm.v1")
+                    let list = lists[i % loops.count]
                     let peer = try await loop.submit {
-                        BenchPeer(socket: socket, target: options.target, userId: "idle-\(i)", channel: "", subscribe: false, loop: loop)
+                        let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(i)", channel: "", subscribe: false, loop: loop)
+                        list.peers.append(peer)
+                        return peer
                     }.get()
                     peers.append(peer)
-                    peersByLoop[i % loops.count].append(peer)
                     readies.append(BenchSocket.connect(socket, host: options.host, port: options.port, source: nil, loop: loop)
                         .flatMap { peer.ready.futureResult })
                 }
@@ -54,14 +57,12 @@ public enum IdleRun {
                 if batchStart % 5000 == 0 && batchStart > 0 { log("  \(batchStart) connected") }
             }
         } catch {
+            for task in pings { task.cancel() }
             try? await group.shutdownGracefully()
             throw error
         }
         let connected = Double(BenchClock.now() - start) / 1e9
         log("connected \(clients) clients in \(String(format: "%.1f", connected)) s; holding \(Int(hold)) s")
-        let pings = zip(loops, peersByLoop).map { loop, mine in
-            loop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { _ in for peer in mine { peer.ping() } }
-        }
         // Let the server settle, then measure CPU over the rest of the hold.
         try await Task.sleep(for: .seconds(min(3, hold / 3)))
         let sampler = CPUSampler(serverPID: pid)

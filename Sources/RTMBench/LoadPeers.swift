@@ -247,3 +247,18 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         channel.writeAndFlush(buffer, promise: nil)
     }
 }
+
+/// The peers of one event loop, for its heartbeat timer; confined to that loop.
+final class PeerList: @unchecked Sendable {
+    var peers: [BenchPeer] = []
+
+    /// Starts sending every peer of `loop` a protocol ping every 5 s (the default heartbeat),
+    /// from now on, also for peers added later.
+    static func heartbeats(on loops: [any EventLoop]) -> (lists: [PeerList], tasks: [RepeatedTask]) {
+        let lists = loops.map { _ in PeerList() }
+        let tasks = zip(loops, lists).map { loop, list in
+            loop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { _ in for peer in list.peers { peer.ping() } }
+        }
+        return (lists, tasks)
+    }
+}

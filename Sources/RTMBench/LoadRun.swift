@@ -30,6 +30,9 @@ public enum LoadRun {
         // Subscribers first, 200 connections at a time.
         var subscribers: [BenchSubscriber] = []
         var peersByLoop: [[BenchPeer]] = loops.map { _ in [] }
+        // Keep rtm connections alive from the first one on: a protocol ping every 5 s from each.
+        let (lists, pingTasks) = PeerList.heartbeats(on: loops)
+        defer { for task in pingTasks { task.cancel() } }
         for batchStart in stride(from: 0, to: total, by: 200) {
             var readies: [EventLoopFuture<Void>] = []
             for i in batchStart..<min(total, batchStart + 200) {
@@ -37,9 +40,12 @@ public enum LoadRun {
                 let loopIndex = (groupIndex + 1 + i) % loops.count
                 let loop = loops[loopIndex]
                 let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol)
+                let list = lists[loopIndex]
                 let subscriber = try await loop.submit {
-                    BenchSubscriber(socket: socket, target: options.target, userId: "bench-sub-\(i)", channel: "bench-\(groupIndex)",
-                                    loop: loop, stats: stats[loopIndex])
+                    let subscriber = BenchSubscriber(socket: socket, target: options.target, userId: "bench-sub-\(i)",
+                                                     channel: "bench-\(groupIndex)", loop: loop, stats: stats[loopIndex])
+                    list.peers.append(subscriber)
+                    return subscriber
                 }.get()
                 subscribers.append(subscriber)
                 peersByLoop[loopIndex].append(subscriber)
@@ -54,9 +60,13 @@ public enum LoadRun {
         for g in 0..<options.groups {
             let loop = loops[g % loops.count]
             let socket = BenchSocket(index: total + g, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol)
+            let list = lists[g % loops.count]
             let publisher = try await loop.submit {
-                BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)", loop: loop,
-                               size: options.size, rate: options.rate / Double(options.groups), window: options.window, msgIds: options.msgIds)
+                let publisher = BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)",
+                                               loop: loop, size: options.size, rate: options.rate / Double(options.groups),
+                                               window: options.window, msgIds: options.msgIds)
+                list.peers.append(publisher)
+                return publisher
             }.get()
             let mine = Array(subscribers[(g * options.subscribersPerGroup)..<((g + 1) * options.subscribersPerGroup)])
             try await loop.submit { publisher.subscribers = mine }.get()
@@ -68,11 +78,6 @@ public enum LoadRun {
         let setupSeconds = Double(BenchClock.now() - setupStart) / 1e9
         if options.progress { log("connected \(total) subscribers and \(options.groups) publishers in \(String(format: "%.1f", setupSeconds)) s") }
 
-        // Keep rtm connections alive: a protocol ping every 5 s from each.
-        let pingTasks = zip(loops, peersByLoop).map { loop, peers in
-            loop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { _ in for peer in peers { peer.ping() } }
-        }
-        defer { for task in pingTasks { task.cancel() } }
 
         // Publish: warm-up, then the measured interval.
         let start = BenchClock.now() + 5_000_000

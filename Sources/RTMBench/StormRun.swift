@@ -37,7 +37,12 @@ public enum StormRun {
     final class Watcher: RTMClientDelegate {
         /// Each client's first return after the kill.
         let back = NIOLockedValueBox<[ObjectIdentifier: UInt64]>([:])
+        nonisolated(unsafe) var lostDuringSetup: NIOLockedValueBox<Int>?
         func rtmClient(_ client: RTMClient, didReceiveLinkStateEvent event: LinkStateEvent) {
+            if event.currentState == .disconnected, let lost = lostDuringSetup {
+                lost.withLockedValue { $0 += 1 }
+                FileHandle.standardError.write(Data("setup: \(event)\n".utf8))
+            }
             if event.currentState == .connected && event.operation == .reconnected {
                 let now = BenchClock.now()
                 back.withLockedValue { if $0[ObjectIdentifier(client)] == nil { $0[ObjectIdentifier(client)] = now } }
@@ -53,6 +58,9 @@ public enum StormRun {
                            log: @escaping @Sendable (String) -> Void) async throws -> Result {
         try await startServer()
         let watcher = Watcher()
+        let setupRetries = NIOLockedValueBox(0)
+        let setupLost = NIOLockedValueBox(0)
+        watcher.lostDuringSetup = setupLost
         var all: [RTMClient] = []
         let start = BenchClock.now()
         try await withThrowingTaskGroup(of: RTMClient.self) { group in
@@ -68,17 +76,28 @@ public enum StormRun {
                     let token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: "storm-\(i)",
                                                              privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 3600)
                     try await client.login(token: token)
-                    try await client.subscribe("storm")
-                    return client
+                    // While thousands log in, a request can time out; the SDK recovers, so retry.
+                    var attempts = 0
+                    while true {
+                        do {
+                            try await client.subscribe("storm")
+                            return client
+                        } catch where attempts < 5 {
+                            attempts += 1
+                            setupRetries.withLockedValue { $0 += 1 }
+                        }
+                    }
                 }
             }
-            for _ in 0..<min(clients, 500) { add() }
+            for _ in 0..<min(clients, 200) { add() }
             for try await client in group {
                 all.append(client)
                 if next < clients { add() }
             }
         }
-        log("\(clients) clients logged in and subscribed in \(String(format: "%.1f", Double(BenchClock.now() - start) / 1e9)) s; killing the server")
+        log("\(clients) clients logged in and subscribed in \(String(format: "%.1f", Double(BenchClock.now() - start) / 1e9)) s "
+            + "(\(setupRetries.withLockedValue { $0 }) subscribe retries, \(setupLost.withLockedValue { $0 }) links lost during set-up); killing the server")
+        watcher.lostDuringSetup = nil
         killServer()
         let killed = BenchClock.now()
         try await startServer()

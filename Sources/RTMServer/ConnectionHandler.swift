@@ -65,6 +65,12 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .text:
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.unmaskedData
+            if let ts = FrameCodec.fastPing(payload) {
+                // The heartbeat: answered without JSON machinery (idle servers mostly do this).
+                let pong = FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator)
+                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: pong)), promise: nil)
+                return
+            }
             let decoded: Frame
             do {
                 decoded = try FrameCodec.decode(payload)

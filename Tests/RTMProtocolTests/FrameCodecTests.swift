@@ -129,3 +129,17 @@ extension BinaryFrameTests {
         }
     }
 }
+
+extension FrameCodecTests {
+    @Test("H-1: the heartbeat fast path reads what the codec writes, and declines anything else")
+    func fastPing() {
+        #expect(FrameCodec.fastPing(FrameCodec.encode(Frame(type: .ping, ts: 1_763_000_000_123))) == .some(1_763_000_000_123))
+        #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"ping"}"#)) == .some(nil))
+        #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"ping","ts":5}"#)) == .some(5))
+        #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"pong","ts":5}"#)) == nil)
+        #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"ping","id":1}"#)) == nil)
+        #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"ping","ts":"x"}"#)) == nil)
+        #expect(FrameCodec.encodePong(ts: 7, allocator: ByteBufferAllocator()) == FrameCodec.encode(Frame(type: .pong, ts: 7)))
+        #expect(FrameCodec.encodePong(ts: nil, allocator: ByteBufferAllocator()) == FrameCodec.encode(Frame(type: .pong)))
+    }
+}
