@@ -138,8 +138,8 @@ extension ConnectionHandler {
             joinFanout(channel, appId: key.appId, withPresence: withPresence)
             replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
             send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
-                       users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.users.count,
-                       states: snapshot.states.isEmpty ? nil : snapshot.states), context: context)
+                       users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.count,
+                       states: snapshot.states.isEmpty ? nil : snapshot.states, page: snapshot.nextPage), context: context)
         }
     }
 

@@ -56,16 +56,40 @@ extension HubState {
     struct Snapshot: Sendable {
         var users: [String]
         var states: [String: [String: String]]
+        /// Visible members in all.
+        var count: Int = 0
+        /// Cursor for `whoNow` when `users` is not the whole list (a big channel).
+        var nextPage: String?
     }
 
+    /// Members listed in a subscribe snapshot at most; beyond, the rest is paged with whoNow,
+    /// so that thousands joining one channel cost linear, not quadratic, time and bytes.
+    static let snapshotLimit = 100
+
     func snapshot(_ state: ChannelState) -> Snapshot {
+        if state.visible > Self.snapshotLimit {
+            // The first page in user-id order, found in one pass without sorting everything.
+            var page: [String] = []
+            for (user, member) in state.members where !member.quiet {
+                if page.count < Self.snapshotLimit {
+                    page.insert(user, at: page.firstIndex { $0 > user } ?? page.count)
+                } else if user < page[page.count - 1] {
+                    page.removeLast()
+                    page.insert(user, at: page.firstIndex { $0 > user } ?? page.count)
+                }
+            }
+            let states = Dictionary(uniqueKeysWithValues: page.compactMap { user in
+                state.members[user].flatMap { $0.state.isEmpty ? nil : (user, $0.state) }
+            })
+            return Snapshot(users: page, states: states, count: state.visible, nextPage: page.last)
+        }
         let visible = state.members.filter { !$0.value.quiet }
-        return Snapshot(users: visible.keys.sorted(),
-                        states: visible.compactMapValues { $0.state.isEmpty ? nil : $0.state })
+        return Snapshot(users: visible.keys.sorted(), states: visible.compactMapValues { $0.state.isEmpty ? nil : $0.state },
+                        count: state.visible)
     }
 
     /// Visible member count (carried in presence events for the classic memberCount).
-    func visibleCount(_ state: ChannelState) -> Int { state.members.values.reduce(0) { $0 + ($1.quiet ? 0 : 1) } }
+    func visibleCount(_ state: ChannelState) -> Int { state.visible }
 
     /// A presence change: a broadcast now, or (interval mode) recorded for the next interval event.
     mutating func presenceChange(_ key: ChannelKey, _ kind: PresenceEventKind, user: String, state userState: [String: String] = [:],
@@ -139,11 +163,14 @@ extension HubState {
     /// cursor of the next page.
     func whoNow(appId: String, channel: String, after: String?, pageSize: Int) -> (snapshot: Snapshot, next: String?, total: Int) {
         guard let state = channels[ChannelKey(appId: appId, name: channel)] else { return (Snapshot(users: [], states: [:]), nil, 0) }
-        let all = snapshot(state)
-        let rest = after.map { cursor in all.users.drop { $0 <= cursor } } ?? all.users[...]
+        let users = state.members.compactMap { $0.value.quiet ? nil : $0.key }.sorted()
+        let rest = after.map { cursor in users.drop { $0 <= cursor } } ?? users[...]
         let page = Array(rest.prefix(pageSize))
         let next = rest.count > pageSize ? page.last : nil
-        return (Snapshot(users: page, states: all.states.filter { page.contains($0.key) }), next, all.users.count)
+        let states = Dictionary(uniqueKeysWithValues: page.compactMap { user in
+            state.members[user].flatMap { $0.state.isEmpty ? nil : (user, $0.state) }
+        })
+        return (Snapshot(users: page, states: states, count: users.count), next, users.count)
     }
 
     /// The channels a user is a visible member of.

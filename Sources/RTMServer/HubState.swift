@@ -25,6 +25,8 @@ struct HubState {
         let epoch: String
         /// The members (presence), by user id.
         var members: [String: Member] = [:]
+        /// How many of them are not quiet.
+        var visible = 0
         /// Interval mode: the changes since the last interval event.
         var interval = IntervalChanges()
         /// Last assigned sequence number.
@@ -230,6 +232,7 @@ struct HubState {
         session.channels.insert(name)
         sessions[key] = session
         state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, withPresence: withPresence)
+        if !quiet { state.visible += 1 }
         channels[channelKey] = state
         let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)
         return .subscribed(snapshot: snapshot(channels[channelKey] ?? state), join: join)
@@ -247,6 +250,7 @@ struct HubState {
     private mutating func removeMember(_ key: UserKey, channel name: String, event: PresenceEventKind, except: ConnectionRef?, wallMillis: Int64) -> Broadcast? {
         let channelKey = ChannelKey(appId: key.appId, name: name)
         guard var state = channels[channelKey], let member = state.members.removeValue(forKey: key.userId) else { return nil }
+        if !member.quiet { state.visible -= 1 }
         channels[channelKey] = state
         let broadcast = member.quiet ? nil : presenceChange(channelKey, event, user: key.userId, except: except, wallMillis: wallMillis)
         pruneIfUnused(channelKey)

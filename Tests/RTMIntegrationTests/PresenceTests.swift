@@ -109,6 +109,14 @@ struct PresenceTests {
         #expect(second.nextPage == nil)
         #expect(Set(first.users + second.users).count == 122)
         #expect(first.states["alice"] == ["b": "2"])
+        // A big channel's subscribe snapshot lists the first page only, with the full count.
+        let (late, lateEvents) = try await Harness.client("zz-late", port: harness.port)
+        let listed = try await late.subscribe("room")
+        #expect(listed.count == 100)
+        let lateSnapshot = await lateEvents.first(within: soon) { $0.presenceEvent?.kind == .snapshot }
+        #expect(lateSnapshot?.presenceEvent?.memberCount == 123)
+        #expect(lateSnapshot?.presenceEvent?.members == first.users)
+        await late.logout()
         await withTaskGroup(of: Void.self) { group in for client in crowd { group.addTask { await client.logout() } } }
         await alice.logout()
         await bob.logout()
