@@ -187,14 +187,7 @@ final class Hub: Sendable {
     }
 
     private func enqueueRaw(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64) {
-        var remaining = loops
-        while remaining != 0 {
-            let index = remaining.trailingZeroBitCount
-            remaining &= remaining - 1
-            guard index < fanouts.count else { continue }
-            let fanout = fanouts[index]
-            fanout.eventLoop.execute { fanout.deliverRaw(buffer, to: channel) }
-        }
+        hop(to: loops) { fanout in fanout.deliverRaw(buffer, to: channel) }
     }
 
     /// What a returning subscriber missed in a channel (M-2). Call after the connection has
@@ -243,13 +236,18 @@ final class Hub: Sendable {
     /// One hop to each loop that has subscribers (never a synchronous write: the caller may hold
     /// the state lock, and the order of these hops is the order of delivery).
     private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?, presence: Bool = false) {
+        hop(to: loops) { fanout in fanout.deliver(buffer, to: channel, except: except, presence: presence) }
+    }
+
+    /// Runs `body` once on each event loop whose bit is set in `loops`, in loop order.
+    private func hop(to loops: UInt64, _ body: @escaping @Sendable (LoopFanout) -> Void) {
         var remaining = loops
         while remaining != 0 {
             let index = remaining.trailingZeroBitCount
             remaining &= remaining - 1
             guard index < fanouts.count else { continue }
             let fanout = fanouts[index]
-            fanout.eventLoop.execute { fanout.deliver(buffer, to: channel, except: except, presence: presence) }
+            fanout.eventLoop.execute { body(fanout) }
         }
     }
 
