@@ -59,7 +59,7 @@ struct LoadArguments: ParsableArguments {
 
     func run(groups: Int, subscribersPerGroup: Int) async throws {
         FileLimit.raise()
-        let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let log = BenchOutput.log
         let ours = try options(groups: groups, subscribersPerGroup: subscribersPerGroup)
         var results = [try await LoadRun.run(ours, log: log)]
         if let baseline {

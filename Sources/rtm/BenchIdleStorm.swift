@@ -27,16 +27,8 @@ struct Idle: AsyncParsableCommand {
         options.target = .rtm(appId: appId, certificate: certificate)
         options.serverPID = serverPid
         if let threads { options.threads = threads }
-        let result = try await IdleRun.run(options, clients: clients, hold: hold) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
-        }
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            print(String(decoding: try encoder.encode(result), as: UTF8.self))
-        } else {
-            print(result.text)
-        }
+        let result = try await IdleRun.run(options, clients: clients, hold: hold, log: BenchOutput.log)
+        try BenchOutput.print(result, text: result.text, json: json)
     }
 }
 
@@ -64,14 +56,8 @@ struct Storm: AsyncParsableCommand {
         let result = try await StormRun.run(
             host: "127.0.0.1", port: port, appId: appId, certificate: certificate, clients: clients, loginRate: loginRate,
             deadline: deadline, startServer: { try await server.start() }, killServer: { server.kill() },
-            log: { line in FileHandle.standardError.write(Data((line + "\n").utf8)) })
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            print(String(decoding: try encoder.encode(result), as: UTF8.self))
-        } else {
-            print(result.text)
-        }
+            log: BenchOutput.log)
+        try BenchOutput.print(result, text: result.text, json: json)
         if result.stuck > 0 { throw ExitCode(2) }
     }
 }
@@ -121,5 +107,17 @@ enum FileLimit {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
         limit.rlim_cur = limit.rlim_max
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+/// How the bench commands report: live lines on stderr, the result on stdout (table or JSON).
+enum BenchOutput {
+    static let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+
+    static func print(_ result: some Encodable, text: String, json: Bool) throws {
+        guard json else { Swift.print(text); return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        Swift.print(String(decoding: try encoder.encode(result), as: UTF8.self))
     }
 }
