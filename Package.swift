@@ -37,10 +37,14 @@ let package = Package(
         .target(name: "RTMProtocol", dependencies: [
             .product(name: "NIOCore", package: "swift-nio"),
         ], swiftSettings: strict),
-        // Token minting and verification (AccessToken "006"). Server and CLI only.
+        // Token minting and verification (AccessToken "006" and AccessToken2 "007"). Server and CLI only.
         .target(name: "RTMAuth", dependencies: [
+            "CRTMZlib",
             .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: strict),
+        // The system zlib (AccessToken2 payloads are zlib-compressed). Part of the macOS SDK; on
+        // Debian/Ubuntu it needs the `zlib1g-dev` package (installed by `.ci/run`).
+        .systemLibrary(name: "CRTMZlib", path: "Sources/CRTMZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "RTMServer", dependencies: [
             "RTMProtocol", "RTMAuth",
             .product(name: "NIOCore", package: "swift-nio"),

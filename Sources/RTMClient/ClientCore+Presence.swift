@@ -6,11 +6,25 @@ public struct SubscribeOptions: Sendable, Equatable {
     public var withPresence: Bool
     /// Be invisible in the channel's presence: not listed, no join/leave events (default false).
     public var beQuiet: Bool
+    /// Receive the channel's storage events, starting with a snapshot (default false).
+    public var withMetadata: Bool
+    /// Receive the channel's lock events, starting with a snapshot (default false).
+    public var withLock: Bool
 
     /// Options with their defaults.
-    public init(withPresence: Bool = true, beQuiet: Bool = false) {
+    public init(withPresence: Bool = true, beQuiet: Bool = false, withMetadata: Bool = false, withLock: Bool = false) {
         self.withPresence = withPresence
         self.beQuiet = beQuiet
+        self.withMetadata = withMetadata
+        self.withLock = withLock
+    }
+
+    /// The subscribe request for `channel`.
+    func frame(_ channel: String) -> Frame {
+        Frame(type: .subscribe, channel: channel, withPresence: withPresence, beQuiet: beQuiet).with {
+            $0.withMetadata = withMetadata ? true : nil
+            $0.withLock = withLock ? true : nil
+        }
     }
 }
 

@@ -9,7 +9,10 @@ extension ClientCore {
 
     /// Sends a request now, or queues it while the link is not up. It fails with
     /// `timeoutCode` if no reply arrives within the request timeout, queued time included.
-    func request(_ frame: Frame, operation: String, timeoutCode: RTMErrorCode = .requestTimeout, isInternal: Bool = false) -> EventLoopFuture<Frame> {
+    /// `timeout` overrides the configured request timeout (`.infinity`: none, for a wait the
+    /// server ends, like acquireLock with retry).
+    func request(_ frame: Frame, operation: String, timeoutCode: RTMErrorCode = .requestTimeout, isInternal: Bool = false,
+                 timeout: Double? = nil) -> EventLoopFuture<Frame> {
         loop.assertInEventLoop()
         let promise = loop.makePromise(of: Frame.self)
         switch machine.linkState {
@@ -26,13 +29,13 @@ extension ClientCore {
         var frame = frame
         frame.id = id
         var request = Request(frame: frame, operation: operation, promise: promise, timeout: nil, isInternal: isInternal)
-        let timeout = config.requestTimeout
-        request.timeout = loop.scheduleTask(in: .fractionalSeconds(timeout)) { [self] in
+        let timeout = timeout ?? config.requestTimeout
+        request.timeout = timeout.isFinite ? loop.scheduleTask(in: .fractionalSeconds(timeout)) { [self] in
             guard let request = requests.removeValue(forKey: id) else { return }
             sent.remove(id)
             queued.removeAll { $0 == id }
             request.promise.fail(RTMError(timeoutCode, operation: operation, "no reply within \(timeout) s (link state \(machine.linkState))"))
-        }
+        } : nil
         requests[id] = request
         if machine.isConnected, let channel = connection?.channel {
             sent.insert(id)
@@ -102,13 +105,13 @@ extension ClientCore {
     func restore(resumed: Bool) {
         let kept = resumed ? Set(serverChannels) : []
         let missing = subscriptions.filter { !kept.contains($0) }
+        if !resumed { restoreMetadataWatches() }
         flushQueue()
         guard !missing.isEmpty else { return }
         restoring = (missing.count, [])
         for channel in missing {
             let options = subscriptionOptions[channel] ?? SubscribeOptions()
-            request(Frame(type: .subscribe, channel: channel, positions: positions(for: [channel]),
-                          withPresence: options.withPresence, beQuiet: options.beQuiet), operation: "subscribe", isInternal: true)
+            request(options.frame(channel).with { $0.positions = positions(for: [channel]) }, operation: "subscribe", isInternal: true)
                 .whenComplete { [self] result in
                     if case .success(let reply) = result {
                         noteSubscribed(channel, reply: reply)

@@ -64,6 +64,14 @@ final class ClientCore: @unchecked Sendable {
 
     /// While subscriptions are being restored, the connected event and what follows it wait.
     var restoring: (remaining: Int, unrestored: [String])?
+    /// Fires `tokenWillExpire` ahead of the login token's expiry.
+    var tokenWarning: Scheduled<Void>?
+    /// Locks this client holds: channel → lock name → fencing token (to report lockExpired).
+    var heldLocks: [String: [String: UInt64]] = [:]
+    /// Users whose metadata this client subscribed to (restored after a new session).
+    var metadataWatches: Set<String> = []
+    /// Joined (or joining) stream channels by name.
+    var streamChannels: [String: StreamCore] = [:]
     var held: [Machine.Action] = []
     var terminated = false
 
@@ -133,6 +141,11 @@ final class ClientCore: @unchecked Sendable {
         case .failRequests(let error):
             failAll(error)
         case .clearCaches:
+            tokenWarning?.cancel()
+            tokenWarning = nil
+            heldLocks = [:]
+            metadataWatches = []
+            for stream in streamChannels.values { stream.closeForLogout() }
             subscriptions = []
             subscriptionOptions = [:]
             presenceStates = [:]
@@ -167,6 +180,10 @@ final class ClientCore: @unchecked Sendable {
         case .gap(let g): delegate.rtmClient(owner, didReceiveGapEvent: g)
         case .userMessagesDropped(let count): delegate.rtmClient(owner, userMessagesDropped: count)
         case .member(let m): delegate.rtmClient(owner, didReceiveMemberEvent: m)
+        case .tokenWillExpire(let channel): delegate.rtmClient(owner, tokenPrivilegeWillExpire: channel)
+        case .storage(let s): delegate.rtmClient(owner, didReceiveStorageEvent: s)
+        case .lock(let l): delegate.rtmClient(owner, didReceiveLockEvent: l)
+        case .topic(let t): delegate.rtmClient(owner, didReceiveTopicEvent: t)
         }
     }
 
@@ -290,6 +307,10 @@ final class ClientCore: @unchecked Sendable {
             emit(.userMessagesDropped(count: frame.count ?? 0))
         case .presence:
             receivedPresence(frame)
+        case .storage:
+            receivedStorage(frame)
+        case .lock:
+            receivedLock(frame)
         case .kicked:
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))
@@ -306,6 +327,7 @@ final class ClientCore: @unchecked Sendable {
         if frame.type == .ok {
             resumeToken = frame.resumeToken
             serverChannels = frame.users ?? []
+            scheduleTokenWarning(expiresAt: frame.expiresAt, serverNow: frame.ts)
             run(machine.loginSucceeded(attempt: attempt, resumed: frame.resumed ?? false, now: .now()))
         } else {
             let code = RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.loginRejected.rawValue)

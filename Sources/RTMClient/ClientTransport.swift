@@ -92,7 +92,7 @@ enum ClientTransport {
     /// Sends one frame, masked as a client must. A well-formed publish goes in the compact
     /// binary form (PROTOCOL.md §2.3); everything else as JSON text.
     static func send(_ frame: Frame, on channel: any Channel) {
-        if frame.type == .publish, let id = frame.id, let name = frame.channel, (frame.text == nil) != (frame.data == nil),
+        if frame.type == .publish, frame.storeInHistory != true, let id = frame.id, let name = frame.channel, (frame.text == nil) != (frame.data == nil),
            name.utf8.count <= 255, (frame.customType?.utf8.count ?? 0) <= 255 {
             var buffer = channel.allocator.buffer(capacity: 32 + name.utf8.count + frame.payloadSize)
             if let text = frame.text {

@@ -320,7 +320,7 @@ struct LinkStateMachine: Sendable {
         actions += [.closeConnection(attempt: attempt, sendLogout: false),
                     .link(Transition(previous: previous, current: .failed, operation: .serverReject, reason: reason, message: message))]
         classic = .aborted
-        actions.append(.classic(.aborted, reason == .sameUidLogin ? .remoteLogin : .bannedByServer))
+        actions.append(.classic(.aborted, reason == .sameUidLogin ? .remoteLogin : reason == .tokenExpired ? .tokenExpired : .bannedByServer))
         let error = RTMError(.loginAborted, operation: "request", "kicked: \(message)")
         if wasLoggingIn { actions.append(.completeLogin(error)) }
         actions.append(.failRequests(error))

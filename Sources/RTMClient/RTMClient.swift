@@ -114,7 +114,10 @@ public final class RTMClient: Sendable {
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
             core.token = token
             if core.machine.isConnected {
-                return core.request(Frame(type: .renewToken, token: token), operation: "renewToken")
+                return core.request(Frame(type: .renewToken, token: token), operation: "renewToken").map { reply in
+                    core.scheduleTokenWarning(expiresAt: reply.expiresAt, serverNow: reply.ts)
+                    return reply
+                }
             }
             core.run(core.machine.tokenRenewed(now: .now()))
             return core.loop.makeSucceededFuture(Frame(type: .ok))
@@ -138,8 +141,7 @@ public final class RTMClient: Sendable {
         try check(channel: channel, operation: "subscribe")
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
-            core.request(Frame(type: .subscribe, channel: channel, withPresence: options.withPresence, beQuiet: options.beQuiet),
-                         operation: "subscribe").map { reply in
+            core.request(options.frame(channel), operation: "subscribe").map { reply in
                 if !core.subscriptions.contains(channel) { core.subscriptions.append(channel) }
                 core.subscriptionOptions[channel] = options
                 core.noteSubscribed(channel, reply: reply)
@@ -168,14 +170,18 @@ public final class RTMClient: Sendable {
     /// reconnecting; fails with `channelPublishMessageTimeout` if not acknowledged within the
     /// request timeout. Returns the message's sequence number in the channel.
     @discardableResult
-    public func publish(channel: String, message: String, customType: String? = nil) async throws(RTMError) -> UInt64 {
-        try await publish(Frame(type: .publish, channel: channel, text: message, customType: customType))
+    public func publish(channel: String, message: String, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UInt64 {
+        try await publish(Frame(type: .publish, channel: channel, text: message, customType: customType).with {
+            $0.storeInHistory = storeInHistory ? true : nil
+        })
     }
 
     /// Publishes binary data to a message channel.
     @discardableResult
-    public func publish(channel: String, data: Data, customType: String? = nil) async throws(RTMError) -> UInt64 {
-        try await publish(Frame(type: .publish, channel: channel, data: data, customType: customType))
+    public func publish(channel: String, data: Data, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UInt64 {
+        try await publish(Frame(type: .publish, channel: channel, data: data, customType: customType).with {
+            $0.storeInHistory = storeInHistory ? true : nil
+        })
     }
 
     private func publish(_ frame: Frame) async throws(RTMError) -> UInt64 {
@@ -194,14 +200,18 @@ public final class RTMClient: Sendable {
     /// returns, delivered in order, and kept until the receiver's SDK has it, also when the
     /// receiver is offline now (the receipt says so) or its connection dies (SPEC M-1).
     @discardableResult
-    public func publish(toUser userId: String, message: String, customType: String? = nil) async throws(RTMError) -> UserMessageReceipt {
-        try await send(Frame(type: .sendUser, userId: userId, text: message, customType: customType))
+    public func publish(toUser userId: String, message: String, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UserMessageReceipt {
+        try await send(Frame(type: .sendUser, userId: userId, text: message, customType: customType).with {
+            $0.storeInHistory = storeInHistory ? true : nil
+        })
     }
 
     /// Sends binary data to one user (see `publish(toUser:message:customType:)`).
     @discardableResult
-    public func publish(toUser userId: String, data: Data, customType: String? = nil) async throws(RTMError) -> UserMessageReceipt {
-        try await send(Frame(type: .sendUser, userId: userId, data: data, customType: customType))
+    public func publish(toUser userId: String, data: Data, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UserMessageReceipt {
+        try await send(Frame(type: .sendUser, userId: userId, data: data, customType: customType).with {
+            $0.storeInHistory = storeInHistory ? true : nil
+        })
     }
 
     private func send(_ frame: Frame) async throws(RTMError) -> UserMessageReceipt {

@@ -40,6 +40,18 @@ public struct RTMClientConfig: Sendable {
     public var resumeWindow: Double = 120
     /// Deadline for a close handshake before the socket is dropped, seconds (T-2: 1).
     public var closeTimeout: Double = 1
+    /// STREAM connection ping period, seconds (SPEC H-3: 0.5, fixed; only tests with
+    /// `allowTestTimings` may change it).
+    public var streamHeartbeatInterval: Double = 0.5
+    /// A STREAM connection with no reply this long after a ping is lost, seconds (1).
+    public var streamPongTimeout: Double = 1
+    /// First delay before rejoining a lost stream channel (the first rejoin goes at once),
+    /// seconds; doubles up to `backoffMax`, jittered.
+    public var streamBackoffInitial: Double = 0.5
+    /// A stream channel that cannot rejoin for this long goes to failed, seconds (§2.1: 20 min).
+    public var streamRejoinWindow: Double = 1200
+    /// `tokenWillExpire` fires this many seconds before the token expires (§2.13: 30).
+    public var tokenWillExpireLead: Double = 30
     /// Seed for the backoff jitter; nil = random. Tests set it for determinism.
     public var jitterSeed: UInt64?
     /// Allow timers below the production ranges (tests only).
@@ -64,6 +76,9 @@ public struct RTMClientConfig: Sendable {
             throw fail("endpoint must start with ws:// or wss://, got '\(endpoint)'")
         }
         if !allowTestTimings {
+            guard streamHeartbeatInterval == 0.5 else {
+                throw fail("streamHeartbeatInterval is fixed at 0.5 s (SPEC H-3), got \(streamHeartbeatInterval)")
+            }
             guard (5...1800).contains(heartbeatInterval), heartbeatInterval.rounded() == heartbeatInterval else {
                 throw fail("heartbeatInterval must be an integer in [5, 1800] seconds, got \(heartbeatInterval)")
             }

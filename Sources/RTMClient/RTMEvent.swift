@@ -21,6 +21,16 @@ public enum RTMEvent: Sendable {
     case userMessagesDropped(count: Int)
     /// The classic presence view (memberJoined / memberLeft / memberCount).
     case member(MemberEvent)
+    /// The token stops granting access in `RTMClientConfig.tokenWillExpireLead` seconds (30 s):
+    /// call `renewToken` (§2.13). `channel` is the stream channel for a stream channel's
+    /// token, nil for the login token.
+    case tokenWillExpire(channel: String?)
+    /// A storage (metadata) event.
+    case storage(StorageEvent)
+    /// A lock event.
+    case lock(LockEvent)
+    /// A topic event of a joined stream channel.
+    case topic(TopicEvent)
 }
 
 /// Messages of a channel that were missed and could not be replayed (SPEC M-2).
@@ -48,7 +58,7 @@ public struct UserMessageReceipt: Sendable, Equatable {
 /// A received message (`AgoraRtmMessageEvent`).
 public struct MessageEvent: Sendable, Equatable {
     /// Message channel or user (peer-to-peer) message.
-    public enum ChannelType: String, Sendable { case message, user }
+    public enum ChannelType: String, Sendable { case message, user, stream }
     /// Which kind of channel it came through.
     public let channelType: ChannelType
     /// The channel name; for a user message, the receiver's (this client's) user id.
@@ -65,6 +75,8 @@ public struct MessageEvent: Sendable, Equatable {
     public let seq: UInt64?
     /// Server time, ms since the Unix epoch.
     public let timestamp: Int64
+    /// The topic, for a stream-channel message.
+    public var topic: String?
 }
 
 /// A presence event in a message channel (`AgoraRtmPresenceEvent`).
@@ -89,6 +101,8 @@ public struct PresenceEvent: Sendable, Equatable {
     public var timedOut: [String] = []
     /// Visible members in the channel after this event (nil if the server did not say).
     public var memberCount: Int?
+    /// A message channel's or a stream channel's presence.
+    public var channelType: MessageEvent.ChannelType = .message
 }
 
 /// The classic (1.x) view of presence, derived from presence events: `memberJoined`,
@@ -121,6 +135,14 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, userMessagesDropped count: Int)
     /// Classic presence: a member joined, left, or the member count changed.
     func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent)
+    /// The token expires in 30 s: renew it (`tokenPrivilegeWillExpire`).
+    func rtmClient(_ client: RTMClient, tokenPrivilegeWillExpire channel: String?)
+    /// A storage event.
+    func rtmClient(_ client: RTMClient, didReceiveStorageEvent event: StorageEvent)
+    /// A lock event.
+    func rtmClient(_ client: RTMClient, didReceiveLockEvent event: LockEvent)
+    /// A topic event.
+    func rtmClient(_ client: RTMClient, didReceiveTopicEvent event: TopicEvent)
 }
 
 extension RTMClientDelegate {
@@ -140,4 +162,12 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, userMessagesDropped count: Int) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, tokenPrivilegeWillExpire channel: String?) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveStorageEvent event: StorageEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveLockEvent event: LockEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveTopicEvent event: TopicEvent) {}
 }

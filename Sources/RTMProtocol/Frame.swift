@@ -101,6 +101,63 @@ public struct Frame: Codable, Sendable, Equatable {
     /// Users who timed out (interval event).
     public var timedOut: [String]?
 
+    // tokens (SPEC C-7)
+    /// When the session's token stops granting login, ms since the Unix epoch (login and
+    /// renewToken replies; absent: never).
+    public var expiresAt: Int64?
+
+    // stream channels and topics (AGORA_REFERENCE §2.9)
+    /// Topic name (joinTopic, leaveTopic, publishTopic, subscribeTopic, topic messages).
+    public var topic: String?
+    /// joinTopic: 0 unordered (default), 1 ordered.
+    public var qos: Int?
+    /// joinTopic: 0 highest, 1 high, 4 normal (default), 8 low.
+    public var priority: Int?
+    /// joinTopic: the publisher's metadata, ≤ 256 bytes.
+    public var meta: String?
+    /// Topics with their publishers (join reply, topic events).
+    public var topics: [TopicInfo]?
+    /// subscribeTopic reply: users that could not be subscribed.
+    public var failed: [String]?
+
+    // storage (§2.11)
+    /// `"channel"` or `"user"` (metadata requests and storage events).
+    public var storageType: String?
+    /// A metadata set (write requests, get replies, storage events).
+    public var metadata: Metadata?
+    /// Write option: record the write time in each written item.
+    public var recordTs: Bool?
+    /// Write option: record the writer in each written item.
+    public var recordUserId: Bool?
+    /// Subscribe/join option: receive the channel's storage events (default false).
+    public var withMetadata: Bool?
+    /// Subscribe/join option: receive the channel's lock events (default false).
+    public var withLock: Bool?
+
+    // locks (§2.12)
+    /// Lock name (lock requests; a channel-metadata write guarded by a lock).
+    public var lockName: String?
+    /// setLock: seconds a held lock survives its owner being offline, [10, 300] (default 10).
+    public var ttl: Int?
+    /// acquireLock: wait until the lock is free instead of failing.
+    public var retry: Bool?
+    /// acquireLock reply: the acquisition's fencing token.
+    public var fencingToken: UInt64?
+    /// Locks of a channel (getLocks reply, lock events).
+    public var locks: [LockDetail]?
+
+    // history (§2.8)
+    /// publish / sendUser: also store the message in the channel's history.
+    public var storeInHistory: Bool?
+    /// getMessages: only messages older than this (ms, exclusive); 0 or absent = now.
+    public var start: Int64?
+    /// getMessages: only messages at or after this (ms, inclusive); 0 or absent = no bound.
+    public var end: Int64?
+    /// getMessages reply: newest first.
+    public var messages: [HistoryMessage]?
+    /// getMessages reply: pass as the next `start`; 0 = nothing older remains.
+    public var newStart: Int64?
+
     /// Creates a frame; only `type` is required.
     public init(
         type: FrameType, id: UInt64? = nil, appId: String? = nil, userId: String? = nil,
@@ -137,6 +194,10 @@ public struct Frame: Codable, Sendable, Equatable {
         case event, users, code, reason, ts, serverTimeout
         case msgId, epoch, positions, count, stored
         case state, states, keys, withPresence, beQuiet, includeState, page, channels, left, timedOut
+        case expiresAt, topic, qos, priority, meta, topics, failed
+        case storageType, metadata, recordTs, recordUserId, withMetadata, withLock
+        case lockName, ttl, retry, fencingToken, locks
+        case storeInHistory, start, end, messages, newStart
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -180,6 +241,40 @@ public struct Frame: Codable, Sendable, Equatable {
         channels = try c.decodeIfPresent([String].self, forKey: .channels)
         left = try c.decodeIfPresent([String].self, forKey: .left)
         timedOut = try c.decodeIfPresent([String].self, forKey: .timedOut)
+        expiresAt = try c.decodeIfPresent(Int64.self, forKey: .expiresAt)
+        topic = try c.decodeIfPresent(String.self, forKey: .topic)
+        qos = try c.decodeIfPresent(Int.self, forKey: .qos)
+        priority = try c.decodeIfPresent(Int.self, forKey: .priority)
+        meta = try c.decodeIfPresent(String.self, forKey: .meta)
+        topics = try c.decodeIfPresent([TopicInfo].self, forKey: .topics)
+        failed = try c.decodeIfPresent([String].self, forKey: .failed)
+        storageType = try c.decodeIfPresent(String.self, forKey: .storageType)
+        metadata = try c.decodeIfPresent(Metadata.self, forKey: .metadata)
+        recordTs = try c.decodeIfPresent(Bool.self, forKey: .recordTs)
+        recordUserId = try c.decodeIfPresent(Bool.self, forKey: .recordUserId)
+        withMetadata = try c.decodeIfPresent(Bool.self, forKey: .withMetadata)
+        withLock = try c.decodeIfPresent(Bool.self, forKey: .withLock)
+        lockName = try c.decodeIfPresent(String.self, forKey: .lockName)
+        ttl = try c.decodeIfPresent(Int.self, forKey: .ttl)
+        retry = try c.decodeIfPresent(Bool.self, forKey: .retry)
+        fencingToken = try Self.unsigned(c, .fencingToken)
+        locks = try c.decodeIfPresent([LockDetail].self, forKey: .locks)
+        storeInHistory = try c.decodeIfPresent(Bool.self, forKey: .storeInHistory)
+        start = try c.decodeIfPresent(Int64.self, forKey: .start)
+        end = try c.decodeIfPresent(Int64.self, forKey: .end)
+        messages = try c.decodeIfPresent([HistoryMessage].self, forKey: .messages)
+        newStart = try c.decodeIfPresent(Int64.self, forKey: .newStart)
+    }
+
+    /// A copy changed by `body`: sets fields the initializer does not take.
+    ///
+    /// ```swift
+    /// let frame = Frame(type: .joinTopic, channel: "game").with { $0.topic = "moves"; $0.qos = 1 }
+    /// ```
+    public func with(_ body: (inout Frame) -> Void) -> Frame {
+        var copy = self
+        body(&copy)
+        return copy
     }
 
     /// Reads a non-negative integer as signed first, so that a negative value is reported as a

@@ -48,6 +48,54 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// End the session on purpose (SPEC H-4, P-4).
     public static let logout = FrameType(rawValue: "logout")
 
+    /// Which messages a channel stored (`channel`, `channelType`, `count` ≤ 100, `start`, `end`).
+    public static let getMessages = FrameType(rawValue: "getMessages")
+
+    // storage (AGORA_REFERENCE §2.11): `storageType` channel (`channel`) or user (`userId`)
+    /// Create or overwrite items (compare-and-set by revision).
+    public static let setMetadata = FrameType(rawValue: "setMetadata")
+    /// Change existing items only.
+    public static let updateMetadata = FrameType(rawValue: "updateMetadata")
+    /// Remove items (no items: all of them).
+    public static let removeMetadata = FrameType(rawValue: "removeMetadata")
+    /// Read a metadata set.
+    public static let getMetadata = FrameType(rawValue: "getMetadata")
+    /// Receive storage events of a user's metadata (`userId`).
+    public static let subscribeMetadata = FrameType(rawValue: "subscribeMetadata")
+    /// Stop receiving them.
+    public static let unsubscribeMetadata = FrameType(rawValue: "unsubscribeMetadata")
+
+    // locks (§2.12), all with `channel` and `lockName`
+    /// Define a lock (`ttl`).
+    public static let setLock = FrameType(rawValue: "setLock")
+    /// Take a lock (`retry`: wait for it); the reply carries the `fencingToken`.
+    public static let acquireLock = FrameType(rawValue: "acquireLock")
+    /// Give a held lock back.
+    public static let releaseLock = FrameType(rawValue: "releaseLock")
+    /// Take a lock away from its holder (`userId`).
+    public static let revokeLock = FrameType(rawValue: "revokeLock")
+    /// Delete a lock.
+    public static let removeLock = FrameType(rawValue: "removeLock")
+    /// The channel's locks.
+    public static let getLocks = FrameType(rawValue: "getLocks")
+
+    // stream connections (§2.9): a STREAM connection starts with `join` instead of `login`
+    /// Open a stream-channel session on this connection (`appId`, `userId`, `token`, `channel`,
+    /// `withPresence`, `beQuiet`).
+    public static let join = FrameType(rawValue: "join")
+    /// Leave the stream channel; the server closes the connection.
+    public static let leave = FrameType(rawValue: "leave")
+    /// Become a publisher of a topic (`topic`, `qos`, `priority`, `meta`).
+    public static let joinTopic = FrameType(rawValue: "joinTopic")
+    /// Stop publishing to a topic.
+    public static let leaveTopic = FrameType(rawValue: "leaveTopic")
+    /// Publish to a joined topic (`topic`, `text` or `data`, `customType`); ≤ 1 KB.
+    public static let publishTopic = FrameType(rawValue: "publishTopic")
+    /// Receive a topic's messages from some publishers (`topic`, `users`; none: any, up to 64).
+    public static let subscribeTopic = FrameType(rawValue: "subscribeTopic")
+    /// Stop receiving a topic (from `users`, or from all).
+    public static let unsubscribeTopic = FrameType(rawValue: "unsubscribeTopic")
+
     // MARK: server → client
     /// Successful reply to the request with the same `id`.
     public static let ok = FrameType(rawValue: "ok")
@@ -66,6 +114,14 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let dropped = FrameType(rawValue: "dropped")
     /// The session was ended by the server (another login, token expiry, ban); do not reconnect.
     public static let kicked = FrameType(rawValue: "kicked")
+    /// A storage event (`storageType`, `event`: snapshot/set/update/remove, `channel` or
+    /// `userId`, the whole `metadata`).
+    public static let storage = FrameType(rawValue: "storage")
+    /// A lock event (`channel`, `event`: snapshot/set/removed/acquired/released/expired, `locks`).
+    public static let lock = FrameType(rawValue: "lock")
+    /// A topic event on a stream connection (`event`: snapshot/remoteJoinTopic/remoteLeaveTopic,
+    /// `userId`, `topics`).
+    public static let topicEvent = FrameType(rawValue: "topic")
     /// The server is going away (shutdown); reconnect with backoff.
     public static let goAway = FrameType(rawValue: "goaway")
 }

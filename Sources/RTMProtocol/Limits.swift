@@ -15,6 +15,28 @@ public struct Limits: Sendable, Equatable {
     public var maxStateKeyLength: Int = 64
     /// State value length, bytes (UTF-8).
     public var maxStateValueBytes: Int = 1024
+    /// Metadata key length, characters (§2.11: 32).
+    public var maxMetadataKeyLength: Int = 32
+    /// Metadata value size, and size of a whole set (keys + values), bytes (§2.11: 16 KB).
+    public var maxMetadataBytes: Int = 16 * 1024
+    /// Locks per channel (§2.12: 32).
+    public var maxLocksPerChannel: Int = 32
+    /// Joined stream channels per client (§2.9: 100).
+    public var maxStreamChannelsPerClient: Int = 100
+    /// Topic message payload, bytes (§2.9: 1 KB).
+    public var maxTopicPayloadBytes: Int = 1024
+    /// Topic name length, characters (§2.9: 16).
+    public var maxTopicNameLength: Int = 16
+    /// Topic publisher meta, bytes (§2.9: 256).
+    public var maxTopicMetaBytes: Int = 256
+    /// Joined topics per stream channel per client (§2.9: 8).
+    public var maxJoinedTopics: Int = 8
+    /// Subscribed topics per stream channel per client (§2.9: 50).
+    public var maxSubscribedTopics: Int = 50
+    /// Users per topic subscription (§2.9: 64).
+    public var maxTopicUsers: Int = 64
+    /// Messages per history query (§2.8: 100).
+    public var maxHistoryCount: Int = 100
     /// Largest WebSocket frame accepted (payload + JSON + base64 overhead).
     public var maxFrameBytes: Int = 64 * 1024
 
@@ -37,6 +59,23 @@ public struct Limits: Sendable, Equatable {
             }
         }
         return nil
+    }
+
+    /// Checks a metadata key; returns the error and problem, or nil.
+    public func metadataKeyProblem(_ key: String) -> (RTMErrorCode, String)? {
+        if key.isEmpty { return (.storageInvalidKey, "metadata key is empty") }
+        if key.count > maxMetadataKeyLength { return (.storageKeyLengthOverflow, "metadata key '\(key.prefix(40))…' is longer than \(maxMetadataKeyLength) characters") }
+        if !key.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\0" }) {
+            return (.storageInvalidKey, "metadata key '\(key)' must be visible ASCII characters")
+        }
+        return nil
+    }
+
+    /// Checks a topic name; returns the problem, or nil.
+    public func topicProblem(_ topic: String) -> String? {
+        if topic.isEmpty { return "topic is empty" }
+        if topic.count > maxTopicNameLength { return "topic '\(topic)' is longer than \(maxTopicNameLength) characters" }
+        return nameProblem(topic, kind: "topic")
     }
 
     /// Checks a user id or channel name; returns the problem, or nil when valid.

@@ -28,6 +28,16 @@ public struct LinkStateChangeReason: RawRepresentable, Hashable, Sendable, Custo
     public static let reconnectTimeout = Self(rawValue: 9)
     /// 10
     public static let reconnectSuccess = Self(rawValue: 10)
+    /// 11: joining a stream channel.
+    public static let join = Self(rawValue: 11)
+    /// 12: joined a stream channel.
+    public static let joinSuccess = Self(rawValue: 12)
+    /// 13: joining a stream channel failed (or rejoining gave up).
+    public static let joinFailed = Self(rawValue: 13)
+    /// 14: rejoined a stream channel after a loss.
+    public static let rejoin = Self(rawValue: 14)
+    /// 15: left a stream channel.
+    public static let leave = Self(rawValue: 15)
     /// 16
     public static let invalidToken = Self(rawValue: 16)
     /// 17

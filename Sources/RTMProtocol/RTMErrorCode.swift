@@ -75,6 +75,73 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// Presence: the user is not online.
     public static let presenceUserNotExist = RTMErrorCode(rawValue: -13011)
 
+    /// Stream channel: not joined.
+    public static let channelNotJoined = RTMErrorCode(rawValue: -11001)
+    /// Stream channel: joining failed (or rejoining gave up after 20 minutes).
+    public static let channelJoinFailed = RTMErrorCode(rawValue: -11007)
+    /// Stream channel: the STREAM connection is not up.
+    public static let channelNotConnected = RTMErrorCode(rawValue: -11027)
+    /// Stream channel: more than 64 users in one topic subscription.
+    public static let channelExceedTopicUserLimitation = RTMErrorCode(rawValue: -11003)
+    /// Stream channel: the topic name is empty, too long or has characters outside the allowed set.
+    public static let channelInvalidTopicName = RTMErrorCode(rawValue: -11008)
+    /// Stream channel: the user list is invalid.
+    public static let channelInvalidUserList = RTMErrorCode(rawValue: -11011)
+    /// Stream channel: the channel is not available (joined too many, or the service refuses it).
+    public static let channelNotAvailable = RTMErrorCode(rawValue: -11012)
+    /// Stream channel: the topic is not subscribed.
+    public static let channelTopicNotSubscribed = RTMErrorCode(rawValue: -11013)
+    /// Stream channel: too many joined or subscribed topics.
+    public static let channelExceedTopicLimitation = RTMErrorCode(rawValue: -11014)
+    /// Stream channel: publishing to a topic that was not joined.
+    public static let channelTopicNotJoined = RTMErrorCode(rawValue: -11016)
+    /// Stream channel: topic meta over 256 bytes.
+    public static let channelInvalidTopicMeta = RTMErrorCode(rawValue: -11018)
+    /// Storage: the operation failed (the store could not be written).
+    public static let storageOperationFailed = RTMErrorCode(rawValue: -12001)
+    /// Storage: too many items in a set.
+    public static let storageMetadataItemExceedLimitation = RTMErrorCode(rawValue: -12002)
+    /// Storage: an item is invalid.
+    public static let storageInvalidMetadataItem = RTMErrorCode(rawValue: -12003)
+    /// Storage: an argument is invalid.
+    public static let storageInvalidArgument = RTMErrorCode(rawValue: -12004)
+    /// Storage: a revision names an item or set that does not exist.
+    public static let storageInvalidRevision = RTMErrorCode(rawValue: -12005)
+    /// Storage: the set would be over 16 KB.
+    public static let storageMetadataLengthOverflow = RTMErrorCode(rawValue: -12006)
+    /// Storage: the guarding lock name is invalid.
+    public static let storageInvalidLockName = RTMErrorCode(rawValue: -12007)
+    /// Storage: the write is guarded by a lock the writer does not hold.
+    public static let storageLockNotAcquired = RTMErrorCode(rawValue: -12008)
+    /// Storage: a key is empty or has invalid characters.
+    public static let storageInvalidKey = RTMErrorCode(rawValue: -12009)
+    /// Storage: a key is longer than 32 characters.
+    public static let storageKeyLengthOverflow = RTMErrorCode(rawValue: -12011)
+    /// Storage: a value is over 16 KB.
+    public static let storageValueLengthOverflow = RTMErrorCode(rawValue: -12012)
+    /// Storage: a key appears twice in one request.
+    public static let storageDuplicateKey = RTMErrorCode(rawValue: -12013)
+    /// Storage: compare-and-set failed; the revision changed since it was read.
+    public static let storageOutdatedRevision = RTMErrorCode(rawValue: -12014)
+    /// Storage: not subscribed to that user's metadata.
+    public static let storageNotSubscribe = RTMErrorCode(rawValue: -12015)
+    /// Lock: the operation failed.
+    public static let lockOperationFailed = RTMErrorCode(rawValue: -14001)
+    /// Lock: a lock with that name exists (with another TTL).
+    public static let lockAlreadyExist = RTMErrorCode(rawValue: -14004)
+    /// Lock: the name is empty, too long or has invalid characters.
+    public static let lockInvalidName = RTMErrorCode(rawValue: -14005)
+    /// Lock: the caller does not hold the lock.
+    public static let lockNotAcquired = RTMErrorCode(rawValue: -14006)
+    /// Lock: another user holds the lock.
+    public static let lockAcquireFailed = RTMErrorCode(rawValue: -14007)
+    /// Lock: no lock with that name.
+    public static let lockNotExist = RTMErrorCode(rawValue: -14008)
+    /// History: the store could not be read or written.
+    public static let historyOperationFailed = RTMErrorCode(rawValue: -15001)
+    /// History: start/end are not valid timestamps (negative, or end after start).
+    public static let historyInvalidTimestamp = RTMErrorCode(rawValue: -15002)
+
     /// The reference name of the code, or its number.
     public var description: String {
         Self.names[rawValue] ?? "error \(rawValue)"
@@ -94,5 +161,5 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -11036: "channelReceiverOfflineAndMessageStoreFailed", -13001: "presenceNotConnected",
         -13004: "presenceCacheTooManyStates", -13005: "presenceStateCountOverflow", -13006: "presenceInvalidStateKey",
         -13009: "presenceStateValueSizeOverflow", -13011: "presenceUserNotExist",
-    ]
+    ].merging([-11001: "channelNotJoined", -11007: "channelJoinFailed", -11027: "channelNotConnected", -11003: "channelExceedTopicUserLimitation", -11008: "channelInvalidTopicName", -11011: "channelInvalidUserList", -11012: "channelNotAvailable", -11013: "channelTopicNotSubscribed", -11014: "channelExceedTopicLimitation", -11016: "channelTopicNotJoined", -11018: "channelInvalidTopicMeta", -12001: "storageOperationFailed", -12002: "storageMetadataItemExceedLimitation", -12003: "storageInvalidMetadataItem", -12004: "storageInvalidArgument", -12005: "storageInvalidRevision", -12006: "storageMetadataLengthOverflow", -12007: "storageInvalidLockName", -12008: "storageLockNotAcquired", -12009: "storageInvalidKey", -12011: "storageKeyLengthOverflow", -12012: "storageValueLengthOverflow", -12013: "storageDuplicateKey", -12014: "storageOutdatedRevision", -12015: "storageNotSubscribe", -14001: "lockOperationFailed", -14004: "lockAlreadyExist", -14005: "lockInvalidName", -14006: "lockNotAcquired", -14007: "lockAcquireFailed", -14008: "lockNotExist", -15001: "historyOperationFailed", -15002: "historyInvalidTimestamp"], uniquingKeysWith: { a, _ in a })
 }

@@ -12,6 +12,10 @@ extension ConnectionHandler {
             send(Frame(type: .pong, ts: frame.ts), context: context)
         case (.awaitingLogin, .login):
             login(frame, context: context)
+        case (.awaitingLogin, .join):
+            joinStream(frame, context: context)
+        case (.stream(let membership), _):
+            handleStream(frame, membership: membership, context: context)
         case (.awaitingLogin, _), (.ended, _):
             send(.error(id: frame.id, .notLogin, "'\(frame.type)' needs a login first"), context: context)
         case (.active(let key), .subscribe):
@@ -34,14 +38,17 @@ extension ConnectionHandler {
             ackUser(frame, key: key, context: context)
         case (.active(let key), .renewToken):
             renewToken(frame, key: key, context: context)
-        case (.active, .logout):
+        case (.active(let key), .logout):
             phase = .ended
             leaveAllFanout()
             hub.logout(connection)
+            hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
             closeConnection(context: context, code: .normalClosure)
         case (.active, .login):
             send(.error(id: frame.id, .duplicateOperation, "already logged in on this connection"), context: context)
+        case (.active(let key), _) where handleService(frame, key: key, context: context):
+            break
         default:
             send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
         }
@@ -68,16 +75,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .invalidUserId, problem), context: context)
             return
         }
-        if let certificate = entry {
-            let now = UInt32(clamping: Int(Date().timeIntervalSince1970))
-            do {
-                _ = try AccessToken006.verifyRTMToken(frame.token ?? "", appId: appId, appCertificate: certificate, userId: userId, now: now)
-            } catch {
-                let code: RTMErrorCode = error.kind == .expired ? .tokenExpired : .invalidToken
-                send(.error(id: frame.id, code, "token rejected: \(error.reason)"), context: context)
-                return
-            }
-        }
+        guard case .success(let expiresAt) = verifyToken(frame, appId: appId, userId: userId, certificate: entry, context: context) else { return }
         let heartbeat = (frame.heartbeatInterval ?? 5).clamped(to: config.heartbeatRange)
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)
         let key = UserKey(appId: appId, userId: userId)
@@ -89,8 +87,11 @@ extension ConnectionHandler {
             self.appId = appId
             self.loggedInUser = userId
             phase = .active(key)
+            hub.counters.withLockedValue { $0.messageOpened() }
+            counted = .message
+            scheduleTokenExpiry(expiresAt, context: context)
             for channel in admission.channels {
-                joinFanout(channel, appId: appId, withPresence: !admission.presenceOff.contains(channel))
+                joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
             }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
@@ -100,7 +101,8 @@ extension ConnectionHandler {
             }
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
-                       ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch), context: context)
+                       ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)
+                    .with { $0.expiresAt = expiresAt }, context: context)
             // A resumed session: what its channels published meanwhile (M-2).
             if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
             // Every user message still waiting for this user, then new ones as they come (M-1).
@@ -108,26 +110,50 @@ extension ConnectionHandler {
         }
     }
 
+    /// SPEC C-7, T-7: the new token replaces the old one in-band; the session goes on.
     private func renewToken(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
-        if case let certificate?? = hub.configuration.apps[key.appId] {
-            let now = UInt32(clamping: Int(Date().timeIntervalSince1970))
-            do {
-                _ = try AccessToken006.verifyRTMToken(frame.token ?? "", appId: key.appId, appCertificate: certificate, userId: key.userId, now: now)
-            } catch {
-                let code: RTMErrorCode = error.kind == .expired ? .tokenExpired : .invalidToken
-                send(.error(id: frame.id, code, "token rejected: \(error.reason)"), context: context)
-                return
-            }
+        let certificate = hub.configuration.apps[key.appId] ?? nil
+        guard case .success(let expiresAt) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context) else { return }
+        scheduleTokenExpiry(expiresAt, context: context)
+        send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
+    }
+
+    /// Verifies a login, join or renewToken token ("006" or "007"). On success: when its login
+    /// privilege ends (ms; nil = never, or no certificate). On failure the error is sent.
+    func verifyToken(_ frame: Frame, appId: String, userId: String, certificate: String?, context: ChannelHandlerContext) -> Result<Int64?, TokenError> {
+        guard let certificate else { return .success(nil) }
+        let now = UInt32(clamping: Int(Date().timeIntervalSince1970))
+        do throws(TokenError) {
+            let verified = try RTMToken.verify(frame.token ?? "", appId: appId, appCertificate: certificate, userId: userId, now: now)
+            let expiresAt = verified.expiresAt.map { Int64($0) * 1000 }
+            // The same instant as the session's expiry timer, to the millisecond.
+            if let expiresAt, expiresAt <= Hub.wallMillis { throw TokenError(.expired, "token expired at \(expiresAt / 1000)") }
+            return .success(expiresAt)
+        } catch {
+            let code: RTMErrorCode = error.kind == .expired ? .tokenExpired : .invalidToken
+            send(.error(id: frame.id, code, "token rejected: \(error.reason)"), context: context)
+            return .failure(error)
         }
-        send(Frame(type: .ok, id: frame.id), context: context)
+    }
+
+    /// At the token's expiry, unless renewed first, the session ends: the client is told
+    /// (`kicked`, reason tokenExpired) and the connection closed (§2.13).
+    func scheduleTokenExpiry(_ expiresAt: Int64?, context: ChannelHandlerContext) {
+        tokenExpiry?.cancel()
+        tokenExpiry = nil
+        guard let expiresAt else { return }
+        let delay = TimeAmount.milliseconds(max(0, expiresAt - Hub.wallMillis))
+        tokenExpiry = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+            tokenExpired(context: context)
+        }
     }
 
     // MARK: channels
 
     private func subscribe(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context) else { return }
-        let withPresence = frame.withPresence ?? true
-        switch hub.subscribe(connection, channel: channel, quiet: frame.beQuiet ?? false, withPresence: withPresence) {
+        let features = ChannelFeatures(frame)
+        switch hub.subscribe(connection, channel: channel, quiet: frame.beQuiet ?? false, features: features) {
         case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
         case .subscribed(let snapshot, _):
@@ -135,11 +161,12 @@ extension ConnectionHandler {
             // that point is replayed (from the client's own position if it sent one, M-2) or
             // arrives live, so nothing falls between the two. The reply carries that position.
             let current = hub.channelPosition(appId: key.appId, channel: channel)
-            joinFanout(channel, appId: key.appId, withPresence: withPresence)
+            joinFanout(channel, appId: key.appId, features: features)
             replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
             send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
                        users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.count,
                        states: snapshot.states.isEmpty ? nil : snapshot.states, page: snapshot.nextPage), context: context)
+            sendServiceSnapshots(channel: channel, features: features, key: key, context: context)
         }
     }
 
@@ -179,7 +206,14 @@ extension ConnectionHandler {
                                     isText: frame.text != nil, payload: payload)
         let seq = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: [outgoing],
                               allocator: context.channel.allocator)[0]
-        send(Frame(type: .ok, id: frame.id, seq: seq), context: context)
+        let reply = Frame(type: .ok, id: frame.id, seq: seq)
+        if frame.storeInHistory == true {
+            let epoch = hub.channelPosition(appId: key.appId, channel: channel).epoch
+            storeInHistory(appId: key.appId, channelType: "message", channel: channel, publisher: key.userId, frame: frame,
+                           dedupKey: "\(epoch):\(seq)", reply: reply, context: context)
+        } else {
+            send(reply, context: context)
+        }
     }
 
     /// A user message (SPEC M-1): stored durably first, acknowledged after the commit, delivered
@@ -198,7 +232,15 @@ extension ConnectionHandler {
                                         data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
         let requestID = frame.id
         let channel = context.channel
+        let history = frame.storeInHistory == true ? hub.storage : nil
         hub.mailbox.send(message, from: key, clientMsgId: frame.msgId) { result in
+            if let history, case .success(let receipt) = result {
+                // Keyed by the stored message's id: a resend is in the history once (M-3).
+                let record = HistoryMessage(publisher: key.userId, text: message.text, data: message.data,
+                                            customType: message.customType, ts: message.ts)
+                history.appendHistory(appId: key.appId, channelType: "user", channel: HistoryRecord.userPair(key.userId, target),
+                                      message: record, dedupKey: "u:\(receipt.id)") { _ in }
+            }
             let reply: Frame
             switch result {
             case .success(let receipt):
@@ -270,7 +312,7 @@ extension ConnectionHandler {
 
     // MARK: validation
 
-    private func validChannel(_ frame: Frame, context: ChannelHandlerContext) -> String? {
+    func validChannel(_ frame: Frame, context: ChannelHandlerContext) -> String? {
         guard let channel = frame.channel else {
             send(.error(id: frame.id, .invalidChannelName, "'\(frame.type)' needs a channel"), context: context)
             return nil

@@ -15,6 +15,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     enum Phase {
         case awaitingLogin
         case active(UserKey)
+        /// A joined STREAM connection.
+        case stream(StreamMembership)
         /// Logged out, kicked, replaced or closing: no grace window on close.
         case ended
     }
@@ -41,6 +43,14 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     var appId: String?
     /// Set at login; kept after the session ends so the mailbox can be detached.
     var loggedInUser: String?
+    /// Ends the session when the token expires unless it is renewed first.
+    var tokenExpiry: Scheduled<Void>?
+    /// Which connection counter this connection was added to.
+    var counted: Counted = .none
+    /// A STREAM connection's channel, once joined.
+    var stream: StreamMembership?
+
+    enum Counted { case none, message, stream }
 
     init(hub: Hub) {
         self.hub = hub
@@ -116,6 +126,15 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        tokenExpiry?.cancel()
+        switch counted {
+        case .message: hub.counters.withLockedValue { $0.message -= 1 }
+        case .stream: hub.counters.withLockedValue { $0.stream -= 1 }
+        case .none: break
+        }
+        counted = .none
+        if let stream { hub.streams.leave(stream, connection: connection, reason: .remoteLeave) }
+        stream = nil
         leaveFanout()
         hub.unregister(connection)
         if let appId, let userId = loggedInUser {
@@ -155,10 +174,10 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    func joinFanout(_ channel: String, appId: String, withPresence: Bool = true) {
+    func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {
         guard localChannels.insert(channel).inserted else { return }
         let key = ChannelKey(appId: appId, name: channel)
-        if fanout.add(connection, to: key, withPresence: withPresence, raw: rawContext) {
+        if fanout.add(connection, to: key, features: features, raw: rawContext) {
             hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
         }
     }

@@ -19,8 +19,15 @@ final class Hub: Sendable {
     let mailbox: UserMailbox
     /// This server run's epoch (channel epochs derive from it).
     let epoch: String
+    /// Metadata and history (§2.8, §2.11).
+    let storage: StorageService
+    /// Stream channels (§2.9).
+    let streams: StreamHub
+    /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
+    let counters = NIOLockedValueBox(ConnectionCounters())
 
-    init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore, logger: Logger) {
+    init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
+         serviceStore: any ServiceStore, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
@@ -37,6 +44,11 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
+        self.streams = StreamHub(limits: configuration.limits)
+        self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
+        storage.setChangeHandler { [unowned self] key, kind, metadata in
+            storageChanged(key, kind: kind, metadata: metadata)
+        }
     }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -115,8 +127,20 @@ final class Hub: Sendable {
     /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).
     func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline) {
         let now = NIODeadline.now()
-        guard let timer = state.withLockedValue({ $0.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now) }) else { return }
+        let (grace, lockTimers) = state.withLockedValue { state in
+            let key = state.userKey(of: connection)
+            let timer = state.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now)
+            // Locks: TTL counted from now, when the server decides the owner is offline (§2.12).
+            let locks = timer != nil ? key.map { state.lockOwnerLost(connection, user: $0, now: now) } ?? [] : []
+            return (timer, locks)
+        }
         let loop = fanouts[connection.loopIndex].eventLoop
+        for lockTimer in lockTimers {
+            loop.scheduleTask(deadline: lockTimer.deadline) { [self] in
+                perform(state.withLockedValue { $0.lockTimerFired(lockTimer, wallMillis: Self.wallMillis) })
+            }
+        }
+        guard let timer = grace else { return }
         loop.scheduleTask(deadline: timer.deadline) { [self] in
             let broadcasts = state.withLockedValue { $0.graceExpired(timer, wallMillis: Self.wallMillis) }
             if !broadcasts.isEmpty {
@@ -127,7 +151,13 @@ final class Hub: Sendable {
     }
 
     func logout(_ connection: ConnectionRef) {
-        perform(state.withLockedValue { $0.logout(connection, wallMillis: Self.wallMillis) })
+        let (broadcasts, locks) = state.withLockedValue { state in
+            let key = state.userKey(of: connection)
+            let locks = key.map { state.releaseLocks(of: $0, wallMillis: Self.wallMillis) } ?? HubState.LockOutcome()
+            return (state.logout(connection, wallMillis: Self.wallMillis), locks)
+        }
+        perform(broadcasts)
+        perform(locks)
     }
 
     func userKey(of connection: ConnectionRef) -> UserKey? {
@@ -140,9 +170,9 @@ final class Hub: Sendable {
 
     // MARK: channels
 
-    func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, withPresence: Bool) -> HubState.SubscribeDecision {
+    func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures) -> HubState.SubscribeDecision {
         let decision = state.withLockedValue {
-            $0.subscribe(connection, channel: channel, quiet: quiet, withPresence: withPresence, wallMillis: Self.wallMillis)
+            $0.subscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis)
         }
         if case .subscribed(_, let join?) = decision { perform([join]) }
         return decision
@@ -224,19 +254,108 @@ final class Hub: Sendable {
         }
     }
 
+    // MARK: locks
+
+    /// Runs a lock operation; its events and any waiter's reply are sent. Returns the caller's
+    /// reply, or nil while it waits for the lock.
+    func lock(_ operation: HubState.LockOperation, channel: String, name: String, connection: ConnectionRef,
+              requestID: UInt64?) -> Result<Frame, HubState.LockFailure>? {
+        let outcome = state.withLockedValue {
+            $0.lock(operation, channel: ChannelKey(appId: appIdOf(connection, $0), name: channel), name: name, connection: connection,
+                    requestID: requestID, wallMillis: Self.wallMillis, maxLocks: configuration.limits.maxLocksPerChannel)
+        }
+        perform(outcome)
+        return outcome.reply
+    }
+
+    private func appIdOf(_ connection: ConnectionRef, _ state: HubState) -> String {
+        state.userKey(of: connection)?.appId ?? ""
+    }
+
+    func locks(appId: String, channel: String) -> [LockDetail] {
+        state.withLockedValue { $0.locks(of: ChannelKey(appId: appId, name: channel)) }
+    }
+
+    func holds(_ user: UserKey, lock name: String, channel: String) -> Bool {
+        state.withLockedValue { $0.holds(user.userId, lock: name, in: ChannelKey(appId: user.appId, name: channel)) }
+    }
+
+    private func perform(_ outcome: HubState.LockOutcome) {
+        perform(outcome.broadcasts)
+        for direct in outcome.directs { Self.send(direct.frame, to: direct.connection) }
+    }
+
+    // MARK: storage
+
+    /// Subscribes `watcher` to storage events of `target`'s user metadata.
+    func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
+        state.withLockedValue { state in
+            if on {
+                state.metadataWatchers[target, default: []].insert(watcher)
+            } else {
+                state.metadataWatchers[target]?.remove(watcher)
+                if state.metadataWatchers[target]?.isEmpty == true { state.metadataWatchers[target] = nil }
+            }
+        }
+    }
+
+    /// A metadata set changed: channel members that asked for storage events, or the user's
+    /// watchers, get the whole new set.
+    private func storageChanged(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata) {
+        let frame = Self.storageEvent(key, kind: kind, metadata: metadata)
+        switch key.type {
+        case .channel:
+            let channel = ChannelKey(appId: key.appId, name: key.target)
+            let loops = state.withLockedValue { $0.channels[channel]?.loops ?? 0 }
+            perform([HubState.Broadcast(channel: channel, frame: frame, loops: loops, except: nil, requires: .metadata)])
+        case .user:
+            let targets = state.withLockedValue { state in
+                (state.metadataWatchers[UserKey(appId: key.appId, userId: key.target)] ?? []).compactMap {
+                    state.connection(of: UserKey(appId: key.appId, userId: $0))
+                }
+            }
+            for connection in targets { Self.send(frame, to: connection) }
+        }
+    }
+
+    static func storageEvent(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata) -> Frame {
+        var frame = Frame(type: .storage, event: kind.rawValue, ts: wallMillis)
+        frame.storageType = key.type.rawValue
+        if key.type == .channel { frame.channel = key.target } else { frame.userId = key.target }
+        frame.metadata = metadata
+        return frame
+    }
+
+    /// Closes every STREAM connection of a user (K-4: logout ends them all).
+    func closeStreams(of user: UserKey) {
+        for connection in streams.connections(of: user) { connection.channel.close(mode: .all, promise: nil) }
+    }
+
+    /// Sends an encoded frame to one connection from any thread.
+    static func sendEncoded(_ buffer: ByteBuffer, to connection: ConnectionRef) {
+        connection.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+    }
+
+    /// Sends one frame to one connection from any thread.
+    static func send(_ frame: Frame, to connection: ConnectionRef) {
+        let channel = connection.channel
+        let data = FrameCodec.encode(frame, allocator: channel.allocator)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: data), promise: nil)
+    }
+
     // MARK: effects
 
     private func perform(_ broadcasts: [HubState.Broadcast]) {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
-            enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, presence: true)
+            enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)
         }
     }
 
     /// One hop to each loop that has subscribers (never a synchronous write: the caller may hold
     /// the state lock, and the order of these hops is the order of delivery).
-    private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?, presence: Bool = false) {
-        hop(to: loops) { fanout in fanout.deliver(buffer, to: channel, except: except, presence: presence) }
+    private func enqueue(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64, except: UInt64?, requires: ChannelFeatures) {
+        hop(to: loops) { fanout in fanout.deliver(buffer, to: channel, except: except, requires: requires) }
     }
 
     /// Runs `body` once on each event loop whose bit is set in `loops`, in loop order.

@@ -8,8 +8,8 @@ extension HubState {
         let sessionID: UInt64
         /// Quiet: invisible to presence (not listed, no events).
         let quiet: Bool
-        /// Receives presence events (kept so a resumed session keeps the choice).
-        var withPresence = true
+        /// Which channel events it receives (kept so a resumed session keeps the choice).
+        var features: ChannelFeatures = .presence
         /// Temporary state in this channel; cleared when the member leaves or times out.
         var state: [String: String] = [:]
     }

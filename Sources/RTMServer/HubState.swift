@@ -51,6 +51,8 @@ struct HubState {
         let frame: Frame
         let loops: UInt64
         let except: ConnectionRef?
+        /// Only subscribers that asked for this kind of event get it.
+        var requires: ChannelFeatures = .presence
     }
 
     enum LoginDecision {
@@ -64,8 +66,8 @@ struct HubState {
         let resumed: Bool
         /// Channels the resumed session is in; the new connection serves them at once.
         let channels: [String]
-        /// Of those, the ones subscribed without presence events.
-        var presenceOff: Set<String> = []
+        /// Of those, the event kinds each was subscribed with.
+        var features: [String: ChannelFeatures] = [:]
         /// The same session's previous connection (half-open, or a race): close it quietly.
         let replaced: ConnectionRef?
         /// Another client's connection for the same user: tell it it was kicked, then close (C-6).
@@ -105,6 +107,12 @@ struct HubState {
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
     var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
     let dedupCapacity: Int
+    /// Locks per channel (HubState+Locks).
+    var locks: [ChannelKey: [String: LockState]] = [:]
+    /// The last fencing token handed out.
+    var lastFencingToken: UInt64 = 0
+    /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
+    var metadataWatchers: [UserKey: Set<String>] = [:]
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -145,12 +153,13 @@ struct HubState {
                 session.presenceTimeout = presenceTimeout
                 sessions[key] = session
                 sessionByConnection[connection.id] = key
-                let presenceOff = session.channels.filter {
-                    channels[ChannelKey(appId: key.appId, name: $0)]?.members[key.userId]?.withPresence == false
+                var features: [String: ChannelFeatures] = [:]
+                for name in session.channels {
+                    features[name] = channels[ChannelKey(appId: key.appId, name: name)]?.members[key.userId]?.features
                 }
                 return .admitted(Admission(
                     sessionID: session.id, resumeToken: session.resumeToken, resumed: true,
-                    channels: session.channels.sorted(), presenceOff: presenceOff, replaced: replaced, kicked: nil, broadcasts: []))
+                    channels: session.channels.sorted(), features: features, replaced: replaced, kicked: nil, broadcasts: []))
             }
             // Another client instance: the older one is kicked and its session ends.
             let kicked = session.connection
@@ -217,7 +226,7 @@ struct HubState {
 
     // MARK: channels
 
-    mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, withPresence: Bool, wallMillis: Int64) -> SubscribeDecision {
+    mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, features: ChannelFeatures, wallMillis: Int64) -> SubscribeDecision {
         guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
             return .rejected(.notLogin, "not logged in")
         }
@@ -231,7 +240,7 @@ struct HubState {
         }
         session.channels.insert(name)
         sessions[key] = session
-        state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, withPresence: withPresence)
+        state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, features: features)
         if !quiet { state.visible += 1 }
         channels[channelKey] = state
         let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)

@@ -13,8 +13,8 @@ final class LoopFanout: @unchecked Sendable {
 
     struct Subscriber {
         let connection: ConnectionRef
-        /// Receives the channel's presence events (subscribe option `withPresence`).
-        let withPresence: Bool
+        /// Which of the channel's events it receives (presence, storage, locks).
+        let features: ChannelFeatures
         /// Where pre-encoded frames are written (below the WebSocket frame encoder).
         let raw: ChannelHandlerContext?
     }
@@ -31,10 +31,10 @@ final class LoopFanout: @unchecked Sendable {
     }
 
     /// Adds a local subscriber. Returns true when the channel had none here before.
-    func add(_ connection: ConnectionRef, to channel: ChannelKey, withPresence: Bool = true, raw: ChannelHandlerContext?) -> Bool {
+    func add(_ connection: ConnectionRef, to channel: ChannelKey, features: ChannelFeatures = .presence, raw: ChannelHandlerContext?) -> Bool {
         eventLoop.assertInEventLoop()
         let wasEmpty = subscribers[channel]?.isEmpty ?? true
-        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, withPresence: withPresence, raw: raw)
+        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, features: features, raw: raw)
         return wasEmpty
     }
 
@@ -50,12 +50,12 @@ final class LoopFanout: @unchecked Sendable {
     }
 
     /// Writes `buffer` as one text frame to every local subscriber of `channel` except one
-    /// (a presence event only to those that want presence).
-    func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, except: UInt64?, presence: Bool = false) {
+    /// (an event only to those that asked for its kind).
+    func deliver(_ buffer: ByteBuffer, to channel: ChannelKey, except: UInt64?, requires: ChannelFeatures = []) {
         eventLoop.assertInEventLoop()
         guard let local = subscribers[channel] else { return }
         let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
-        for (id, subscriber) in local where id != except && (!presence || subscriber.withPresence) {
+        for (id, subscriber) in local where id != except && subscriber.features.isSuperset(of: requires) {
             write(frame, to: subscriber.connection)
         }
     }

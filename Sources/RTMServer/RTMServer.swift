@@ -47,7 +47,10 @@ public final class RTMServer: Service, Sendable {
         var loops: [any EventLoop] = []
         var iterator = group.makeIterator()
         while let loop = iterator.next() { loops.append(loop) }
-        self.hub = Hub(configuration: configuration, loops: loops, store: store, logger: logger)
+        let serviceStore = try SQLiteServiceStore(
+            path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("storage.sqlite") },
+            fullSync: configuration.storeFullSync)
+        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger)
     }
 
     /// The bound port, once started.
@@ -55,6 +58,9 @@ public final class RTMServer: Service, Sendable {
 
     /// Open client connections.
     public var connectionCount: Int { hub.openConnections.count }
+
+    /// Logged-in MESSAGE connections, joined STREAM connections, and the PCU peak (K-2, K-3).
+    public var connectionCounters: ConnectionCounters { hub.counters.withLockedValue { $0 } }
 
     /// Sessions (online, or offline within their grace window).
     public var sessionCount: Int { hub.sessionCount }
@@ -140,6 +146,7 @@ public final class RTMServer: Service, Sendable {
             timeout.cancel()
         }
         await hub.mailbox.drain()
+        await hub.storage.drain()
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

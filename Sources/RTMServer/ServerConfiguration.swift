@@ -55,6 +55,14 @@ public struct ServerConfiguration: Sendable {
     public var presenceInterval: TimeAmount = .seconds(30)
     /// Interval mode: a leave followed by a rejoin within this is not reported (default 2 s).
     public var presenceDebounce: TimeAmount = .seconds(2)
+    /// Accepted lock TTLs, seconds (§2.12: 10–300; tests lower the bound).
+    public var lockTTLRange: ClosedRange<Int> = 10...300
+    /// How long stored history is kept (§2.8; the reference offers 1, 7, 30, 90, 365 days or
+    /// forever: nil).
+    public var historyRetention: TimeAmount? = .hours(7 * 24)
+    /// A STREAM connection that sends nothing for this long is dropped (its client pings every
+    /// 0.5 s, SPEC H-3).
+    public var streamIdleTimeout: TimeAmount = .seconds(2)
     /// Test flag: the channel message with this sequence number is acknowledged but never
     /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
     public var testDropSeq: UInt64?

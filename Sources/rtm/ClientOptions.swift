@@ -54,9 +54,11 @@ enum EventPrinter {
         case .connectionState(let state, let reason): line = "classic   \(state)(\(state.rawValue)) reason=\(reason)(\(reason.rawValue))"
         case .message(let m):
             let body = m.text ?? m.data.map { "<\($0.count) bytes>" } ?? ""
-            line = m.channelType == .user
-                ? "message   from \(m.publisher) (user, id \(m.seq ?? 0)): \(body)"
-                : "message   #\(m.channelName) seq=\(m.seq ?? 0) from \(m.publisher): \(body)"
+            switch m.channelType {
+            case .user: line = "message   from \(m.publisher) (user, id \(m.seq ?? 0)): \(body)"
+            case .stream: line = "message   #\(m.channelName)/\(m.topic ?? "") from \(m.publisher): \(body)"
+            case .message: line = "message   #\(m.channelName) seq=\(m.seq ?? 0) from \(m.publisher): \(body)"
+            }
         case .presence(let p):
             switch p.kind {
             case .snapshot: line = "presence  #\(p.channelName) snapshot \(p.members)\(p.states.isEmpty ? "" : " states=\(p.states)")"
@@ -73,6 +75,16 @@ enum EventPrinter {
         case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
         case .gap(let g): line = "gap       #\(g.channelName) lost \(g.lostCount.map(String.init) ?? "an unknown number of") message(s) that could not be replayed"
         case .userMessagesDropped(let count): line = "dropped   \(count) user message(s) waiting for you (cap or age limit)"
+        case .tokenWillExpire(let channel): line = "token     will expire in 30 s\(channel.map { " (stream channel \($0))" } ?? ""): renew it"
+        case .storage(let e):
+            let items = e.metadata.items.map { "\($0.key)=\($0.value)@\($0.revision)" }.joined(separator: " ")
+            line = "storage   \(e.storageType.rawValue) \(e.target) \(e.kind.rawValue) rev=\(e.metadata.majorRevision) \(items)"
+        case .lock(let e):
+            let locks = e.locks.map { "\($0.lockName)(owner=\($0.owner.isEmpty ? "-" : $0.owner) ttl=\($0.ttl) fence=\($0.fencingToken))" }.joined(separator: " ")
+            line = "lock      #\(e.channelName) \(e.kind.rawValue) \(locks)"
+        case .topic(let e):
+            let topics = e.topics.map { "\($0.topic)[\($0.publishers.map(\.userId).joined(separator: ","))]" }.joined(separator: " ")
+            line = "topic     #\(e.channelName) \(e.kind.rawValue) \(e.userId) \(topics)"
         }
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
         // Unbuffered, so a watcher (or a test reading a pipe) sees each event as it happens.

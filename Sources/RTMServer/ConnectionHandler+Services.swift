@@ -1,0 +1,260 @@
+import Foundation
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+
+/// Storage, locks, history and token expiry on a MESSAGE connection (AGORA_REFERENCE §2.8,
+/// §2.11–2.13).
+extension ConnectionHandler {
+    /// Runs one service request; false when `frame.type` is not one.
+    func handleService(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> Bool {
+        switch frame.type {
+        case .setMetadata: writeMetadata(.set, frame, key: key, context: context)
+        case .updateMetadata: writeMetadata(.update, frame, key: key, context: context)
+        case .removeMetadata: writeMetadata(.remove, frame, key: key, context: context)
+        case .getMetadata: getMetadata(frame, key: key, context: context)
+        case .subscribeMetadata, .unsubscribeMetadata: watchMetadata(frame, key: key, context: context)
+        case .setLock, .acquireLock, .releaseLock, .revokeLock, .removeLock: lock(frame, key: key, context: context)
+        case .getLocks:
+            guard let channel = validChannel(frame, context: context) else { return true }
+            send(Frame(type: .ok, id: frame.id, channel: channel).with { $0.locks = hub.locks(appId: key.appId, channel: channel) }, context: context)
+        case .getMessages: getMessages(frame, key: key, context: context)
+        default: return false
+        }
+        return true
+    }
+
+    // MARK: storage
+
+    /// The set a request names: a channel's (`channel`) or a user's (`userId`, default the caller).
+    private func storageKey(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> StorageKey? {
+        guard let type = StorageType(rawValue: frame.storageType ?? "channel") else {
+            send(.error(id: frame.id, .storageInvalidArgument, "storageType must be 'channel' or 'user', got '\(frame.storageType ?? "")'"), context: context)
+            return nil
+        }
+        switch type {
+        case .channel:
+            guard let channel = validChannel(frame, context: context) else { return nil }
+            return StorageKey(appId: key.appId, type: .channel, target: channel)
+        case .user:
+            let user = frame.userId ?? key.userId
+            if let problem = hub.configuration.limits.nameProblem(user, kind: "userId") {
+                send(.error(id: frame.id, .invalidUserId, problem), context: context)
+                return nil
+            }
+            return StorageKey(appId: key.appId, type: .user, target: user)
+        }
+    }
+
+    private func writeMetadata(_ operation: MetadataDocument.Operation, _ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let storageKey = storageKey(frame, key: key, context: context) else { return }
+        let request = frame.metadata ?? Metadata()
+        if operation != .remove && request.items.isEmpty {
+            send(.error(id: frame.id, .storageInvalidArgument, "\(frame.type) needs metadata with at least one item"), context: context)
+            return
+        }
+        var options = MetadataDocument.WriteOptions()
+        options.recordTs = frame.recordTs ?? false
+        options.recordUserId = frame.recordUserId ?? false
+        let lockName = frame.lockName.flatMap { $0.isEmpty ? nil : $0 }
+        if let lockName, storageKey.type != .channel || hub.configuration.limits.nameProblem(lockName, kind: "lock name") != nil {
+            send(.error(id: frame.id, .storageInvalidLockName, "lockName '\(lockName)' is invalid (channel metadata only, ≤ 64 characters)"), context: context)
+            return
+        }
+        let hub = self.hub
+        let precondition: @Sendable () -> StorageService.Failure? = {
+            guard let lockName else { return nil }
+            // Checked on the storage queue right before the write: the writer holds it now.
+            guard hub.holds(key, lock: lockName, channel: storageKey.target) else {
+                return StorageService.Failure(code: .storageLockNotAcquired, reason: "the write needs lock '\(lockName)', which '\(key.userId)' does not hold")
+            }
+            return nil
+        }
+        let requestID = frame.id
+        let channel = context.channel
+        hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
+                          precondition: precondition) { result in
+            switch result {
+            case .success(let metadata):
+                Self.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
+            case .failure(let failure):
+                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+            }
+        }
+    }
+
+    private func getMetadata(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let storageKey = storageKey(frame, key: key, context: context) else { return }
+        let requestID = frame.id
+        let channel = context.channel
+        hub.storage.read(storageKey) { result in
+            switch result {
+            case .success(let metadata):
+                Self.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
+            case .failure(let failure):
+                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+            }
+        }
+    }
+
+    /// subscribeMetadata replies with the current set (the snapshot); later changes arrive as
+    /// storage events. The subscription lasts as long as the session.
+    private func watchMetadata(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        let target = frame.userId ?? key.userId
+        if let problem = hub.configuration.limits.nameProblem(target, kind: "userId") {
+            send(.error(id: frame.id, .invalidUserId, problem), context: context)
+            return
+        }
+        let on = frame.type == .subscribeMetadata
+        hub.watchMetadata(of: UserKey(appId: key.appId, userId: target), watcher: key.userId, on: on)
+        guard on else {
+            send(Frame(type: .ok, id: frame.id, userId: target), context: context)
+            return
+        }
+        let requestID = frame.id
+        let channel = context.channel
+        let storageKey = StorageKey(appId: key.appId, type: .user, target: target)
+        hub.storage.read(storageKey) { result in
+            switch result {
+            case .success(let metadata):
+                Self.send(Frame(type: .ok, id: requestID, userId: target).with { $0.metadata = metadata }, on: channel)
+                Self.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
+            case .failure(let failure):
+                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+            }
+        }
+    }
+
+    /// After a subscribe with `withMetadata` / `withLock`: the channel's snapshots (§2.11, §2.12).
+    func sendServiceSnapshots(channel name: String, features: ChannelFeatures, key: UserKey, context: ChannelHandlerContext) {
+        if features.contains(.lock) {
+            var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
+            frame.locks = hub.locks(appId: key.appId, channel: name)
+            send(frame, context: context)
+        }
+        if features.contains(.metadata) {
+            let channel = context.channel
+            let storageKey = StorageKey(appId: key.appId, type: .channel, target: name)
+            hub.storage.read(storageKey) { result in
+                if case .success(let metadata) = result {
+                    Self.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
+                }
+            }
+        }
+    }
+
+    // MARK: locks
+
+    private func lock(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let channel = validChannel(frame, context: context) else { return }
+        guard let name = frame.lockName, hub.configuration.limits.nameProblem(name, kind: "lock name") == nil else {
+            send(.error(id: frame.id, .lockInvalidName, "lockName '\(frame.lockName ?? "")' must be 1–64 characters of the name set"), context: context)
+            return
+        }
+        let operation: HubState.LockOperation
+        switch frame.type {
+        case .setLock:
+            let ttl = frame.ttl ?? 10
+            guard hub.configuration.lockTTLRange.contains(ttl) else {
+                send(.error(id: frame.id, .invalidParameter, "ttl must be in \(hub.configuration.lockTTLRange.lowerBound)–\(hub.configuration.lockTTLRange.upperBound) s, got \(ttl)"), context: context)
+                return
+            }
+            operation = .set(ttl: ttl)
+        case .acquireLock: operation = .acquire(retry: frame.retry ?? false)
+        case .releaseLock: operation = .release
+        case .revokeLock:
+            guard let owner = frame.userId else {
+                send(.error(id: frame.id, .invalidParameter, "revokeLock needs userId (the owner)"), context: context)
+                return
+            }
+            operation = .revoke(owner: owner)
+        default: operation = .remove
+        }
+        guard let result = hub.lock(operation, channel: channel, name: name, connection: connection, requestID: frame.id) else {
+            return   // waiting for the lock: the reply comes when it is granted
+        }
+        switch result {
+        case .success(let reply): send(reply, context: context)
+        case .failure(let failure): send(.error(id: frame.id, failure.code, failure.reason), context: context)
+        }
+    }
+
+    // MARK: history
+
+    private func getMessages(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        guard let (channelType, channel) = historyTarget(frame, key: key, context: context) else { return }
+        let limits = hub.configuration.limits
+        let count = frame.count ?? limits.maxHistoryCount
+        guard (1...limits.maxHistoryCount).contains(count) else {
+            send(.error(id: frame.id, .invalidParameter, "count must be 1–\(limits.maxHistoryCount), got \(count)"), context: context)
+            return
+        }
+        let start = (frame.start ?? 0) == 0 ? Int64.max : frame.start!
+        let end = frame.end ?? 0
+        guard start > 0, end >= 0, end < start else {
+            send(.error(id: frame.id, .historyInvalidTimestamp, "need 0 ≤ end < start (ms), got start \(frame.start ?? 0), end \(end)"), context: context)
+            return
+        }
+        let requestID = frame.id
+        let nio = context.channel
+        hub.storage.history(appId: key.appId, channelType: channelType, channel: channel, start: start, end: end, count: count) { result in
+            switch result {
+            case .success(let page):
+                Self.send(Frame(type: .ok, id: requestID, channel: frame.channel, count: page.messages.count).with {
+                    $0.messages = page.messages
+                    $0.newStart = page.newStart
+                }, on: nio)
+            case .failure(let failure):
+                Self.send(.error(id: requestID, failure.code, failure.reason), on: nio)
+            }
+        }
+    }
+
+    /// A history's name: a message channel, or the conversation with user `channel`.
+    private func historyTarget(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> (String, String)? {
+        guard let channel = validChannel(frame, context: context) else { return nil }
+        switch frame.channelType ?? "message" {
+        case "message": return ("message", channel)
+        case "user": return ("user", HistoryRecord.userPair(key.userId, channel))
+        default:
+            send(.error(id: frame.id, .invalidParameter, "channelType must be 'message' or 'user'"), context: context)
+            return nil
+        }
+    }
+
+    /// Stores a published message in its channel's history, then replies (`storeInHistory`).
+    func storeInHistory(appId: String, channelType: String, channel: String, publisher: String, frame: Frame,
+                        dedupKey: String?, reply: Frame, context: ChannelHandlerContext) {
+        let message = HistoryMessage(publisher: publisher, text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
+        let nio = context.channel
+        let requestID = frame.id
+        hub.storage.appendHistory(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey) { result in
+            switch result {
+            case .success: Self.send(reply, on: nio)
+            case .failure(let failure):
+                Self.send(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
+            }
+        }
+    }
+
+    // MARK: token expiry
+
+    /// The token expired without a renewal: the session ends (`kicked`, reason tokenExpired).
+    func tokenExpired(context: ChannelHandlerContext) {
+        tokenExpiry = nil
+        guard case .active = phase else { return }
+        hub.logger.info("token expired", metadata: ["connection": "\(connection.id)"])
+        phase = .ended
+        if stream == nil {
+            for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
+            hub.logout(connection)
+        }
+        send(Frame(type: .kicked, code: LinkStateChangeReason.tokenExpired.rawValue, reason: "the token expired"), context: context)
+        closeConnection(context: context, code: .policyViolation, reason: "token expired")
+    }
+
+    static func send(_ frame: Frame, on channel: any Channel) {
+        let buffer = FrameCodec.encode(frame, allocator: channel.allocator)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+
+/// A STREAM connection (SPEC K-3, H-3; AGORA_REFERENCE §2.9): opened by `join` instead of
+/// `login`, one stream channel per connection, topics on it.
+extension ConnectionHandler {
+    /// The first frame of a STREAM connection.
+    func joinStream(_ frame: Frame, context: ChannelHandlerContext) {
+        let config = hub.configuration
+        guard let appId = frame.appId, let userId = frame.userId else {
+            send(.error(id: frame.id, .invalidParameter, "join needs appId and userId"), context: context)
+            return
+        }
+        guard let certificate = config.apps[appId] else {
+            send(.error(id: frame.id, .invalidAppId, "unknown app id '\(appId)'"), context: context)
+            return
+        }
+        if let problem = config.limits.nameProblem(userId, kind: "userId") {
+            send(.error(id: frame.id, .invalidUserId, problem), context: context)
+            return
+        }
+        guard let channel = validChannel(frame, context: context) else { return }
+        guard case .success(let expiresAt) = verifyToken(frame, appId: appId, userId: userId, certificate: certificate, context: context) else { return }
+        let user = UserKey(appId: appId, userId: userId)
+        // K-3: a stream channel needs the user's MESSAGE connection (login) first.
+        guard hub.connection(of: user) != nil else {
+            send(.error(id: frame.id, .notLogin, "join needs '\(userId)' logged in (a MESSAGE connection) first"), context: context)
+            return
+        }
+        let membership = StreamMembership(channel: ChannelKey(appId: appId, name: channel), userId: userId)
+        let snapshot = hub.streams.join(membership, connection: connection, quiet: frame.beQuiet ?? false,
+                                        withPresence: frame.withPresence ?? true)
+        self.appId = appId
+        stream = membership
+        phase = .stream(membership)
+        hub.counters.withLockedValue { $0.stream += 1 }
+        counted = .stream
+        scheduleTokenExpiry(expiresAt, context: context)
+        // H-3: the client pings every 0.5 s; silence for streamIdleTimeout drops the connection.
+        let timeout = config.streamIdleTimeout
+        let pipeline = context.pipeline.syncOperations
+        pipeline.removeHandler(name: RTMServer.idleHandlerName).assumeIsolated().whenComplete { _ in
+            try? pipeline.addHandler(IdleStateHandler(readTimeout: timeout), position: .first)
+        }
+        send(Frame(type: .ok, id: frame.id, userId: userId, channel: channel, channelType: "stream",
+                   event: PresenceEventKind.snapshot.rawValue, users: snapshot.users, ts: Hub.wallMillis,
+                   serverTimeout: Double(timeout.nanoseconds) / 1e9).with {
+            $0.topics = snapshot.topics
+            $0.expiresAt = expiresAt
+        }, context: context)
+    }
+
+    /// A request on a joined STREAM connection.
+    func handleStream(_ frame: Frame, membership: StreamMembership, context: ChannelHandlerContext) {
+        let limits = hub.configuration.limits
+        func topic() -> String? {
+            guard let topic = frame.topic, limits.topicProblem(topic) == nil else {
+                send(.error(id: frame.id, .channelInvalidTopicName, limits.topicProblem(frame.topic ?? "") ?? "invalid topic"), context: context)
+                return nil
+            }
+            return topic
+        }
+        func reply(_ failure: StreamHub.Failure?) {
+            if let failure {
+                send(.error(id: frame.id, failure.code, failure.reason), context: context)
+            } else {
+                send(Frame(type: .ok, id: frame.id, channel: membership.channel.name).with { $0.topic = frame.topic }, context: context)
+            }
+        }
+        switch frame.type {
+        case .leave:
+            phase = .ended
+            hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
+            stream = nil
+            send(Frame(type: .ok, id: frame.id, channel: membership.channel.name), context: context)
+            closeConnection(context: context, code: .normalClosure)
+        case .joinTopic:
+            guard let topic = topic() else { return }
+            let meta = frame.meta ?? ""
+            guard meta.utf8.count <= limits.maxTopicMetaBytes else {
+                send(.error(id: frame.id, .channelInvalidTopicMeta, "meta is \(meta.utf8.count) bytes; the limit is \(limits.maxTopicMetaBytes)"), context: context)
+                return
+            }
+            reply(hub.streams.joinTopic(membership, topic: topic, meta: meta))
+        case .leaveTopic:
+            guard let topic = topic() else { return }
+            reply(hub.streams.leaveTopic(membership, topic: topic))
+        case .subscribeTopic:
+            guard let topic = topic() else { return }
+            if let users = frame.users, users.count > limits.maxTopicUsers {
+                send(.error(id: frame.id, .channelExceedTopicUserLimitation, "\(users.count) users; a topic subscription takes at most \(limits.maxTopicUsers)"), context: context)
+                return
+            }
+            switch hub.streams.subscribeTopic(membership, topic: topic, users: frame.users) {
+            case .failure(let failure): reply(failure)
+            case .success(let result):
+                send(Frame(type: .ok, id: frame.id, channel: membership.channel.name, users: result.succeeded).with {
+                    $0.topic = topic
+                    $0.failed = result.failed
+                }, context: context)
+            }
+        case .unsubscribeTopic:
+            guard let topic = topic() else { return }
+            reply(hub.streams.unsubscribeTopic(membership, topic: topic, users: frame.users))
+        case .publishTopic:
+            guard let topic = topic() else { return }
+            if (frame.text == nil) == (frame.data == nil) {
+                send(.error(id: frame.id, .channelInvalidMessage, "a message needs exactly one of text or data"), context: context)
+                return
+            }
+            guard frame.payloadSize <= limits.maxTopicPayloadBytes else {
+                send(.error(id: frame.id, .channelMessageLengthExceedLimitation, "topic message is \(frame.payloadSize) bytes; the limit is \(limits.maxTopicPayloadBytes)"), context: context)
+                return
+            }
+            if let type = frame.customType, type.count > limits.maxCustomTypeLength {
+                send(.error(id: frame.id, .channelCustomTypeLengthOverflow, "customType is longer than \(limits.maxCustomTypeLength) characters"), context: context)
+                return
+            }
+            switch hub.streams.recipients(of: membership, topic: topic) {
+            case .failure(let failure): reply(failure)
+            case .success(let recipients):
+                let message = Frame(type: .message, channel: membership.channel.name, channelType: "stream", publisher: membership.userId,
+                                    text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }
+                let buffer = FrameCodec.encode(message)
+                for recipient in recipients { Hub.sendEncoded(buffer, to: recipient) }
+                reply(nil)
+            }
+        case .renewToken:
+            let certificate = hub.configuration.apps[membership.channel.appId] ?? nil
+            guard case .success(let expiresAt) = verifyToken(frame, appId: membership.channel.appId, userId: membership.userId,
+                                                             certificate: certificate, context: context) else { return }
+            scheduleTokenExpiry(expiresAt, context: context)
+            send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
+        case .join:
+            send(.error(id: frame.id, .duplicateOperation, "already joined on this connection; one stream channel per connection"), context: context)
+        default:
+            send(.error(id: frame.id, .invalidFrame, "'\(frame.type)' is not a stream-connection operation"), context: context)
+        }
+    }
+}

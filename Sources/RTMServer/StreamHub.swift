@@ -1,0 +1,222 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RTMProtocol
+
+/// Who a STREAM connection is: a user in one stream channel.
+struct StreamMembership: Sendable, Hashable {
+    let channel: ChannelKey
+    let userId: String
+}
+
+/// The stream channels (AGORA_REFERENCE §2.9): members, their topics and topic subscriptions,
+/// behind one lock. Every member is one STREAM connection (SPEC K-3). Events and topic messages
+/// are written straight to the members' connections.
+final class StreamHub: Sendable {
+    struct Member {
+        var connection: ConnectionRef
+        let quiet: Bool
+        let withPresence: Bool
+        /// Joined topics (as publisher) → meta.
+        var topics: [String: String] = [:]
+        /// Subscribed topics → the publishers wanted (nil: every publisher).
+        var subscriptions: [String: Set<String>?] = [:]
+    }
+
+    struct Failure: Error {
+        let code: RTMErrorCode
+        let reason: String
+    }
+
+    private let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
+    private let limits: Limits
+
+    init(limits: Limits) { self.limits = limits }
+
+    /// Joins `connection` as `user`. A second connection of the same user (a rejoin before the
+    /// server noticed the old one was gone) replaces the first, which is closed. Returns the
+    /// visible members and the topics, for the snapshots.
+    func join(_ membership: StreamMembership, connection: ConnectionRef, quiet: Bool, withPresence: Bool)
+        -> (users: [String], topics: [TopicInfo]) {
+        let (replaced, others, snapshot) = channels.withLockedValue { all in
+            var members = all[membership.channel] ?? [:]
+            let old = members[membership.userId]
+            var member = Member(connection: connection, quiet: quiet, withPresence: withPresence)
+            if let old { member.topics = old.topics; member.subscriptions = old.subscriptions }
+            members[membership.userId] = member
+            all[membership.channel] = members
+            let users = members.filter { !$0.value.quiet }.keys.sorted()
+            return (old?.connection, old == nil && !quiet ? Self.others(members, except: membership.userId, presenceOnly: true) : [],
+                    (users, Self.topicInfos(members)))
+        }
+        if let replaced, replaced != connection { replaced.channel.close(mode: .all, promise: nil) }
+        let event = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
+                          event: PresenceEventKind.remoteJoin.rawValue, ts: Hub.wallMillis)
+        for other in others { Hub.send(event, to: other) }
+        return snapshot
+    }
+
+    /// The connection left (or was lost): the member goes, others are told.
+    func leave(_ membership: StreamMembership, connection: ConnectionRef, reason: PresenceEventKind) {
+        let (left, others) = channels.withLockedValue { all -> (Member?, [ConnectionRef]) in
+            guard var members = all[membership.channel], let member = members[membership.userId],
+                  member.connection == connection else { return (nil, []) }
+            members[membership.userId] = nil
+            all[membership.channel] = members.isEmpty ? nil : members
+            return (member, Self.others(members, except: membership.userId, presenceOnly: false))
+        }
+        guard let left, !left.quiet else { return }
+        let now = Hub.wallMillis
+        if !left.topics.isEmpty {
+            let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: left.topics, ts: now)
+            for other in others { Hub.send(event, to: other) }
+        }
+        let presence = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
+                             event: reason.rawValue, ts: now)
+        let wantPresence = channels.withLockedValue { all in
+            Set((all[membership.channel] ?? [:]).values.filter(\.withPresence).map(\.connection))
+        }
+        for other in others where wantPresence.contains(other) { Hub.send(presence, to: other) }
+    }
+
+    /// Becomes a publisher of `topic`.
+    func joinTopic(_ membership: StreamMembership, topic: String, meta: String) -> Failure? {
+        let result = channels.withLockedValue { all -> Result<[ConnectionRef], Failure> in
+            guard var member = all[membership.channel]?[membership.userId] else {
+                return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
+            }
+            if member.topics[topic] == nil, member.topics.count >= limits.maxJoinedTopics {
+                return .failure(Failure(code: .channelExceedTopicLimitation, reason: "already joined \(limits.maxJoinedTopics) topics, the limit"))
+            }
+            let changed = member.topics[topic] != meta
+            member.topics[topic] = meta
+            all[membership.channel]?[membership.userId] = member
+            return .success(changed && !member.quiet ? Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false) : [])
+        }
+        switch result {
+        case .failure(let failure): return failure
+        case .success(let others):
+            let event = Self.topicEvent(.remoteJoinTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
+            for other in others { Hub.send(event, to: other) }
+            return nil
+        }
+    }
+
+    /// Stops publishing to `topic`.
+    func leaveTopic(_ membership: StreamMembership, topic: String) -> Failure? {
+        let result = channels.withLockedValue { all -> Result<(String, [ConnectionRef]), Failure> in
+            guard var member = all[membership.channel]?[membership.userId] else {
+                return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
+            }
+            guard let meta = member.topics.removeValue(forKey: topic) else {
+                return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined"))
+            }
+            all[membership.channel]?[membership.userId] = member
+            return .success((meta, member.quiet ? [] : Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false)))
+        }
+        switch result {
+        case .failure(let failure): return failure
+        case .success(let (meta, others)):
+            let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
+            for other in others { Hub.send(event, to: other) }
+            return nil
+        }
+    }
+
+    /// Subscribes to `topic` from `users` (nil: from every publisher). Returns the users
+    /// subscribed and those refused (invalid names).
+    func subscribeTopic(_ membership: StreamMembership, topic: String, users: [String]?) -> Result<(succeeded: [String], failed: [String]), Failure> {
+        var succeeded: [String] = []
+        var failed: [String] = []
+        for user in users ?? [] {
+            if limits.nameProblem(user, kind: "userId") == nil { succeeded.append(user) } else { failed.append(user) }
+        }
+        return channels.withLockedValue { all in
+            guard var member = all[membership.channel]?[membership.userId] else {
+                return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
+            }
+            let current = member.subscriptions[topic]
+            if current == nil, member.subscriptions.count >= limits.maxSubscribedTopics {
+                return .failure(Failure(code: .channelExceedTopicLimitation, reason: "already subscribed to \(limits.maxSubscribedTopics) topics, the limit"))
+            }
+            if users == nil {
+                member.subscriptions[topic] = .some(nil)
+            } else {
+                var set: Set<String> = (current ?? nil) ?? []
+                set.formUnion(succeeded)
+                guard set.count <= limits.maxTopicUsers else {
+                    return .failure(Failure(code: .channelExceedTopicUserLimitation, reason: "a topic subscription takes at most \(limits.maxTopicUsers) users"))
+                }
+                member.subscriptions[topic] = .some(set)
+            }
+            all[membership.channel]?[membership.userId] = member
+            return .success((succeeded, failed))
+        }
+    }
+
+    /// Unsubscribes `topic` (from `users`, or entirely).
+    func unsubscribeTopic(_ membership: StreamMembership, topic: String, users: [String]?) -> Failure? {
+        channels.withLockedValue { all in
+            guard var member = all[membership.channel]?[membership.userId] else {
+                return Failure(code: .channelNotJoined, reason: "not joined")
+            }
+            guard let current = member.subscriptions[topic] else {
+                return Failure(code: .channelTopicNotSubscribed, reason: "topic '\(topic)' is not subscribed")
+            }
+            if let users, var set = current {
+                set.subtract(users)
+                member.subscriptions[topic] = set.isEmpty ? nil : .some(set)
+            } else {
+                member.subscriptions[topic] = nil
+            }
+            all[membership.channel]?[membership.userId] = member
+            return nil
+        }
+    }
+
+    /// Who receives a message that `membership` publishes to `topic`; fails if the topic is not
+    /// joined.
+    func recipients(of membership: StreamMembership, topic: String) -> Result<[ConnectionRef], Failure> {
+        channels.withLockedValue { all in
+            guard let members = all[membership.channel], let me = members[membership.userId] else {
+                return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
+            }
+            guard me.topics[topic] != nil else {
+                return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined: joinTopic first"))
+            }
+            var out: [ConnectionRef] = []
+            for (user, member) in members where user != membership.userId {
+                if case .some(let wanted) = member.subscriptions[topic], wanted?.contains(membership.userId) ?? true {
+                    out.append(member.connection)
+                }
+            }
+            return .success(out)
+        }
+    }
+
+    /// Every STREAM connection of a user.
+    func connections(of user: UserKey) -> [ConnectionRef] {
+        channels.withLockedValue { all in
+            all.compactMap { $0.key.appId == user.appId ? $0.value[user.userId]?.connection : nil }
+        }
+    }
+
+    /// The publishers of each topic.
+    private static func topicInfos(_ members: [String: Member]) -> [TopicInfo] {
+        var byTopic: [String: [TopicPublisher]] = [:]
+        for (user, member) in members where !member.quiet {
+            for (topic, meta) in member.topics { byTopic[topic, default: []].append(TopicPublisher(userId: user, meta: meta)) }
+        }
+        return byTopic.keys.sorted().map { TopicInfo(topic: $0, publishers: byTopic[$0]!.sorted { $0.userId < $1.userId }) }
+    }
+
+    private static func others(_ members: [String: Member], except user: String, presenceOnly: Bool) -> [ConnectionRef] {
+        members.compactMap { $0.key != user && (!presenceOnly || $0.value.withPresence) ? $0.value.connection : nil }
+    }
+
+    private static func topicEvent(_ kind: TopicEventKind, _ membership: StreamMembership, topics: [String: String], ts: Int64) -> Frame {
+        var frame = Frame(type: .topicEvent, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
+                          event: kind.rawValue, ts: ts)
+        frame.topics = topics.keys.sorted().map { TopicInfo(topic: $0, publishers: [TopicPublisher(userId: membership.userId, meta: topics[$0] ?? "")]) }
+        return frame
+    }
+}
