@@ -33,10 +33,11 @@ struct Pub: AsyncParsableCommand {
     @Argument(help: "Channel name.") var channel: String
     @Argument(help: "Message text.") var message: String
     @Option(help: "Custom message type.") var customType: String?
+    @Flag(help: "Also store it in the channel's history (see `rtm history`).") var store = false
 
     func run() async throws {
         let client = try await options.connect(printEvents: false)
-        let seq = try await client.publish(channel: channel, message: message, customType: customType)
+        let seq = try await client.publish(channel: channel, message: message, customType: customType, storeInHistory: store)
         print("published to #\(channel) seq=\(seq)")
         await client.logout()
     }
@@ -47,10 +48,11 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var options: ClientOptions
     @Argument(help: "Receiver's user id.") var receiver: String
     @Argument(help: "Message text.") var message: String
+    @Flag(help: "Also store it in the conversation's history (see `rtm history --with-user`).") var store = false
 
     func run() async throws {
         let client = try await options.connect(printEvents: false)
-        let receipt = try await client.publish(toUser: receiver, message: message)
+        let receipt = try await client.publish(toUser: receiver, message: message, storeInHistory: store)
         print(receipt.receiverOnline
               ? "delivered to \(receiver) (id \(receipt.messageId))"
               : "stored for \(receiver), who is offline: delivered when they log in (id \(receipt.messageId))")
