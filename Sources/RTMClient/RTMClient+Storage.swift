@@ -81,8 +81,8 @@ extension RTMClient {
         _ = try await metadataRequest(.unsubscribeMetadata, .user, userId, nil, MetadataOptions(), nil, "unsubscribeUserMetadata")
     }
 
-    private func metadataRequest(_ type: FrameType, _ storageType: StorageType, _ target: String, _ metadata: Metadata?,
-                                 _ options: MetadataOptions, _ lock: String?, _ operation: String) async throws(RTMError) -> Metadata {
+    func metadataRequest(_ type: FrameType, _ storageType: StorageType, _ target: String, _ metadata: Metadata?,
+                         _ options: MetadataOptions, _ lock: String?, _ operation: String, notifyAll: Bool = false) async throws(RTMError) -> Metadata {
         let limits = Limits()
         if storageType == .user, let problem = limits.nameProblem(target, kind: "userId") {
             throw RTMError(.invalidUserId, operation: operation, problem)
@@ -100,6 +100,7 @@ extension RTMClient {
         frame.recordTs = options.recordTs ? true : nil
         frame.recordUserId = options.recordUserId ? true : nil
         frame.lockName = lock
+        frame.notifyAll = notifyAll ? true : nil
         let request = frame
         let core = self.core
         let future = core.loop.flatSubmit { core.request(request, operation: operation) }

@@ -129,6 +129,9 @@ public struct Frame: Codable, Sendable, Equatable {
     public var recordTs: Bool?
     /// Write option: record the writer in each written item.
     public var recordUserId: Bool?
+    /// Channel-metadata write: tell every subscriber of the channel (the classic API's
+    /// `enableNotificationToChannelMembers`), not only those subscribed `withMetadata`.
+    public var notifyAll: Bool?
     /// Subscribe/join option: receive the channel's storage events (default false).
     public var withMetadata: Bool?
     /// Subscribe/join option: receive the channel's lock events (default false).
@@ -195,7 +198,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case msgId, epoch, positions, count, stored
         case state, states, keys, withPresence, beQuiet, includeState, page, channels, left, timedOut
         case expiresAt, topic, qos, priority, meta, topics, failed
-        case storageType, metadata, recordTs, recordUserId, withMetadata, withLock
+        case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
         case storeInHistory, start, end, messages, newStart
     }
@@ -253,6 +256,7 @@ public struct Frame: Codable, Sendable, Equatable {
         recordTs = try c.decodeIfPresent(Bool.self, forKey: .recordTs)
         recordUserId = try c.decodeIfPresent(Bool.self, forKey: .recordUserId)
         withMetadata = try c.decodeIfPresent(Bool.self, forKey: .withMetadata)
+        notifyAll = try c.decodeIfPresent(Bool.self, forKey: .notifyAll)
         withLock = try c.decodeIfPresent(Bool.self, forKey: .withLock)
         lockName = try c.decodeIfPresent(String.self, forKey: .lockName)
         ttl = try c.decodeIfPresent(Int.self, forKey: .ttl)

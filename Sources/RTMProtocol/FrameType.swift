@@ -54,6 +54,8 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     // storage (AGORA_REFERENCE §2.11): `storageType` channel (`channel`) or user (`userId`)
     /// Create or overwrite items (compare-and-set by revision).
     public static let setMetadata = FrameType(rawValue: "setMetadata")
+    /// Replace the whole set with the given items (the classic API's set*Attributes).
+    public static let replaceMetadata = FrameType(rawValue: "replaceMetadata")
     /// Change existing items only.
     public static let updateMetadata = FrameType(rawValue: "updateMetadata")
     /// Remove items (no items: all of them).

@@ -10,6 +10,7 @@ extension ConnectionHandler {
     func handleService(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> Bool {
         switch frame.type {
         case .setMetadata: writeMetadata(.set, frame, key: key, context: context)
+        case .replaceMetadata: writeMetadata(.replace, frame, key: key, context: context)
         case .updateMetadata: writeMetadata(.update, frame, key: key, context: context)
         case .removeMetadata: writeMetadata(.remove, frame, key: key, context: context)
         case .getMetadata: getMetadata(frame, key: key, context: context)
@@ -49,7 +50,7 @@ extension ConnectionHandler {
     private func writeMetadata(_ operation: MetadataDocument.Operation, _ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let storageKey = storageKey(frame, key: key, context: context) else { return }
         let request = frame.metadata ?? Metadata()
-        if operation != .remove && request.items.isEmpty {
+        if (operation == .set || operation == .update) && request.items.isEmpty {
             send(.error(id: frame.id, .storageInvalidArgument, "\(frame.type) needs metadata with at least one item"), context: context)
             return
         }
@@ -73,7 +74,7 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
-                          precondition: precondition) { result in
+                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, precondition: precondition) { result in
             switch result {
             case .success(let metadata):
                 Self.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)

@@ -46,8 +46,8 @@ final class Hub: Sendable {
         self.fanoutByLoop = byLoop
         self.streams = StreamHub(limits: configuration.limits)
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
-        storage.setChangeHandler { [unowned self] key, kind, metadata in
-            storageChanged(key, kind: kind, metadata: metadata)
+        storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
+            storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }
     }
 
@@ -301,13 +301,13 @@ final class Hub: Sendable {
 
     /// A metadata set changed: channel members that asked for storage events, or the user's
     /// watchers, get the whole new set.
-    private func storageChanged(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata) {
+    private func storageChanged(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata, notifyAll: Bool) {
         let frame = Self.storageEvent(key, kind: kind, metadata: metadata)
         switch key.type {
         case .channel:
             let channel = ChannelKey(appId: key.appId, name: key.target)
             let loops = state.withLockedValue { $0.channels[channel]?.loops ?? 0 }
-            perform([HubState.Broadcast(channel: channel, frame: frame, loops: loops, except: nil, requires: .metadata)])
+            perform([HubState.Broadcast(channel: channel, frame: frame, loops: loops, except: nil, requires: notifyAll ? [] : .metadata)])
         case .user:
             let targets = state.withLockedValue { state in
                 (state.metadataWatchers[UserKey(appId: key.appId, userId: key.target)] ?? []).compactMap {

@@ -131,3 +131,37 @@ struct StorageTests {
         do { _ = try await body(); return nil } catch { return (error as? RTMError)?.code ?? .invalidFrame }
     }
 }
+
+/// The classic user/channel attributes (§1.6) on the same store.
+@Suite(.serialized)
+struct ClassicAttributeTests {
+    @Test("§1.6: classic attributes are the metadata: set replaces, addOrUpdate merges, delete ignores missing keys; notify reaches every member")
+    func classicAttributes() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await alice.setLocalUserAttributes(["a": "1", "b": "2"])
+        try await alice.setLocalUserAttributes(["c": "3"])
+        #expect(try await bob.getUserAttributes(userId: "alice") == ["c": "3"])
+        try await alice.addOrUpdateLocalUserAttributes(["d": "4"])
+        try await alice.deleteLocalUserAttributes(keys: ["c", "nope"])
+        #expect(try await bob.getUserAttributes(userId: "alice") == ["d": "4"])
+        #expect(try await bob.getUserMetadata(userId: "alice")["d"]?.value == "4")   // same store
+        try await alice.clearLocalUserAttributes()
+        #expect(try await bob.getUserAttributes(userId: "alice").isEmpty)
+
+        try await bob.subscribe("room")   // classic member: no withMetadata
+        try await alice.setChannelAttributes("room", ["topic": "swift"])   // no notification
+        try await alice.addOrUpdateChannelAttributes("room", ["mood": "calm"], notifyChannelMembers: true)
+        let event = await bobEvents.first(within: soon) { if case .storage = $0 { true } else { false } }
+        guard case .storage(let update)? = event else { Issue.record("no notification"); return }
+        #expect(update.metadata.items.map(\.key) == ["mood", "topic"])
+        #expect(await bobEvents.matching { if case .storage = $0 { true } else { false } }.count == 1)
+        let attributes = try await bob.getChannelAttributes("room")
+        #expect(attributes.map(\.key) == ["mood", "topic"])
+        #expect(attributes.allSatisfy { $0.lastUpdateUserId == "alice" && $0.lastUpdateTs > 0 })
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+}

@@ -16,6 +16,8 @@ struct MetadataDocument: Sendable, Equatable {
         case update
         /// Remove the given keys (none: every item).
         case remove
+        /// Replace the whole set with the given items.
+        case replace
     }
 
     /// Options of a write.
@@ -56,11 +58,11 @@ struct MetadataDocument: Sendable, Equatable {
             }
             let current = items[item.key]
             switch (item.revision, current) {
-            case (-1, nil) where operation != .set:
+            case (-1, nil) where operation == .update || operation == .remove:
                 return (.storageInvalidMetadataItem, "no item '\(item.key)' to \(operation.rawValue)")
             case (-1, _):
                 break
-            case (0, nil) where operation == .set:
+            case (0, nil) where operation == .set || operation == .replace:
                 break
             case (0, .some(let existing)):
                 return (.storageOutdatedRevision, "item '\(item.key)' exists (revision \(existing.revision)); the write expected none")
@@ -83,6 +85,13 @@ struct MetadataDocument: Sendable, Equatable {
             }
         case .remove:
             if request.items.isEmpty { next = [:] } else { for item in request.items { next[item.key] = nil } }
+        case .replace:
+            next = [:]
+            for item in request.items {
+                next[item.key] = MetadataItem(key: item.key, value: item.value, revision: revision,
+                                              authorUserId: options.recordUserId ? author : nil,
+                                              updateTs: options.recordTs ? nowMillis : nil)
+            }
         }
         let size = next.values.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         if size > limits.maxMetadataBytes {

@@ -15,13 +15,13 @@ final class StorageService: @unchecked Sendable {
     }
 
     /// Called on the queue after each successful write, in write order.
-    typealias ChangeHandler = @Sendable (StorageKey, StorageEventKind, Metadata) -> Void
+    typealias ChangeHandler = @Sendable (StorageKey, StorageEventKind, Metadata, _ notifyAll: Bool) -> Void
 
     private let queue = DispatchQueue(label: "rtm.storage")
     private let store: any ServiceStore
     private let limits: Limits
     private let logger: Logger
-    private var onChange: ChangeHandler = { _, _, _ in }
+    private var onChange: ChangeHandler = { _, _, _, _ in }
 
     // Confined to `queue`.
     private var documents: [StorageKey: MetadataDocument] = [:]
@@ -43,7 +43,7 @@ final class StorageService: @unchecked Sendable {
     /// Applies a write. `precondition` runs on the queue just before the revisions are checked
     /// (the lock guard: the writer must hold the named lock at that moment).
     func write(_ operation: MetadataDocument.Operation, key: StorageKey, request: Metadata,
-               options: MetadataDocument.WriteOptions, author: String,
+               options: MetadataDocument.WriteOptions, author: String, notifyAll: Bool = false,
                precondition: @escaping @Sendable () -> Failure?,
                reply: @escaping @Sendable (Result<Metadata, Failure>) -> Void) {
         queue.async { [self] in
@@ -59,7 +59,7 @@ final class StorageService: @unchecked Sendable {
                 documents[key] = document
                 let metadata = document.metadata
                 reply(.success(metadata))
-                onChange(key, StorageEventKind(operation), metadata)
+                onChange(key, StorageEventKind(operation), metadata, notifyAll)
             } catch {
                 logger.error("metadata write failed", metadata: ["error": "\(error)"])
                 documents[key] = nil   // reload from the store next time
@@ -156,6 +156,7 @@ extension StorageEventKind {
         case .set: self = .set
         case .update: self = .update
         case .remove: self = .remove
+        case .replace: self = .set
         }
     }
 }
