@@ -126,7 +126,7 @@ public final class RTMServer: Service, Sendable {
                 context.pipeline.syncOperations.removeHandler(name: notUpgradedHandlerName, promise: nil)
             }
         ))
-        try sync.addHandler(NotUpgradedHandler(), name: notUpgradedHandlerName)
+        try sync.addHandler(NotUpgradedHandler(hub: hub), name: notUpgradedHandlerName)
     }
 
     /// Stops accepting, tells every client to go away (`goaway`), waits up to `shutdownGrace`
@@ -168,16 +168,41 @@ final class RawOutboundHandler: ChannelOutboundHandler, RemovableChannelHandler 
 @available(*, unavailable)
 extension RawOutboundHandler: Sendable {}
 
-/// Answers a plain HTTP request that did not upgrade: `GET /health` → 200, anything else → 400
-/// with a line saying what the endpoint expects.
+/// Answers a plain HTTP request that did not upgrade: `GET /health` → 200, `GET /metrics` →
+/// 200 with the connection counts (Prometheus text format; PCU counts MESSAGE connections
+/// only, SPEC K-2/K-3), anything else → 400 with a line saying what the endpoint expects.
 final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
+    private let hub: Hub
+
+    init(hub: Hub) { self.hub = hub }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(let head) = unwrapInboundIn(data) else { return }
-        let healthy = head.uri == "/health"
-        let body = healthy ? "ok\n" : "expected a WebSocket upgrade on \(FrameCodec.path) with subprotocol \(FrameCodec.subprotocol)\n"
+        let healthy = head.uri == "/health" || head.uri == "/metrics"
+        let body: String
+        switch head.uri {
+        case "/health": body = "ok\n"
+        case "/metrics":
+            let counts = hub.counters.withLockedValue { $0 }
+            body = """
+                # HELP rtm_message_connections Logged-in MESSAGE connections (concurrent users).
+                # TYPE rtm_message_connections gauge
+                rtm_message_connections \(counts.message)
+                # HELP rtm_pcu Peak concurrent users (MESSAGE connections) since start.
+                # TYPE rtm_pcu gauge
+                rtm_pcu \(counts.peakMessage)
+                # HELP rtm_stream_connections Joined STREAM connections (not counted in PCU).
+                # TYPE rtm_stream_connections gauge
+                rtm_stream_connections \(counts.stream)
+                # HELP rtm_sessions Sessions, online or within their presence grace window.
+                # TYPE rtm_sessions gauge
+                rtm_sessions \(hub.sessionCount)
+
+                """
+        default: body = "expected a WebSocket upgrade on \(FrameCodec.path) with subprotocol \(FrameCodec.subprotocol)\n"
+        }
         var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(body.utf8.count)"), ("Connection", "close")])
         headers.add(name: "Server", value: "rtm")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: healthy ? .ok : .badRequest, headers: headers))), promise: nil)
