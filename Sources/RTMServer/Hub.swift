@@ -343,6 +343,16 @@ final class Hub: Sendable {
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: data), promise: nil)
     }
 
+    /// Forgets history older than `historyRetention`, now and then every half retention (at
+    /// most hourly).
+    func startHistoryTrimming() {
+        guard let retention = configuration.historyRetention, let loop = fanouts.first?.eventLoop else { return }
+        let period = TimeAmount.nanoseconds(max(min(retention.nanoseconds / 2, TimeAmount.hours(1).nanoseconds), 50_000_000))
+        loop.scheduleRepeatedTask(initialDelay: .zero, delay: period) { [self] _ in
+            storage.trimHistory(olderThan: Self.wallMillis - retention.nanoseconds / 1_000_000)
+        }
+    }
+
     // MARK: effects
 
     private func perform(_ broadcasts: [HubState.Broadcast]) {

@@ -86,6 +86,7 @@ public final class RTMServer: Service, Sendable {
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startSweeping()
         hub.startPresenceIntervals()
+        hub.startHistoryTrimming()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])

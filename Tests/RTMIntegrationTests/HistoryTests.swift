@@ -46,6 +46,23 @@ struct HistoryTests {
         await harness.stop()
     }
 
+    @Test("§2.8: history older than the retention time is forgotten")
+    func retention() async throws {
+        let harness = try await Harness.start { $0.historyRetention = .milliseconds(300) }
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        try await alice.publish(channel: "log", message: "old", storeInHistory: true)
+        #expect(try await alice.getMessages(channel: "log").messages.count == 1)
+        var gone = false
+        let deadline = ContinuousClock.now + soon
+        while !gone && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            gone = try await alice.getMessages(channel: "log").messages.isEmpty
+        }
+        #expect(gone)
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("§2.8: user-channel history is the conversation, seen the same from both sides")
     func userConversation() async throws {
         let harness = try await Harness.start()
