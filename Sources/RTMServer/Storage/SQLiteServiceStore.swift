@@ -9,17 +9,7 @@ final class SQLiteServiceStore: ServiceStore {
 
     /// Opens (creating if needed) the database at `path`; nil = in memory.
     init(path: String?, fullSync: Bool) throws {
-        var config = Configuration()
-        config.journalMode = .wal
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(fullSync ? "FULL" : "NORMAL")")
-        }
-        if let path {
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            db = try DatabaseQueue(path: path, configuration: config)
-        } else {
-            db = try DatabaseQueue(configuration: config)
-        }
+        db = try SQLiteFile.open(path: path, fullSync: fullSync)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-metadata-history") { db in
             try db.execute(sql: """

@@ -13,17 +13,7 @@ public final class SQLiteUserMessageStore: UserMessageStore {
 
     /// Opens (creating if needed) the database at `path`; nil = in memory (tests).
     public init(path: String?, fullSync: Bool = false) throws {
-        var config = Configuration()
-        config.journalMode = .wal
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(fullSync ? "FULL" : "NORMAL")")
-        }
-        if let path {
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            db = try DatabaseQueue(path: path, configuration: config)
-        } else {
-            db = try DatabaseQueue(configuration: config)
-        }
+        db = try SQLiteFile.open(path: path, fullSync: fullSync)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-user-messages") { db in
             try db.execute(sql: """
