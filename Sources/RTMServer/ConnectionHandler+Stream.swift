@@ -29,6 +29,12 @@ extension ConnectionHandler {
             return
         }
         let membership = StreamMembership(channel: ChannelKey(appId: appId, name: channel), userId: userId)
+        let open = hub.streams.connections(of: user).filter { $0 != connection }
+        guard open.count < config.limits.maxStreamChannelsPerClient || hub.streams.isMember(membership) else {
+            send(.error(id: frame.id, .channelInstanceExceedLimitation,
+                        "'\(userId)' has joined \(config.limits.maxStreamChannelsPerClient) stream channels, the limit"), context: context)
+            return
+        }
         let snapshot = hub.streams.join(membership, connection: connection, quiet: frame.beQuiet ?? false,
                                         withPresence: frame.withPresence ?? true)
         self.appId = appId

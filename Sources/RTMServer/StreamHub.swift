@@ -193,6 +193,11 @@ final class StreamHub: Sendable {
         }
     }
 
+    /// Whether the user is in the stream channel (a rejoin replaces its connection).
+    func isMember(_ membership: StreamMembership) -> Bool {
+        channels.withLockedValue { $0[membership.channel]?[membership.userId] != nil }
+    }
+
     /// Every STREAM connection of a user.
     func connections(of user: UserKey) -> [ConnectionRef] {
         channels.withLockedValue { all in
