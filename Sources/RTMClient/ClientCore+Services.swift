@@ -8,7 +8,10 @@ extension ClientCore {
     /// delay is computed from the server's own clock (`expiresAt - serverNow`), so a skewed
     /// client clock does not move it.
     func scheduleTokenWarning(expiresAt: Int64?, serverNow: Int64?, channel: String? = nil) {
-        if channel == nil {
+        if let channel {
+            streamChannels[channel]?.tokenWarning?.cancel()
+            streamChannels[channel]?.tokenWarning = nil
+        } else {
             tokenWarning?.cancel()
             tokenWarning = nil
         }

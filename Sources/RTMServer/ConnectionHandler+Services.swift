@@ -243,13 +243,19 @@ extension ConnectionHandler {
     /// The token expired without a renewal: the session ends (`kicked`, reason tokenExpired).
     func tokenExpired(context: ChannelHandlerContext) {
         tokenExpiry = nil
-        guard case .active = phase else { return }
-        hub.logger.info("token expired", metadata: ["connection": "\(connection.id)"])
-        phase = .ended
-        if stream == nil {
+        switch phase {
+        case .active(let key):
             for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
             hub.logout(connection)
+            hub.closeStreams(of: key)   // the STREAM connections ride on this session
+        case .stream(let membership):
+            hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
+            stream = nil
+        case .awaitingLogin, .ended:
+            return
         }
+        hub.logger.info("token expired", metadata: ["connection": "\(connection.id)"])
+        phase = .ended
         send(Frame(type: .kicked, code: LinkStateChangeReason.tokenExpired.rawValue, reason: "the token expired"), context: context)
         closeConnection(context: context, code: .policyViolation, reason: "token expired")
     }

@@ -175,8 +175,11 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {
-        guard localChannels.insert(channel).inserted else { return }
         let key = ChannelKey(appId: appId, name: channel)
+        guard localChannels.insert(channel).inserted else {
+            _ = fanout.add(connection, to: key, features: features, raw: rawContext)   // new options
+            return
+        }
         if fanout.add(connection, to: key, features: features, raw: rawContext) {
             hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
         }

@@ -95,10 +95,14 @@ extension HubState {
                 return LockOutcome(reply: .success(ok(lock)), broadcasts: [lockEvent(.lockAcquired, channel, [lock.detail(name)], wallMillis)])
             case let holder?:
                 guard retry else { return fail(.lockAcquireFailed, "lock '\(name)' is held by '\(holder)'") }
+                // A second wait from the same connection replaces the first, which is told.
+                let superseded = lock.waiters.filter { $0.connection == connection }.map {
+                    Direct(connection: $0.connection, frame: .error(id: $0.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"))
+                }
                 lock.waiters.removeAll { $0.connection == connection }
                 lock.waiters.append(LockWaiter(connection: connection, userId: user, requestID: requestID))
                 table[name] = lock
-                return LockOutcome(reply: nil)
+                return LockOutcome(reply: nil, directs: superseded)
             }
         case .release:
             guard let lock = table[name] else { return fail(.lockNotExist, "no lock '\(name)' in channel '\(channel.name)'") }

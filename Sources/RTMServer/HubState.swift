@@ -215,6 +215,10 @@ struct HubState {
     private mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
+        // Its user-metadata subscriptions end with it (a new session subscribes again).
+        for (target, var watchers) in metadataWatchers where target.appId == key.appId && watchers.remove(key.userId) != nil {
+            metadataWatchers[target] = watchers.isEmpty ? nil : watchers
+        }
         return session.channels.sorted().compactMap { removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis) }
     }
 
@@ -233,6 +237,9 @@ struct HubState {
         let channelKey = ChannelKey(appId: key.appId, name: name)
         var state = channels[channelKey] ?? newChannel()
         if session.channels.contains(name) {
+            // Subscribing again changes the event options (since 2.2.1 subscribe may be repeated).
+            state.members[key.userId]?.features = features
+            channels[channelKey] = state
             return .subscribed(snapshot: snapshot(state), join: nil)
         }
         guard session.channels.count < maxChannels else {

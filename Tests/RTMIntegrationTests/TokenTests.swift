@@ -54,6 +54,22 @@ struct TokenTests {
         await harness.stop()
     }
 
+    @Test("§2.13: a stream channel's own token: warned with the channel name, then the STREAM connection ends (failed/tokenExpired) while the MESSAGE session goes on")
+    func streamTokenExpiry() async throws {
+        let harness = try await Harness.start()
+        let (alice, events) = try await Harness.client("alice", port: harness.port, configure: { $0.tokenWillExpireLead = 1 })
+        let game = try alice.createStreamChannel("game")
+        try await game.join(JoinChannelOptions(token: Self.token("alice", expiresAt: Self.nowSeconds + 2)))
+        #expect(await events.first(within: soon) { if case .tokenWillExpire("game") = $0 { true } else { false } } != nil)
+        let failed = await events.first(within: soon) { ($0.link.map { $0.serviceType == .stream && $0.currentState == .failed }) ?? false }?.link
+        #expect(failed?.reasonCode == .tokenExpired)
+        #expect(failed?.operation == .serverReject)
+        #expect(await alice.linkState == .connected)
+        #expect(await StreamTests.eventually { harness.server.connectionCounters.stream == 0 })
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("C-7: the token expires during a reconnection: tokenExpired event, no classic change; after renewToken reconnection goes on")
     func expiryWhileReconnecting() async throws {
         let harness = try await Harness.start()
