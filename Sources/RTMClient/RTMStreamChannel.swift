@@ -168,6 +168,15 @@ public final class RTMStreamChannel: Sendable {
         }
     }
 
+    /// The publishers this client subscribed to on `topic` (`getSubscribedUserList`): nil when
+    /// it receives every publisher, empty when the topic is not subscribed.
+    public func subscribedUsers(topic: String) async -> [String]? {
+        await onLoop { [core] in
+            guard let users = core.topicSubscriptions[topic] else { return [] }
+            return users.map { $0.sorted() }
+        }
+    }
+
     /// Replaces this channel's token in-band (§2.13).
     public func renewToken(_ token: String) async throws(RTMError) {
         let core = self.core

@@ -127,6 +127,8 @@ struct StreamTests {
         let result = try await bobRoom.subscribeTopic("audio", users: ["alice", "bad/name"])
         #expect(result.succeeded == ["alice"])
         #expect(result.failed == ["bad/name"])
+        #expect(await bobRoom.subscribedUsers(topic: "audio") == ["alice"])
+        #expect(await bobRoom.subscribedUsers(topic: "video") == [])
         try await carolRoom.subscribeTopic("audio")
         try await aliceRoom.publishTopicMessage(topic: "audio", message: "from alice")
         try await bobRoom.publishTopicMessage(topic: "audio", message: "from bob")
