@@ -102,6 +102,8 @@ let package = Package(
         .testTarget(name: "RTMIntegrationTests", dependencies: [
             "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "rtm",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

@@ -9,7 +9,13 @@
 #   REPS=5 SECS=5 SHAPES="1:0 100:0 1000:0 1000:400" Benchmarks/compare.sh
 #
 # Environment: REPS (3), SECS (5), SHAPES ("subs:rate" pairs, rate 0 = max), FANOUT_BENCH (path
-# of the reference harness, default ../shared/tools/fanout-bench), OUT (results directory).
+# of the reference harness, default ../shared/tools/fanout-bench), OUT (results directory),
+# SKIP_BUILD=1 (use the binaries already built).
+#
+# Both Swift servers are built the same way: release, and without run-time exclusivity checks in
+# every module, dependencies included (`-Xswiftc -enforce-exclusivity=unchecked`; `RTM_FAST=1`
+# does the same for this package's own modules). That is how `rtm serve` should be built for
+# deployment; giving the floor the same flags keeps the comparison apples to apples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -21,11 +27,14 @@ OUT=${OUT:-Benchmarks/results/$(date +%Y%m%d-%H%M%S)}
 RTM_PORT=19700 FLOOR_PORT=18080 NATS_PORT=14222
 mkdir -p "$OUT"
 
-echo "building (release)…" >&2
-RTM_FAST=1 swift build -c release --product rtm >&2
-swift build -c release --package-path "$FANOUT_BENCH" --scratch-path .build-fanout >&2
-RTM=.build/release/rtm
-FB=.build-fanout/release/fanout-bench
+FAST=(-c release -Xswiftc -enforce-exclusivity=unchecked)
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    echo "building (release)…" >&2
+    RTM_FAST=1 swift build "${FAST[@]}" --product rtm --scratch-path .build-fast >&2
+    swift build "${FAST[@]}" --package-path "$FANOUT_BENCH" --scratch-path .build-fanout-fast >&2
+fi
+RTM=.build-fast/release/rtm
+FB=.build-fanout-fast/release/fanout-bench
 if ! command -v nats-server >/dev/null; then
     if [ "$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq nats-server) >&2 || true; fi
 fi

@@ -37,6 +37,9 @@ public enum IdleRun {
         // Heartbeats from the first connection on: a client waiting for the others must not time out.
         let (lists, pings) = PeerList.heartbeats(on: loops)
         let start = BenchClock.now()
+        // User ids unique per run: several generator processes against one server must not
+        // log in as each other (the second login of a user id kicks the first, SPEC C-6).
+        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         do {
             for batchStart in stride(from: 0, to: clients, by: 200) {
                 var readies: [EventLoopFuture<Void>] = []
@@ -45,7 +48,7 @@ public enum IdleRun {
                     let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: "rtm.v1")
                     let list = lists[i % loops.count]
                     let peer = try await loop.submit {
-                        let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(i)", channel: "", subscribe: false, loop: loop)
+                        let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(tag)-\(i)", channel: "", subscribe: false, loop: loop)
                         list.peers.append(peer)
                         return peer
                     }.get()

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOWebSocket
 import RTMProtocol
@@ -56,7 +57,7 @@ extension ConnectionHandler {
 
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).
     private func publishChannel(_ publish: BinaryFrame.Publish, context: ChannelHandlerContext) -> String? {
-        if let last = lastPublishChannel, publish.channelBytes.elementsEqual(last.bytes) {
+        if let last = lastPublishChannel, Self.sameBytes(publish.channelBytes, last.bytes) {
             if let problem = last.problem {
                 send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
                 return nil
@@ -86,5 +87,15 @@ extension ConnectionHandler {
             return (.channelPublishMessageTooFrequent, "more than \(Int(hub.configuration.publishRatePerSecond)) messages per second")
         }
         return nil
+    }
+
+    /// Byte equality by memcmp (the generic `elementsEqual` walks byte by byte).
+    static func sameBytes(_ view: ByteBufferView, _ bytes: [UInt8]) -> Bool {
+        guard view.count == bytes.count else { return false }
+        return view.withContiguousStorageIfAvailable { a in
+            bytes.withUnsafeBufferPointer { b in
+                a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+            }
+        } ?? view.elementsEqual(bytes)
     }
 }

@@ -9,7 +9,7 @@ import RTMProtocol
 /// `Hub`, supervises liveness (SPEC H-2, T-3) and reports loss for the grace window.
 /// Confined to the connection's event loop.
 final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ServerInbound
     typealias OutboundOut = WebSocketFrame
 
     enum Phase {
@@ -65,14 +65,25 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        lastRead = .now()   // SPEC T-3: every inbound frame refreshes liveness
+        let frame: WebSocketFrame
+        switch unwrapInboundIn(data) {
+        case .binary(let messages):
+            // Binary publishes are gathered and run together when the read batch ends (their
+            // liveness stamp too, in channelReadComplete).
+            for message in messages { binaryFrame(message, context: context) }
+            return
+        case .frame(let whole):
+            frame = whole
+        }
+        // SPEC T-3: every inbound frame refreshes liveness. Binary publishes (the hot path) are
+        // stamped once per read batch, in channelReadComplete; anything else at once.
         switch frame.opcode {
         case .binary:
             // Binary publishes are gathered and run together when the read batch ends. A zero
             // masking key changes nothing: skip the unmasking copy then.
             binaryFrame(frame.maskKey == Self.zeroMask ? frame.data : frame.unmaskedData, context: context)
         case .text:
+            lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.unmaskedData
             if let ts = FrameCodec.fastPing(payload) {
@@ -90,6 +101,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             handle(decoded, context: context)
         case .ping:
+            lastRead = .now()
             var data = frame.unmaskedData
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
@@ -101,6 +113,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        lastRead = .now()
         flushPublishes(context: context)
         context.fireChannelReadComplete()
     }

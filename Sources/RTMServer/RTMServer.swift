@@ -109,9 +109,11 @@ public final class RTMServer: Service, Sendable {
             upgradePipelineHandler: { channel, _ in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOWebSocketFrameAggregator(
-                        minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 64,
-                        maxAccumulatedFrameSize: config.limits.maxFrameBytes))
+                    // Our frame decoder (it also reassembles fragments) in place of NIO's.
+                    let nioDecoder = try sync.context(handlerType: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                    try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: config.limits.maxFrameBytes)),
+                                        position: .after(nioDecoder.handler))
+                    sync.removeHandler(context: nioDecoder, promise: nil)
                     try sync.addHandler(ConnectionHandler(hub: hub))
                 }
             })

@@ -1,0 +1,135 @@
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+@testable import RTMServer
+
+/// The server's WebSocket frame decoder (RFC 6455 §5) on an embedded channel: masks, batches,
+/// fragments, split reads and every rejected violation.
+struct ServerFrameDecoderTests {
+    /// A client frame: masked with `key` (nil: unmasked).
+    static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = [1, 2, 3, 4], rsv: UInt8 = 0) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.writeInteger((fin ? 0x80 : 0) | rsv | opcode)
+        let maskBit: UInt8 = key == nil ? 0 : 0x80
+        if payload.count < 126 {
+            out.writeInteger(maskBit | UInt8(payload.count))
+        } else if payload.count <= Int(UInt16.max) {
+            out.writeInteger(maskBit | 126)
+            out.writeInteger(UInt16(payload.count))
+        } else {
+            out.writeInteger(maskBit | 127)
+            out.writeInteger(UInt64(payload.count))
+        }
+        var body = ByteBuffer(bytes: payload)
+        if let key {
+            out.writeBytes(key)
+            body.webSocketMask(WebSocketMaskingKey(key)!)
+        }
+        out.writeBuffer(&body)
+        return out
+    }
+
+    static func channel(maxFrameSize: Int = 1 << 16) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize)))
+        return channel
+    }
+
+    static func reads(_ channel: EmbeddedChannel) throws -> [String] {
+        var out: [String] = []
+        while let item = try channel.readInbound(as: ServerInbound.self) {
+            switch item {
+            case .binary(let messages): out.append("binary[" + messages.map { String(buffer: $0) }.joined(separator: ",") + "]")
+            case .frame(let f):
+                let name = switch f.opcode {
+                case .text: "text"
+                case .ping: "ping"
+                case .pong: "pong"
+                case .connectionClose: "close"
+                default: "other"
+                }
+                out.append("\(name):\(String(buffer: f.data))")
+            }
+        }
+        return out
+    }
+
+    @Test("Binary messages of one read come as one batch, unmasked; a text frame between them keeps the order")
+    func batchesInOrder() throws {
+        let channel = try Self.channel()
+        var input = Self.frame(0x2, Array("one".utf8))
+        input.writeImmutableBuffer(Self.frame(0x2, Array("two".utf8), key: [0, 0, 0, 0]))
+        input.writeImmutableBuffer(Self.frame(0x1, Array("{\"type\":\"ping\"}".utf8), key: [9, 8, 7, 6]))
+        input.writeImmutableBuffer(Self.frame(0x2, Array("three".utf8), key: nil))
+        try channel.writeInbound(input)
+        #expect(try Self.reads(channel) == ["binary[one,two]", "text:{\"type\":\"ping\"}", "binary[three]"])
+        #expect(try channel.finish().isClean)
+    }
+
+    @Test("A frame split across reads (header, 16-bit length, payload) waits for its bytes")
+    func splitReads() throws {
+        let channel = try Self.channel()
+        let payload = [UInt8](repeating: 0x61, count: 300)
+        var whole = Self.frame(0x2, payload, key: [0xde, 0xad, 0xbe, 0xef])
+        for size in [1, 2, 3, 100] {
+            let part = whole.readSlice(length: size)!
+            try channel.writeInbound(part)
+            #expect(try Self.reads(channel).isEmpty)
+        }
+        try channel.writeInbound(whole)
+        #expect(try Self.reads(channel) == ["binary[" + String(repeating: "a", count: 300) + "]"])
+    }
+
+    @Test("Fragmented messages are reassembled; control frames may come between the fragments")
+    func fragments() throws {
+        let channel = try Self.channel()
+        var input = Self.frame(0x1, Array("hel".utf8), fin: false)
+        input.writeImmutableBuffer(Self.frame(0x9, Array("p".utf8)))
+        input.writeImmutableBuffer(Self.frame(0x0, Array("lo ".utf8), fin: false, key: [5, 6, 7, 8]))
+        input.writeImmutableBuffer(Self.frame(0x0, Array("world".utf8)))
+        try channel.writeInbound(input)
+        #expect(try Self.reads(channel) == ["ping:p", "text:hello world"])
+    }
+
+    @Test("Unmasking eight bytes at a time equals RFC 6455 byte-wise unmasking at every length")
+    func unmaskMatchesReference() {
+        for length in 0..<40 {
+            let key = (0..<4).map { _ in UInt8.random(in: 0...255) }
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
+            var ours = ByteBuffer(bytes: bytes)
+            var reference = ours
+            ServerFrameDecoder.unmask(&ours, length: length, key: UInt32(key[0]) | UInt32(key[1]) << 8 | UInt32(key[2]) << 16 | UInt32(key[3]) << 24)
+            reference.webSocketUnmask(WebSocketMaskingKey(key)!)
+            #expect(ours == reference, "length \(length)")
+        }
+    }
+
+    @Test("Violations are rejected: oversize, long or fragmented control frames, reserved bits, unknown opcode, bad fragment sequences")
+    func violations() throws {
+        func rejects(_ input: ByteBuffer, maxFrameSize: Int = 1 << 16) throws -> String? {
+            let channel = try Self.channel(maxFrameSize: maxFrameSize)
+            do {
+                try channel.writeInbound(input)
+                _ = try? channel.finish()
+                return nil
+            } catch let error as NIOWebSocketError {
+                return "\(error)"
+            } catch let error as WebSocketViolation {
+                return error.description
+            }
+        }
+        #expect(try rejects(Self.frame(0x2, [UInt8](repeating: 1, count: 200)), maxFrameSize: 100) == "invalidFrameLength")
+        #expect(try rejects(Self.frame(0x9, [UInt8](repeating: 1, count: 126))) == "multiByteControlFrameLength")
+        #expect(try rejects(Self.frame(0x9, [1], fin: false)) == "fragmentedControlFrame")
+        #expect(try rejects(Self.frame(0x2, [1], rsv: 0x40))?.contains("reserved bits") == true)
+        #expect(try rejects(Self.frame(0x3, [1]))?.contains("opcode 3") == true)
+        #expect(try rejects(Self.frame(0x0, [1]))?.contains("continuation") == true)
+        var twoStarts = Self.frame(0x1, [1], fin: false)
+        twoStarts.writeImmutableBuffer(Self.frame(0x2, [2]))
+        #expect(try rejects(twoStarts)?.contains("new message") == true)
+        var tooLong = Self.frame(0x2, [UInt8](repeating: 1, count: 60), fin: false)
+        tooLong.writeImmutableBuffer(Self.frame(0x0, [UInt8](repeating: 1, count: 60)))
+        #expect(try rejects(tooLong, maxFrameSize: 100) == "invalidFrameLength")
+    }
+}
