@@ -107,8 +107,13 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
     /// The measured interval (CLOCK_MONOTONIC ns of the send time), set before publishing.
     var measure: (start: UInt64, end: UInt64) = (.max, .max)
 
-    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop, stats: LoopStats) {
+    /// Every payload has this size, so in a message it is the last `payloadSize` bytes: no
+    /// need to walk the header's strings to find it.
+    let payloadSize: Int
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop, stats: LoopStats, payloadSize: Int) {
         self.stats = stats
+        self.payloadSize = payloadSize
         super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: true, loop: loop)
     }
 
@@ -119,9 +124,10 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
         }
         var offset = 0
         if case .rtm = target {
+            // Fixed header (18 bytes) + strings, then the payload, which ends the message.
             guard payload.getInteger(at: payload.readerIndex) == BinaryFrame.messageOp,
-                  let start = BinaryFrame.messagePayloadOffset(payload) else { return }
-            offset = start
+                  payload.readableBytes >= 18 + payloadSize else { return }
+            offset = payload.readableBytes - payloadSize
         }
         let base = payload.readerIndex + offset
         guard let sent: UInt64 = payload.getInteger(at: base, endianness: .little),

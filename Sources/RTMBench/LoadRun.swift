@@ -43,7 +43,8 @@ public enum LoadRun {
                 let list = lists[loopIndex]
                 let subscriber = try await loop.submit {
                     let subscriber = BenchSubscriber(socket: socket, target: options.target, userId: "bench-sub-\(i)",
-                                                     channel: "bench-\(groupIndex)", loop: loop, stats: stats[loopIndex])
+                                                     channel: "bench-\(groupIndex)", loop: loop, stats: stats[loopIndex],
+                                                     payloadSize: max(16, options.size))
                     list.peers.append(subscriber)
                     return subscriber
                 }.get()
