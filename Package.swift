@@ -103,6 +103,7 @@ let package = Package(
             "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "rtm",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

@@ -94,7 +94,7 @@ public final class RTMServer: Service, Sendable {
     }
 
     private static func configurePipeline(_ channel: any Channel, hub: Hub, config: ServerConfiguration) throws {
-        let upgrader = NIOWebSocketServerUpgrader(
+        let checks = NIOWebSocketServerUpgrader(
             maxFrameSize: config.limits.maxFrameBytes,
             automaticErrorHandling: true,
             shouldUpgrade: { channel, head in
@@ -106,17 +106,8 @@ public final class RTMServer: Service, Sendable {
                 }
                 return channel.eventLoop.makeSucceededFuture(HTTPHeaders([("Sec-WebSocket-Protocol", FrameCodec.subprotocol)]))
             },
-            upgradePipelineHandler: { channel, _ in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    // Our frame decoder (it also reassembles fragments) in place of NIO's.
-                    let nioDecoder = try sync.context(handlerType: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                    try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: config.limits.maxFrameBytes)),
-                                        position: .after(nioDecoder.handler))
-                    sync.removeHandler(context: nioDecoder, promise: nil)
-                    try sync.addHandler(ConnectionHandler(hub: hub))
-                }
-            })
+            upgradePipelineHandler: { channel, _ in channel.eventLoop.makeSucceededVoidFuture() })
+        let upgrader = ServerUpgrader(checks: checks, maxFrameSize: config.limits.maxFrameBytes, hub: hub)
         let sync = channel.pipeline.syncOperations
         // Pre-encoded frames (fan-out, replay) are written from here, below the frame encoder.
         try sync.addHandler(RawOutboundHandler(), name: rawHandlerName)
