@@ -251,8 +251,7 @@ extension ConnectionHandler {
             case .failure(let error):
                 reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)")
             }
-            let buffer = FrameCodec.encode(reply, allocator: channel.allocator)
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+            Hub.send(reply, on: channel)
         }
     }
 

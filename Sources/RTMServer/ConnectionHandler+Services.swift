@@ -74,28 +74,25 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
-                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, precondition: precondition) { result in
+                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, precondition: precondition,
+                          reply: Self.metadataReply(requestID, on: channel))
+    }
+
+    /// Answers a metadata request with the set, or with the failure.
+    private static func metadataReply(_ requestID: UInt64?, on channel: any Channel) -> @Sendable (Result<Metadata, StorageService.Failure>) -> Void {
+        { result in
             switch result {
             case .success(let metadata):
-                Self.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
+                Hub.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
             case .failure(let failure):
-                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+                Hub.send(.error(id: requestID, failure.code, failure.reason), on: channel)
             }
         }
     }
 
     private func getMetadata(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let storageKey = storageKey(frame, key: key, context: context) else { return }
-        let requestID = frame.id
-        let channel = context.channel
-        hub.storage.read(storageKey) { result in
-            switch result {
-            case .success(let metadata):
-                Self.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
-            case .failure(let failure):
-                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
-            }
-        }
+        hub.storage.read(storageKey, reply: Self.metadataReply(frame.id, on: context.channel))
     }
 
     /// subscribeMetadata replies with the current set (the snapshot); later changes arrive as
@@ -118,10 +115,10 @@ extension ConnectionHandler {
         hub.storage.read(storageKey) { result in
             switch result {
             case .success(let metadata):
-                Self.send(Frame(type: .ok, id: requestID, userId: target).with { $0.metadata = metadata }, on: channel)
-                Self.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
+                Hub.send(Frame(type: .ok, id: requestID, userId: target).with { $0.metadata = metadata }, on: channel)
+                Hub.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
             case .failure(let failure):
-                Self.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+                Hub.send(.error(id: requestID, failure.code, failure.reason), on: channel)
             }
         }
     }
@@ -138,7 +135,7 @@ extension ConnectionHandler {
             let storageKey = StorageKey(appId: key.appId, type: .channel, target: name)
             hub.storage.read(storageKey) { result in
                 if case .success(let metadata) = result {
-                    Self.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
+                    Hub.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
                 }
             }
         }
@@ -171,7 +168,7 @@ extension ConnectionHandler {
             operation = .revoke(owner: owner)
         default: operation = .remove
         }
-        guard let result = hub.lock(operation, channel: channel, name: name, connection: connection, requestID: frame.id) else {
+        guard let result = hub.lock(operation, channel: ChannelKey(appId: key.appId, name: channel), name: name, connection: connection, requestID: frame.id) else {
             return   // waiting for the lock: the reply comes when it is granted
         }
         switch result {
@@ -201,12 +198,12 @@ extension ConnectionHandler {
         hub.storage.history(appId: key.appId, channelType: channelType, channel: channel, start: start, end: end, count: count) { result in
             switch result {
             case .success(let page):
-                Self.send(Frame(type: .ok, id: requestID, channel: frame.channel, count: page.messages.count).with {
+                Hub.send(Frame(type: .ok, id: requestID, channel: frame.channel, count: page.messages.count).with {
                     $0.messages = page.messages
                     $0.newStart = page.newStart
                 }, on: nio)
             case .failure(let failure):
-                Self.send(.error(id: requestID, failure.code, failure.reason), on: nio)
+                Hub.send(.error(id: requestID, failure.code, failure.reason), on: nio)
             }
         }
     }
@@ -231,9 +228,9 @@ extension ConnectionHandler {
         let requestID = frame.id
         hub.storage.appendHistory(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey) { result in
             switch result {
-            case .success: Self.send(reply, on: nio)
+            case .success: Hub.send(reply, on: nio)
             case .failure(let failure):
-                Self.send(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
+                Hub.send(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
             }
         }
     }
@@ -258,10 +255,5 @@ extension ConnectionHandler {
         phase = .ended
         send(Frame(type: .kicked, code: LinkStateChangeReason.tokenExpired.rawValue, reason: "the token expired"), context: context)
         closeConnection(context: context, code: .policyViolation, reason: "token expired")
-    }
-
-    static func send(_ frame: Frame, on channel: any Channel) {
-        let buffer = FrameCodec.encode(frame, allocator: channel.allocator)
-        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
     }
 }

@@ -129,7 +129,7 @@ extension ConnectionHandler {
                 let message = Frame(type: .message, channel: membership.channel.name, channelType: "stream", publisher: membership.userId,
                                     text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }
                 let buffer = FrameCodec.encode(message)
-                for recipient in recipients { Hub.sendEncoded(buffer, to: recipient) }
+                for recipient in recipients { Hub.sendEncoded(buffer, on: recipient.channel) }
                 reply(nil)
             }
         case .renewToken:

@@ -21,8 +21,6 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         case ended
     }
 
-    static let zeroMask = WebSocketMaskingKey([0, 0, 0, 0])
-
     let hub: Hub
     var phase: Phase = .awaitingLogin
     var connection: ConnectionRef!
@@ -76,16 +74,13 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             frame = whole
         }
         // SPEC T-3: every inbound frame refreshes liveness. Binary publishes (the hot path) are
-        // stamped once per read batch, in channelReadComplete; anything else at once.
+        // stamped once per read batch, in channelReadComplete; anything else at once. Frames
+        // arrive unmasked (`ServerFrameDecoder`); binary ones only in `.binary` batches.
         switch frame.opcode {
-        case .binary:
-            // Binary publishes are gathered and run together when the read batch ends. A zero
-            // masking key changes nothing: skip the unmasking copy then.
-            binaryFrame(frame.maskKey == Self.zeroMask ? frame.data : frame.unmaskedData, context: context)
         case .text:
             lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
-            let payload = frame.unmaskedData
+            let payload = frame.data
             if let ts = FrameCodec.fastPing(payload) {
                 // The heartbeat: answered without JSON machinery (idle servers mostly do this).
                 let pong = FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator)
@@ -102,7 +97,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             handle(decoded, context: context)
         case .ping:
             lastRead = .now()
-            var data = frame.unmaskedData
+            var data = frame.data
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
@@ -189,10 +184,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {
         let key = ChannelKey(appId: appId, name: channel)
-        guard localChannels.insert(channel).inserted else {
-            _ = fanout.add(connection, to: key, features: features, raw: rawContext)   // new options
-            return
-        }
+        localChannels.insert(channel)
+        // Adding again replaces the subscriber's options; only a first local subscriber changes the loop set.
         if fanout.add(connection, to: key, features: features, raw: rawContext) {
             hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
         }

@@ -258,18 +258,14 @@ final class Hub: Sendable {
 
     /// Runs a lock operation; its events and any waiter's reply are sent. Returns the caller's
     /// reply, or nil while it waits for the lock.
-    func lock(_ operation: HubState.LockOperation, channel: String, name: String, connection: ConnectionRef,
+    func lock(_ operation: HubState.LockOperation, channel: ChannelKey, name: String, connection: ConnectionRef,
               requestID: UInt64?) -> Result<Frame, HubState.LockFailure>? {
         let outcome = state.withLockedValue {
-            $0.lock(operation, channel: ChannelKey(appId: appIdOf(connection, $0), name: channel), name: name, connection: connection,
+            $0.lock(operation, channel: channel, name: name, connection: connection,
                     requestID: requestID, wallMillis: Self.wallMillis, maxLocks: configuration.limits.maxLocksPerChannel)
         }
         perform(outcome)
         return outcome.reply
-    }
-
-    private func appIdOf(_ connection: ConnectionRef, _ state: HubState) -> String {
-        state.userKey(of: connection)?.appId ?? ""
     }
 
     func locks(appId: String, channel: String) -> [LockDetail] {
@@ -282,7 +278,7 @@ final class Hub: Sendable {
 
     private func perform(_ outcome: HubState.LockOutcome) {
         perform(outcome.broadcasts)
-        for direct in outcome.directs { Self.send(direct.frame, to: direct.connection) }
+        for direct in outcome.directs { Self.send(direct.frame, on: direct.connection.channel) }
     }
 
     // MARK: storage
@@ -314,7 +310,7 @@ final class Hub: Sendable {
                     state.connection(of: UserKey(appId: key.appId, userId: $0))
                 }
             }
-            for connection in targets { Self.send(frame, to: connection) }
+            for connection in targets { Self.send(frame, on: connection.channel) }
         }
     }
 
@@ -331,16 +327,14 @@ final class Hub: Sendable {
         for connection in streams.connections(of: user) { connection.channel.close(mode: .all, promise: nil) }
     }
 
-    /// Sends an encoded frame to one connection from any thread.
-    static func sendEncoded(_ buffer: ByteBuffer, to connection: ConnectionRef) {
-        connection.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+    /// Sends an encoded JSON frame on a connection's channel, from any thread.
+    static func sendEncoded(_ buffer: ByteBuffer, on channel: any Channel) {
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
     }
 
-    /// Sends one frame to one connection from any thread.
-    static func send(_ frame: Frame, to connection: ConnectionRef) {
-        let channel = connection.channel
-        let data = FrameCodec.encode(frame, allocator: channel.allocator)
-        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: data), promise: nil)
+    /// Sends one JSON frame on a connection's channel, from any thread.
+    static func send(_ frame: Frame, on channel: any Channel) {
+        sendEncoded(FrameCodec.encode(frame, allocator: channel.allocator), on: channel)
     }
 
     /// Forgets history older than `historyRetention`, now and then every half retention (at

@@ -51,7 +51,7 @@ final class StreamHub: Sendable {
         if let replaced, replaced != connection { replaced.channel.close(mode: .all, promise: nil) }
         let event = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: PresenceEventKind.remoteJoin.rawValue, ts: Hub.wallMillis)
-        for other in others { Hub.send(event, to: other) }
+        for other in others { Hub.send(event, on: other.channel) }
         return snapshot
     }
 
@@ -68,14 +68,14 @@ final class StreamHub: Sendable {
         let now = Hub.wallMillis
         if !left.topics.isEmpty {
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: left.topics, ts: now)
-            for other in others { Hub.send(event, to: other) }
+            for other in others { Hub.send(event, on: other.channel) }
         }
         let presence = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                              event: reason.rawValue, ts: now)
         let wantPresence = channels.withLockedValue { all in
             Set((all[membership.channel] ?? [:]).values.filter(\.withPresence).map(\.connection))
         }
-        for other in others where wantPresence.contains(other) { Hub.send(presence, to: other) }
+        for other in others where wantPresence.contains(other) { Hub.send(presence, on: other.channel) }
     }
 
     /// Becomes a publisher of `topic`.
@@ -96,7 +96,7 @@ final class StreamHub: Sendable {
         case .failure(let failure): return failure
         case .success(let others):
             let event = Self.topicEvent(.remoteJoinTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
-            for other in others { Hub.send(event, to: other) }
+            for other in others { Hub.send(event, on: other.channel) }
             return nil
         }
     }
@@ -117,7 +117,7 @@ final class StreamHub: Sendable {
         case .failure(let failure): return failure
         case .success(let (meta, others)):
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
-            for other in others { Hub.send(event, to: other) }
+            for other in others { Hub.send(event, on: other.channel) }
             return nil
         }
     }

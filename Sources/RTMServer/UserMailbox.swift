@@ -85,7 +85,7 @@ final class UserMailbox: @unchecked Sendable {
                 let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
                 let droppedNow = try store.takeDropped(appId: key.appId, receiver: key.userId)
                 if dropped + droppedNow > 0 {
-                    write(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped + droppedNow), to: connection)
+                    Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped + droppedNow), on: connection.channel)
                 }
                 for message in waiting { deliver(message, to: connection) }
             } catch {
@@ -149,15 +149,11 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     private func deliver(_ message: StoredUserMessage, to connection: ConnectionRef) {
-        write(Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
+        Hub.send(Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
                     text: message.text, data: message.data, customType: message.customType, ts: message.ts,
-                    msgId: UInt64(message.id), epoch: store.epoch), to: connection)
+                    msgId: UInt64(message.id), epoch: store.epoch), on: connection.channel)
     }
 
-    private func write(_ frame: Frame, to connection: ConnectionRef) {
-        let buffer = FrameCodec.encode(frame, allocator: connection.channel.allocator)
-        connection.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
-    }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }
