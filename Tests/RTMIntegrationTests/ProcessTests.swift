@@ -31,7 +31,14 @@ final class RTMProcess: Sendable {
         let partial = NIOLockedValueBox("")
         let lines = self.lines
         pipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = String(decoding: handle.availableData, as: UTF8.self)
+            let data = handle.availableData
+            guard !data.isEmpty else {
+                // End of output: stop the dispatch source now. Left armed, it keeps firing on a
+                // closed pipe and can crash in libdispatch when the handle goes away.
+                handle.readabilityHandler = nil
+                return
+            }
+            let chunk = String(decoding: data, as: UTF8.self)
             let complete = partial.withLockedValue { buffer -> [String] in
                 buffer += chunk
                 var parts = buffer.components(separatedBy: "\n")
