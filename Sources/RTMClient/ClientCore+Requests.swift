@@ -28,75 +28,37 @@ extension ClientCore {
         let id = takeRequestID()
         var frame = frame
         frame.id = id
-        var request = Request(frame: frame, operation: operation, promise: promise, timeout: nil, isInternal: isInternal)
+        var request = PendingRequests.Request(frame: frame, operation: operation, promise: promise, isInternal: isInternal)
         let timeout = timeout ?? config.requestTimeout
         request.timeout = timeout.isFinite ? loop.scheduleTask(in: .fractionalSeconds(timeout)) { [self] in
-            guard let request = requests.removeValue(forKey: id) else { return }
-            sent.remove(id)
-            queued.removeAll { $0 == id }
+            guard let request = requests.remove(id) else { return }
             request.promise.fail(RTMError(timeoutCode, operation: operation, "no reply within \(timeout) s (link state \(machine.linkState))"))
         } : nil
-        requests[id] = request
-        if machine.isConnected, let channel = connection?.channel {
-            sent.insert(id)
-            ClientTransport.send(frame, on: channel)
-        } else {
-            queued.append(id)
-        }
+        let channel = machine.isConnected ? connection?.channel : nil
+        requests.add(request, id: id, sent: channel != nil)
+        if let channel { ClientTransport.send(frame, on: channel) }
         return promise.futureResult
     }
 
     /// A reply to request `id`.
     func reply(_ frame: Frame, id: UInt64) {
-        guard let request = requests.removeValue(forKey: id) else { return }
-        sent.remove(id)
-        request.timeout?.cancel()
-        if frame.type == .ok {
-            request.promise.succeed(frame)
-        } else {
-            let code = RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.invalidFrame.rawValue)
-            request.promise.fail(RTMError(code, operation: request.operation, frame.reason ?? "rejected by the server"))
-        }
+        if let request = requests.take(id) { PendingRequests.complete(request, with: frame) }
     }
 
     /// Sends every queued request, oldest first.
     func flushQueue() {
         guard machine.isConnected, let channel = connection?.channel else { return }
-        while let id = queued.popFirst() {
-            guard let request = requests[id] else { continue }
-            sent.insert(id)
-            ClientTransport.send(request.frame, on: channel)
-        }
+        for frame in requests.dequeue() { ClientTransport.send(frame, on: channel) }
     }
 
     /// The connection died with requests unanswered: send them again after the reconnection
     /// (their timeouts keep running). Internal ones are dropped: restore runs again anyway.
     func requeueSent() {
-        let unanswered = requests.filter { sent.contains($0.key) }.keys.sorted()
-        sent.removeAll()
-        var again: [UInt64] = []
-        for id in unanswered {
-            guard let request = requests[id] else { continue }
-            if request.isInternal {
-                requests[id] = nil
-                request.timeout?.cancel()
-                request.promise.fail(RTMError(.notConnected, operation: request.operation, "connection lost"))
-            } else {
-                again.append(id)
-            }
-        }
-        queued.insert(contentsOf: again, at: 0)
+        PendingRequests.fail(requests.requeueSent(), RTMError(.notConnected, operation: "request", "connection lost"))
     }
 
     func failAll(_ error: RTMError) {
-        let all = requests
-        requests = [:]
-        queued = []
-        sent = []
-        for request in all.values.sorted(by: { ($0.frame.id ?? 0) < ($1.frame.id ?? 0) }) {
-            request.timeout?.cancel()
-            request.promise.fail(RTMError(error.code, operation: request.operation, error.reason))
-        }
+        PendingRequests.fail(requests.takeSent(all: true), error)
     }
 
     // MARK: restore (C-5)

@@ -1,4 +1,3 @@
-import DequeModule
 import Foundation
 import Logging
 import NIOCore
@@ -9,15 +8,6 @@ import RTMProtocol
 /// on it. It performs the machine's actions (`run`), and nothing else changes state.
 final class ClientCore: @unchecked Sendable {
     typealias Machine = LinkStateMachine
-
-    struct Request {
-        var frame: Frame
-        let operation: String
-        let promise: EventLoopPromise<Frame>
-        var timeout: Scheduled<Void>?
-        /// Internal requests (restore) are not re-queued when a connection dies.
-        let isInternal: Bool
-    }
 
     let loop: any EventLoop
     let config: RTMClientConfig
@@ -39,9 +29,7 @@ final class ClientCore: @unchecked Sendable {
     var loginWaiters: [EventLoopPromise<Void>] = []
 
     var nextRequestID: UInt64 = 1
-    var requests: [UInt64: Request] = [:]
-    var queued: Deque<UInt64> = []
-    var sent: Set<UInt64> = []
+    var requests = PendingRequests()
 
     /// Subscribed channels, in subscription order (restored after reconnect, C-5).
     var subscriptions: [String] = []

@@ -1,4 +1,3 @@
-import DequeModule
 import Foundation
 import NIOCore
 import RTMProtocol
@@ -8,13 +7,6 @@ import RTMProtocol
 /// method must run on it. Events go out through the client's `ClientCore`.
 final class StreamCore: @unchecked Sendable {
     typealias Machine = StreamLinkMachine
-
-    struct Request {
-        let frame: Frame
-        let operation: String
-        let promise: EventLoopPromise<Frame>
-        var timeout: Scheduled<Void>?
-    }
 
     let name: String
     unowned let client: ClientCore
@@ -26,9 +18,7 @@ final class StreamCore: @unchecked Sendable {
     var joinOptions = JoinChannelOptions()
     var joinWaiters: [EventLoopPromise<Frame>] = []
     var lastJoinReply: Frame?
-    var requests: [UInt64: Request] = [:]
-    var queued: Deque<UInt64> = []
-    var sent: Set<UInt64> = []
+    var requests = PendingRequests()
     /// Joined topics → options, rejoined after a reconnection.
     var topics: [String: JoinTopicOptions] = [:]
     /// Subscribed topics → users (nil: every publisher), restored after a reconnection.
@@ -89,7 +79,9 @@ final class StreamCore: @unchecked Sendable {
             }
             if error == nil { flushQueue() }
         case .failRequests(let error, let all):
-            failRequests(error, all: all)
+            // Sent requests die with their connection (a topic message is not sent twice);
+            // with `all`, queued ones too.
+            PendingRequests.fail(requests.takeSent(all: all), error)
         }
     }
 
@@ -157,7 +149,7 @@ final class StreamCore: @unchecked Sendable {
                     run(machine.joinRejected(attempt: attempt, code: code, reason: frame.reason ?? "join rejected", now: .now()))
                 }
             } else {
-                reply(frame, id: id)
+                if let request = requests.take(id) { PendingRequests.complete(request, with: frame) }
             }
         case .message:
             client.emit(.message(MessageEvent(channelType: .stream, channelName: name, publisher: frame.publisher ?? "",
@@ -202,56 +194,21 @@ final class StreamCore: @unchecked Sendable {
         let id = client.takeRequestID()
         var frame = frame
         frame.id = id
-        var request = Request(frame: frame, operation: operation, promise: promise)
+        var request = PendingRequests.Request(frame: frame, operation: operation, promise: promise)
         let timeout = client.config.requestTimeout
         request.timeout = loop.scheduleTask(in: .fractionalSeconds(timeout)) { [self] in
-            guard let request = requests.removeValue(forKey: id) else { return }
-            sent.remove(id)
-            queued.removeAll { $0 == id }
+            guard let request = requests.remove(id) else { return }
             request.promise.fail(RTMError(.requestTimeout, operation: operation, "no reply within \(timeout) s"))
         }
-        requests[id] = request
-        if machine.linkState == .connected, let channel = connection?.channel {
-            sent.insert(id)
-            ClientTransport.send(frame, on: channel)
-        } else {
-            queued.append(id)
-        }
+        let channel = machine.linkState == .connected ? connection?.channel : nil
+        requests.add(request, id: id, sent: channel != nil)
+        if let channel { ClientTransport.send(frame, on: channel) }
         return promise.futureResult
-    }
-
-    private func reply(_ frame: Frame, id: UInt64) {
-        guard let request = requests.removeValue(forKey: id) else { return }
-        sent.remove(id)
-        request.timeout?.cancel()
-        if frame.type == .ok {
-            request.promise.succeed(frame)
-        } else {
-            let code = RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.invalidFrame.rawValue)
-            request.promise.fail(RTMError(code, operation: request.operation, frame.reason ?? "rejected by the server"))
-        }
     }
 
     private func flushQueue() {
         guard machine.linkState == .connected, let channel = connection?.channel else { return }
-        while let id = queued.popFirst() {
-            guard let request = requests[id] else { continue }
-            sent.insert(id)
-            ClientTransport.send(request.frame, on: channel)
-        }
-    }
-
-    /// Sent requests die with their connection (a topic message is not sent twice); with
-    /// `all`, queued ones too.
-    private func failRequests(_ error: RTMError, all: Bool) {
-        let ids = all ? Array(requests.keys) : Array(sent)
-        sent.removeAll()
-        if all { queued.removeAll() }
-        for id in ids.sorted() {
-            guard let request = requests.removeValue(forKey: id) else { continue }
-            request.timeout?.cancel()
-            request.promise.fail(RTMError(error.code, operation: request.operation, error.reason))
-        }
+        for frame in requests.dequeue() { ClientTransport.send(frame, on: channel) }
     }
 
     /// After a rejoin: the topics this client published to and the subscriptions it had.

@@ -1,0 +1,103 @@
+import DequeModule
+import NIOCore
+import RTMProtocol
+
+/// The requests of one connection owner (`ClientCore` for the MESSAGE connection, `StreamCore`
+/// for a STREAM connection) that await their reply: queued while the link is not up, or
+/// sent on the current connection. A plain value confined to the owner's event loop; the owner
+/// schedules each request's timeout and decides what happens to sent requests when a
+/// connection dies.
+struct PendingRequests {
+    struct Request {
+        var frame: Frame
+        let operation: String
+        let promise: EventLoopPromise<Frame>
+        var timeout: Scheduled<Void>?
+        /// Internal requests (restore) are not sent again when a connection dies.
+        var isInternal = false
+    }
+
+    private var requests: [UInt64: Request] = [:]
+    private var queued: Deque<UInt64> = []
+    private var sent: Set<UInt64> = []
+
+    /// Adds a request, as sent on the current connection or queued for the next one.
+    mutating func add(_ request: Request, id: UInt64, sent isSent: Bool) {
+        requests[id] = request
+        if isSent { sent.insert(id) } else { queued.append(id) }
+    }
+
+    /// Takes a request out (its timeout fired): nil if it was already answered.
+    mutating func remove(_ id: UInt64) -> Request? {
+        sent.remove(id)
+        queued.removeAll { $0 == id }
+        return requests.removeValue(forKey: id)
+    }
+
+    /// Takes out request `id` (its reply arrived): nil if it is not pending.
+    mutating func take(_ id: UInt64) -> Request? {
+        sent.remove(id)
+        return requests.removeValue(forKey: id)
+    }
+
+    /// The queued requests' frames, oldest first, now counted as sent.
+    mutating func dequeue() -> [Frame] {
+        var frames: [Frame] = []
+        while let id = queued.popFirst() {
+            guard let request = requests[id] else { continue }
+            sent.insert(id)
+            frames.append(request.frame)
+        }
+        return frames
+    }
+
+    /// The connection died: the requests it carried go back to the front of the queue, oldest
+    /// first, except internal ones, which are taken out and returned.
+    mutating func requeueSent() -> [Request] {
+        var again: [UInt64] = []
+        var dropped: [Request] = []
+        for id in sent.sorted() {
+            guard let request = requests[id] else { continue }
+            if request.isInternal {
+                requests[id] = nil
+                dropped.append(request)
+            } else {
+                again.append(id)
+            }
+        }
+        sent.removeAll()
+        queued.insert(contentsOf: again, at: 0)
+        return dropped
+    }
+
+    /// Takes out the requests the dead connection carried (`all`: every request), oldest first.
+    mutating func takeSent(all: Bool) -> [Request] {
+        let ids = all ? Array(requests.keys) : Array(sent)
+        sent.removeAll()
+        if all { queued.removeAll() }
+        return ids.sorted().compactMap { requests.removeValue(forKey: $0) }
+    }
+
+    // Promises are completed by the owner after these mutations return: a callback may start a
+    // new request, which must find the table free.
+
+    /// Completes a request with the server's reply: `ok` succeeds it, anything else fails it with
+    /// the reply's code and reason.
+    static func complete(_ request: Request, with frame: Frame) {
+        request.timeout?.cancel()
+        if frame.type == .ok {
+            request.promise.succeed(frame)
+        } else {
+            let code = RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.invalidFrame.rawValue)
+            request.promise.fail(RTMError(code, operation: request.operation, frame.reason ?? "rejected by the server"))
+        }
+    }
+
+    /// Fails requests with `error`, each under its own operation name.
+    static func fail(_ requests: [Request], _ error: RTMError) {
+        for request in requests {
+            request.timeout?.cancel()
+            request.promise.fail(RTMError(error.code, operation: request.operation, error.reason))
+        }
+    }
+}
