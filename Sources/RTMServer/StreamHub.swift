@@ -57,12 +57,13 @@ final class StreamHub: Sendable {
 
     /// The connection left (or was lost): the member goes, others are told.
     func leave(_ membership: StreamMembership, connection: ConnectionRef, reason: PresenceEventKind) {
-        let (left, others) = channels.withLockedValue { all -> (Member?, [ConnectionRef]) in
+        let (left, others, wantPresence) = channels.withLockedValue { all -> (Member?, [ConnectionRef], [ConnectionRef]) in
             guard var members = all[membership.channel], let member = members[membership.userId],
-                  member.connection == connection else { return (nil, []) }
+                  member.connection == connection else { return (nil, [], []) }
             members[membership.userId] = nil
             all[membership.channel] = members.isEmpty ? nil : members
-            return (member, Self.others(members, except: membership.userId, presenceOnly: false))
+            return (member, Self.others(members, except: membership.userId, presenceOnly: false),
+                    Self.others(members, except: membership.userId, presenceOnly: true))
         }
         guard let left, !left.quiet else { return }
         let now = Hub.wallMillis
@@ -72,10 +73,7 @@ final class StreamHub: Sendable {
         }
         let presence = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                              event: reason.rawValue, ts: now)
-        let wantPresence = channels.withLockedValue { all in
-            Set((all[membership.channel] ?? [:]).values.filter(\.withPresence).map(\.connection))
-        }
-        for other in others where wantPresence.contains(other) { Hub.send(presence, on: other.channel) }
+        for other in wantPresence { Hub.send(presence, on: other.channel) }
     }
 
     /// Becomes a publisher of `topic`.
