@@ -6,12 +6,12 @@ import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the server (single node, in memory).",
+        abstract: "Run the server (single node; user messages, metadata and history in SQLite under --data-dir).",
         discussion: "Stops gracefully on SIGTERM or SIGINT: clients are told to go away and reconnect later.")
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(name: .shortAndLong, help: "Port to bind (0 = any free port).") var port = 9600
-    @Option(help: "Data directory (development credentials).") var dataDir = "rtm-data"
+    @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite).") var dataDir = "rtm-data"
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
