@@ -56,6 +56,23 @@ struct LockTests {
         await harness.stop()
     }
 
+    @Test("§2.12: subscribing again with withLock turns lock events on for a channel subscribed without")
+    func resubscribeChangesOptions() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("doc")
+        try await alice.setLock(channel: "doc", lockName: "L")
+        try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))
+        #expect(await bobEvents.first(within: soon, where: Self.lock(.snapshot)) != nil)
+        try await alice.acquireLock(channel: "doc", lockName: "L")
+        #expect(await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "alice")) != nil)
+        #expect(await bobEvents.matching(Self.lock(.lockSet)).isEmpty)   // sent before the options changed
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+
     @Test("§2.12: a holder that comes back within the TTL keeps the lock")
     func returnWithinTTLKeeps() async throws {
         let harness = try await Harness.start { $0.lockTTLRange = 1...300 }
@@ -90,7 +107,16 @@ struct LockTests {
             #expect(error.code == .lockAlreadyExist)
         }
         let t1 = try await alice.acquireLock(channel: "doc", lockName: "L")
+        // A second wait from the same client replaces the first, which is told so.
+        let superseded = Task { try await bob.acquireLock(channel: "doc", lockName: "L", retry: true) }
+        try await Task.sleep(for: .milliseconds(50))
         let waiting = Task { try await bob.acquireLock(channel: "doc", lockName: "L", retry: true) }
+        do {
+            _ = try await superseded.value
+            Issue.record("the superseded wait got the lock")
+        } catch {
+            #expect((error as? RTMError)?.code == .duplicateOperation)
+        }
         // Bob is queued (his acquire is not answered while alice holds it).
         #expect(await carolEvents.next(within: .milliseconds(300), where: Self.lock(.lockAcquired, owner: "bob")) == nil)
         do {

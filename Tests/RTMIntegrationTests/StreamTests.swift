@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import RTMProtocol
 import RTMServer
 import RTMTestSupport
@@ -56,6 +58,33 @@ struct StreamTests {
         #expect(await c.linkState == .idle)
         #expect(await events.first(within: soon) { ($0.link.map { $0.affectedChannels == ["c"] && $0.currentState == .idle && $0.operation == .logout }) ?? false } != nil)
         await harness.stop()
+    }
+
+    @Test("K-2/K-3: GET /metrics reports MESSAGE connections (and their PCU peak) apart from STREAM connections; the server caps stream channels per user")
+    func metricsAndStreamCap() async throws {
+        let harness = try await Harness.start { $0.limits.maxStreamChannelsPerClient = 2 }
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        for name in ["a", "b"] { try await alice.createStreamChannel(name).join() }
+        await Self.expectError(.channelJoinFailed) { try await alice.createStreamChannel("c").join() }
+        #expect(await Self.eventually { harness.server.connectionCounters.stream == 2 })
+        let metrics = try await Self.httpGet("/metrics", port: harness.port)
+        #expect(metrics.hasPrefix("HTTP/1.1 200"))
+        #expect(metrics.contains("rtm_message_connections 1\n"))
+        #expect(metrics.contains("rtm_pcu 1\n"))
+        #expect(metrics.contains("rtm_stream_connections 2\n"))
+        await alice.logout()
+        await harness.stop()
+    }
+
+    /// A plain HTTP GET over a raw socket; the whole response.
+    static func httpGet(_ path: String, port: Int) async throws -> String {
+        let collector = PipelinedUpgradeTests.Collector()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+        try await channel.closeFuture.get()   // the server closes after answering
+        return collector.received.withLockedValue { String(buffer: $0) }
     }
 
     @Test("H-3: a black-holed STREAM connection is noticed within about a second (0.5 s pings) and rejoined, topics restored")
