@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
-            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "rtm",
+            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "rtm",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

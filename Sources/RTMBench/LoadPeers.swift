@@ -107,13 +107,16 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
     /// The measured interval (CLOCK_MONOTONIC ns of the send time), set before publishing.
     var measure: (start: UInt64, end: UInt64) = (.max, .max)
 
-    /// Every payload has this size, so in a message it is the last `payloadSize` bytes: no
-    /// need to walk the header's strings to find it.
+    /// Every payload has this size (the bench's own messages): a message frame holding
+    /// anything else is not ours.
     let payloadSize: Int
+    /// The server speaks our protocol (else the floor's: one payload per binary frame).
+    private let isRTM: Bool
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop, stats: LoopStats, payloadSize: Int) {
         self.stats = stats
         self.payloadSize = payloadSize
+        if case .rtm = target { isRTM = true } else { isRTM = false }
         super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: true, loop: loop)
     }
 
@@ -122,16 +125,58 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
             if opcode == 1 { handshake(payload) }
             return
         }
-        var offset = 0
-        if case .rtm = target {
-            // Fixed header (18 bytes) + strings, then the payload, which ends the message.
-            guard payload.getInteger(at: payload.readerIndex) == BinaryFrame.messageOp,
-                  payload.readableBytes >= 18 + payloadSize else { return }
-            offset = payload.readableBytes - payloadSize
+        payload.withUnsafeReadableBytes { bytes in
+            guard isRTM else {
+                if bytes.count >= 16 { received(bytes.baseAddress!, now: now) }
+                return
+            }
+            // A message frame (PROTOCOL.md §2.3): a header, then items (flags, [customType],
+            // length, payload) to the end. The bench's payloads start with send time and seq.
+            guard bytes.count > 2, bytes[0] == BinaryFrame.messageOp else { return }
+            var at = 2
+            guard Self.skipVarint(bytes, &at), Self.skipVarint(bytes, &at) else { return }
+            for _ in 0..<3 {   // epoch, channel, publisher
+                guard at < bytes.count else { return }
+                at += 1 + Int(bytes[at])
+            }
+            while at < bytes.count {
+                let flags = bytes[at]
+                at += 1
+                if flags & BinaryFrame.Flag.hasCustomType != 0 {
+                    guard at < bytes.count else { return }
+                    at += 1 + Int(bytes[at])
+                }
+                var length = 0
+                var shift = 0
+                while at < bytes.count {
+                    let byte = bytes[at]
+                    at += 1
+                    length |= Int(byte & 0x7F) << shift
+                    shift += 7
+                    if byte & 0x80 == 0 { break }
+                }
+                guard length == payloadSize, at + length <= bytes.count else { return }
+                received(bytes.baseAddress! + at, now: now)
+                at += length
+            }
         }
-        let base = payload.readerIndex + offset
-        guard let sent: UInt64 = payload.getInteger(at: base, endianness: .little),
-              let seq: UInt64 = payload.getInteger(at: base + 8, endianness: .little) else { return }
+    }
+
+    @inline(__always)
+    private static func skipVarint(_ bytes: UnsafeRawBufferPointer, _ at: inout Int) -> Bool {
+        while at < bytes.count {
+            let byte = bytes[at]
+            at += 1
+            if byte & 0x80 == 0 { return true }
+        }
+        return false
+    }
+
+    /// One of the bench's payloads (send time, sequence number, padding).
+    @inline(__always)
+    private func received(_ payload: UnsafeRawPointer, now: UInt64) {
+        let sent = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
+        let seq = UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
         if seq > last + 1 { stats.lost += seq - last - 1 }
         if seq <= last { stats.outOfOrder += 1 } else { last = seq; progress.store(seq, ordering: .relaxed) }
         stats.allDeliveries += 1

@@ -127,12 +127,14 @@ final class ClientFrameHandler: ChannelInboundHandler {
             // Channel messages and publish acks come in the compact form; the core sees frames.
             do {
                 switch try BinaryFrame.decode(frame.unmaskedData) {
-                case .message(let m):
-                    var payload = m.payload
-                    let text = m.isText ? payload.readString(length: payload.readableBytes) : nil
-                    let data = m.isText ? nil : Data(payload.readableBytesView)
-                    onFrame(Frame(type: .message, channel: m.channel, channelType: "message", publisher: m.publisher,
-                                  text: text, data: data, customType: m.customType, seq: m.seq, ts: m.ts, epoch: m.epoch), nil)
+                case .messages(let messages):
+                    for m in messages {
+                        var payload = m.payload
+                        let text = m.isText ? payload.readString(length: payload.readableBytes) : nil
+                        let data = m.isText ? nil : Data(payload.readableBytesView)
+                        onFrame(Frame(type: .message, channel: m.channel, channelType: "message", publisher: m.publisher,
+                                      text: text, data: data, customType: m.customType, seq: m.seq, ts: m.ts, epoch: m.epoch), nil)
+                    }
                 case .publishAcks(let acks):
                     for ack in acks { onFrame(Frame(type: .ok, id: ack.requestID, seq: ack.seq), nil) }
                 }

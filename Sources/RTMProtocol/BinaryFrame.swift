@@ -2,11 +2,13 @@ import NIOCore
 
 /// The compact binary form of the hot operations, carried in WebSocket **binary** messages (JSON
 /// frames travel in text messages). Publishing and delivering channel messages is what a busy
-/// server does most, so these skip JSON: little-endian integers, length-prefixed strings
-/// (1-byte length), the payload last. PROTOCOL.md §2.3 has the layouts.
+/// server does most, so these skip JSON: little-endian integers and LEB128 varints,
+/// length-prefixed strings (1-byte length). PROTOCOL.md §2.3 has the layouts.
 ///
-/// A `message` is the same byte string for every subscriber (it names nothing about the
-/// recipient), so the server encodes it once and writes the same bytes to all.
+/// A `message` frame is the same byte string for every subscriber (it names nothing about the
+/// recipient), so the server encodes it once and writes the same bytes to all. It holds one or
+/// more consecutive messages of one publisher (what one read of the publisher brought), sharing
+/// one header, so a busy channel costs a few bytes per message beyond the payload.
 public enum BinaryFrame {
     /// Client → server: publish to a channel.
     public static let publishOp: UInt8 = 0x01
@@ -63,12 +65,28 @@ public enum BinaryFrame {
         public var isText: Bool
         /// The payload.
         public var payload: ByteBuffer
+
+        /// A message.
+        public init(seq: UInt64, ts: Int64, epoch: String, channel: String, publisher: String, customType: String?, isText: Bool, payload: ByteBuffer) {
+            self.seq = seq; self.ts = ts; self.epoch = epoch; self.channel = channel; self.publisher = publisher
+            self.customType = customType; self.isText = isText; self.payload = payload
+        }
+    }
+
+    /// One message's own part of a `message` frame (what is not shared by the frame's messages).
+    public protocol MessageBody {
+        /// Custom type, if any.
+        var customType: String? { get }
+        /// Text (true) or binary payload.
+        var isText: Bool { get }
+        /// The payload.
+        var payload: ByteBuffer { get }
     }
 
     /// What a binary message holds.
     public enum Decoded {
-        /// A channel message.
-        case message(Message)
+        /// Channel messages (one or more, consecutive sequence numbers, one publisher).
+        case messages([Message])
         /// Publish acknowledgements: (request id, sequence number) pairs.
         case publishAcks([(requestID: UInt64, seq: UInt64)])
     }
@@ -94,18 +112,6 @@ public enum BinaryFrame {
         if let msgId { buffer.writeInteger(msgId, endianness: .little) }
         writeShortString(channel, into: &buffer)
         if let customType { writeShortString(customType, into: &buffer) }
-    }
-
-    /// Where the payload starts in a `message` body (for readers that only want the payload).
-    public static func messagePayloadOffset(_ body: ByteBuffer) -> Int? {
-        let base = body.readerIndex
-        guard let flags: UInt8 = body.getInteger(at: base + 1) else { return nil }
-        var offset = 18
-        for _ in 0..<(flags & Flag.hasCustomType != 0 ? 4 : 3) {
-            guard let length: UInt8 = body.getInteger(at: base + offset) else { return nil }
-            offset += 1 + Int(length)
-        }
-        return offset <= body.readableBytes ? offset : nil
     }
 
     /// Reads a publish frame (the whole binary message); a description of the problem if malformed.
@@ -148,84 +154,133 @@ public enum BinaryFrame {
 
     // MARK: message (server → client)
 
-    /// Appends a channel message's body to `buffer`.
-    public static func writeMessage(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, epoch: String, channel: some Collection<UInt8>,
-                                    publisher: String, customType: String?, isText: Bool, payload: ByteBuffer) {
-        var flags: UInt8 = isText ? Flag.text : 0
-        if customType != nil { flags |= Flag.hasCustomType }
-        buffer.writeInteger(messageOp)
-        buffer.writeInteger(flags)
-        buffer.writeInteger(seq, endianness: .little)
-        buffer.writeInteger(ts, endianness: .little)
-        writeShortString(epoch, into: &buffer)
-        buffer.writeInteger(UInt8(truncatingIfNeeded: channel.count))
-        buffer.writeBytes(channel)
-        writeShortString(publisher, into: &buffer)
-        if let customType { writeShortString(customType, into: &buffer) }
-        buffer.writeImmutableBuffer(payload)
+    /// Appends the body of a `message` frame holding `messages` (consecutive sequence numbers
+    /// from `seq`, all published by `publisher` at `ts`) to `buffer`.
+    public static func writeMessages(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, epoch: String, channel: some Collection<UInt8>,
+                                     publisher: String, messages: some Collection<some MessageBody>) {
+        writeMessagesFrame(into: &buffer, seq: seq, ts: ts, template: MessageTemplate(epoch: epoch, channel: channel, publisher: publisher),
+                           messages: messages, webSocketHeader: false)
     }
 
-    /// The parts of a `message` that are the same for every message of one publisher in one
-    /// channel (epoch, channel, publisher): encoded once, copied per message.
+    /// The parts of a `message` frame that are the same for every message of one publisher in
+    /// one channel (epoch, channel, publisher): encoded once, copied per frame.
     public struct MessageTemplate: Sendable {
-        let middle: [UInt8]
+        @usableFromInline let middle: [UInt8]
 
         /// Encodes the constant middle part.
         public init(epoch: String, channel: some Collection<UInt8>, publisher: String) {
             var buffer = ByteBuffer()
             writeShortString(epoch, into: &buffer)
-            buffer.writeInteger(UInt8(truncatingIfNeeded: channel.count))
-            buffer.writeBytes(channel)
+            buffer.writeInteger(UInt8(truncatingIfNeeded: min(channel.count, 255)))
+            buffer.writeBytes(channel.prefix(255))
             writeShortString(publisher, into: &buffer)
             middle = Array(buffer.readableBytesView)
         }
     }
 
-    /// Appends one complete server WebSocket frame holding a `message` (the same bytes as a
-    /// WebSocket header followed by `writeMessage`), with one capacity check and plain stores:
-    /// this is the loop a busy channel runs for every message.
-    public static func writeMessageFrame(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, template: MessageTemplate,
-                                         customType: String?, isText: Bool, payload: ByteBuffer) {
-        if let customType {   // rare: the general path
-            var body = ByteBuffer()
-            body.writeInteger(messageOp)
-            body.writeInteger((isText ? Flag.text : 0) | Flag.hasCustomType)
-            body.writeInteger(seq, endianness: .little)
-            body.writeInteger(ts, endianness: .little)
-            body.writeBytes(template.middle)
-            writeShortString(customType, into: &body)
-            body.writeImmutableBuffer(payload)
-            writeWebSocketHeader(into: &buffer, length: body.readableBytes)
-            buffer.writeImmutableBuffer(body)
-            return
-        }
-        let bodyLength = 18 + template.middle.count + payload.readableBytes
-        let headerLength = bodyLength < 126 ? 2 : (bodyLength <= Int(UInt16.max) ? 4 : 10)
+    /// The body size of a `message` frame holding `messages`.
+    @inlinable
+    public static func messagesBodySize(seq: UInt64, ts: Int64, template: MessageTemplate, messages: some Collection<some MessageBody>) -> Int {
+        var size = 2 + varintSize(seq) + varintSize(UInt64(bitPattern: ts)) + template.middle.count
+        for message in messages { size += itemSize(message) }
+        return size
+    }
+
+    /// The bytes one message adds to a `message` frame.
+    @inlinable
+    public static func itemSize(_ message: some MessageBody) -> Int {
+        let length = message.payload.readableBytes
+        var size = 1 + varintSize(UInt64(length)) + length
+        if let customType = message.customType { size += 1 + min(customType.utf8.count, 255) }
+        return size
+    }
+
+    /// Appends one complete server WebSocket frame (unmasked, final, binary) holding a `message`
+    /// body with `messages`, with one capacity check and plain stores: this is what a busy
+    /// channel runs for every read of its publisher. The bytes name no recipient.
+    @inlinable
+    public static func writeMessagesFrame(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, template: MessageTemplate,
+                                          messages: some Collection<some MessageBody>, webSocketHeader: Bool = true) {
+        let bodyLength = messagesBodySize(seq: seq, ts: ts, template: template, messages: messages)
+        let headerLength = !webSocketHeader ? 0 : bodyLength < 126 ? 2 : (bodyLength <= Int(UInt16.max) ? 4 : 10)
         let total = headerLength + bodyLength
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
             let base = out.baseAddress!
-            base.storeBytes(of: 0x82, as: UInt8.self)
             switch headerLength {
+            case 0:
+                break
             case 2:
+                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: UInt8(bodyLength), toByteOffset: 1, as: UInt8.self)
             case 4:
+                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
                 base.storeBytes(of: UInt16(bodyLength).bigEndian, toByteOffset: 2, as: UInt16.self)
             default:
+                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
                 base.storeBytes(of: UInt64(bodyLength).bigEndian, toByteOffset: 2, as: UInt64.self)
             }
-            let body = base + headerLength
-            body.storeBytes(of: messageOp, as: UInt8.self)
-            body.storeBytes(of: isText ? Flag.text : 0, toByteOffset: 1, as: UInt8.self)
-            body.storeBytes(of: seq.littleEndian, toByteOffset: 2, as: UInt64.self)
-            body.storeBytes(of: ts.littleEndian, toByteOffset: 10, as: Int64.self)
-            template.middle.withUnsafeBytes { (body + 18).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            payload.withUnsafeReadableBytes { bytes in
-                if bytes.count > 0 { (body + 18 + template.middle.count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+            var at = base + headerLength
+            at.storeBytes(of: messageOp, as: UInt8.self)
+            at.storeBytes(of: 0, toByteOffset: 1, as: UInt8.self)
+            at += 2
+            at = storeVarint(seq, at: at)
+            at = storeVarint(UInt64(bitPattern: ts), at: at)
+            template.middle.withUnsafeBytes { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            at += template.middle.count
+            for message in messages {
+                var flags: UInt8 = message.isText ? Flag.text : 0
+                if message.customType != nil { flags |= Flag.hasCustomType }
+                at.storeBytes(of: flags, as: UInt8.self)
+                at += 1
+                if let customType = message.customType {
+                    let utf8 = Array(customType.utf8.prefix(255))
+                    at.storeBytes(of: UInt8(utf8.count), as: UInt8.self)
+                    utf8.withUnsafeBytes { if $0.count > 0 { (at + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                    at += 1 + utf8.count
+                }
+                at = message.payload.withUnsafeReadableBytes { bytes in
+                    let next = storeVarint(UInt64(bytes.count), at: at)
+                    if bytes.count > 0 { next.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+                    return next + bytes.count
+                }
             }
+            precondition(at - base == total, "message frame size mismatch")
             return total
         }
+    }
+
+    /// Bytes of `value` as an unsigned LEB128 varint (7 bits per byte, low first).
+    @inlinable @inline(__always)
+    public static func varintSize(_ value: UInt64) -> Int {
+        value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
+    }
+
+    @inlinable @inline(__always)
+    static func storeVarint(_ value: UInt64, at pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        var value = value
+        var at = pointer
+        while value >= 0x80 {
+            at.storeBytes(of: UInt8(truncatingIfNeeded: value) | 0x80, as: UInt8.self)
+            value >>= 7
+            at += 1
+        }
+        at.storeBytes(of: UInt8(value), as: UInt8.self)
+        return at + 1
+    }
+
+    /// Reads an unsigned LEB128 varint; nil if truncated or longer than 10 bytes.
+    public static func readVarint(_ buffer: inout ByteBuffer) -> UInt64? {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while shift < 64 {
+            guard let byte: UInt8 = buffer.readInteger() else { return nil }
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        return nil
     }
 
     /// Appends publish acknowledgements to `buffer`.
@@ -244,18 +299,26 @@ public enum BinaryFrame {
         guard let op: UInt8 = b.readInteger() else { throw FrameDecodingError(reason: "empty binary message") }
         switch op {
         case messageOp:
-            guard let flags: UInt8 = b.readInteger(), let seq: UInt64 = b.readInteger(endianness: .little),
-                  let ts: Int64 = b.readInteger(endianness: .little), let epoch = readShortString(&b),
-                  let channel = readShortString(&b), let publisher = readShortString(&b) else {
+            guard let _: UInt8 = b.readInteger(), let seq = readVarint(&b), let ts = readVarint(&b),
+                  let epoch = readShortString(&b), let channel = readShortString(&b), let publisher = readShortString(&b) else {
                 throw FrameDecodingError(reason: "binary message is truncated")
             }
-            var customType: String?
-            if flags & Flag.hasCustomType != 0 {
-                guard let type = readShortString(&b) else { throw FrameDecodingError(reason: "binary message is truncated") }
-                customType = type
+            var messages: [Message] = []
+            while b.readableBytes > 0 {
+                guard let flags: UInt8 = b.readInteger() else { throw FrameDecodingError(reason: "binary message is truncated") }
+                var customType: String?
+                if flags & Flag.hasCustomType != 0 {
+                    guard let type = readShortString(&b) else { throw FrameDecodingError(reason: "binary message is truncated (customType)") }
+                    customType = type
+                }
+                guard let length = readVarint(&b), length <= UInt64(b.readableBytes), let payload = b.readSlice(length: Int(length)) else {
+                    throw FrameDecodingError(reason: "binary message is truncated (payload)")
+                }
+                messages.append(Message(seq: seq &+ UInt64(messages.count), ts: Int64(bitPattern: ts), epoch: epoch, channel: channel,
+                                        publisher: publisher, customType: customType, isText: flags & Flag.text != 0, payload: payload))
             }
-            return .message(Message(seq: seq, ts: ts, epoch: epoch, channel: channel, publisher: publisher,
-                                    customType: customType, isText: flags & Flag.text != 0, payload: b))
+            guard !messages.isEmpty else { throw FrameDecodingError(reason: "binary message holds no message") }
+            return .messages(messages)
         case publishAckOp:
             guard let count: UInt16 = b.readInteger(endianness: .little) else { throw FrameDecodingError(reason: "binary ack is truncated") }
             var acks: [(requestID: UInt64, seq: UInt64)] = []

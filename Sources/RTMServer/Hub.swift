@@ -190,7 +190,7 @@ final class Hub: Sendable {
     }
 
     /// One message to publish.
-    struct Outgoing {
+    struct Outgoing: BinaryFrame.MessageBody {
         /// The request to acknowledge.
         let requestID: UInt64
         /// Client message id (M-3).

@@ -6,7 +6,7 @@ extension HubState {
     struct Replay {
         /// The channel's current epoch.
         var epoch: String
-        /// Messages after the subscriber's position, oldest first.
+        /// Messages after the subscriber's position, oldest first, as complete WebSocket frames.
         var messages: [ByteBuffer] = []
         /// Messages missed that cannot be replayed: nil = none; `.some(nil)` = an unknown number
         /// (the position is from another epoch).
@@ -14,20 +14,20 @@ extension HubState {
     }
 
     /// Publishes messages of one publisher to one channel: deduplicates resends (M-3), assigns
-    /// the next sequence numbers, encodes every new message **once** as a complete WebSocket
-    /// frame into one buffer (nothing in it names a recipient) and keeps each for replay.
+    /// the next sequence numbers and encodes the new messages **once**, as few complete
+    /// WebSocket frames as possible (one `message` frame holds consecutive messages, up to
+    /// `maxFrameBody` bytes; nothing in it names a recipient), and keeps each for replay.
     /// Returns the sequence numbers (a resend gets its first one) and the buffer to fan out.
     mutating func publish(_ messages: [Hub.Outgoing], channel key: ChannelKey, publisher: UserKey, nowMillis: Int64,
                           dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], buffer: ByteBuffer?, loops: UInt64) {
         var state = channels[key] ?? newChannel()
         var seqs: [UInt64] = []
         seqs.reserveCapacity(messages.count)
-        let size = messages.reduce(0) { $0 + $1.payload.readableBytes + 48 + key.name.utf8.count + publisher.userId.utf8.count }
-        var buffer = allocator.buffer(capacity: size)
-        var recent: [(seq: UInt64, start: Int, end: Int)] = []
         var dedup = publishDedup[publisher]
-        let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
-        for message in messages {
+        // The messages to deliver, in order, and their sequence numbers.
+        var fresh: [Int] = []
+        fresh.reserveCapacity(messages.count)
+        for (index, message) in messages.enumerated() {
             if let id = message.msgId, let seq = dedup?[id] {
                 seqs.append(seq)
                 continue
@@ -39,23 +39,61 @@ extension HubState {
                 dedup?.remember(id, state.seq)
             }
             if state.seq == dropSeq { continue }   // test flag: a deliberately lost message
-            let start = buffer.writerIndex
-            BinaryFrame.writeMessageFrame(into: &buffer, seq: state.seq, ts: nowMillis, template: template,
-                                          customType: message.customType, isText: message.isText, payload: message.payload)
-            recent.append((state.seq, start, buffer.writerIndex))
+            fresh.append(index)
         }
         if let dedup { publishDedup[publisher] = dedup }
-        if replayMax > 0 {
-            for entry in recent.suffix(replayMax) {
-                // A view into the shared buffer: no copy.
-                let frame = buffer.getSlice(at: entry.start, length: entry.end - entry.start)!
-                state.recent.append(RecentMessage(seq: entry.seq, millis: nowMillis, buffer: frame))
+        var buffer: ByteBuffer?
+        if !fresh.isEmpty {
+            let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
+            let size = fresh.reduce(64 + key.name.utf8.count + publisher.userId.utf8.count) { $0 + messages[$1].payload.readableBytes + 8 }
+            var out = allocator.buffer(capacity: size)
+            // Split into runs of consecutive sequence numbers (a test drop breaks a run) that fit
+            // in one frame.
+            var runStart = 0
+            var runBytes = 0
+            var seq: UInt64 = 0
+            for (position, index) in fresh.enumerated() {
+                let messageSeq = seqs[index]
+                let itemBytes = BinaryFrame.itemSize(messages[index])
+                if position > runStart && (messageSeq != seq + UInt64(position - runStart) || runBytes + itemBytes > Self.maxFrameBody) {
+                    writeRun(fresh[runStart..<position], of: messages, seq: seq, ts: nowMillis, template: template, into: &out)
+                    runStart = position
+                    runBytes = 0
+                }
+                if position == runStart { seq = messageSeq }
+                runBytes += itemBytes
             }
-            trim(&state, nowMillis: nowMillis)
+            writeRun(fresh[runStart...], of: messages, seq: seq, ts: nowMillis, template: template, into: &out)
+            buffer = out
+            if replayMax > 0 {
+                // The kept payloads are copied into one buffer of their own (one allocation), so
+                // that replay does not pin the publisher's read buffers.
+                let kept = fresh.suffix(replayMax)
+                var copy = allocator.buffer(capacity: kept.reduce(0) { $0 + messages[$1].payload.readableBytes })
+                for index in kept { copy.writeImmutableBuffer(messages[index].payload) }
+                var start = copy.readerIndex   // sliced after all writes: no copy on write
+                for index in kept {
+                    let message = messages[index]
+                    let length = message.payload.readableBytes
+                    state.recent.append(RecentMessage(seq: seqs[index], millis: nowMillis, publisher: publisher.userId,
+                                                      customType: message.customType, isText: message.isText,
+                                                      payload: copy.getSlice(at: start, length: length)!))
+                    start += length
+                }
+                trim(&state, nowMillis: nowMillis)
+            }
         }
         channels[key] = state
         pruneIfUnused(key)
-        return (seqs, recent.isEmpty ? nil : buffer, state.loops)
+        return (seqs, buffer, state.loops)
+    }
+
+    /// A frame's body stays under this many bytes unless one message alone is larger.
+    static let maxFrameBody = 64 * 1024 - 64
+
+    private func writeRun(_ indices: ArraySlice<Int>, of messages: [Hub.Outgoing], seq: UInt64, ts: Int64,
+                          template: BinaryFrame.MessageTemplate, into buffer: inout ByteBuffer) {
+        BinaryFrame.writeMessagesFrame(into: &buffer, seq: seq, ts: ts, template: template, messages: indices.lazy.map { messages[$0] })
     }
 
     /// What a subscriber at `position` missed in a channel: the retained messages after it (at
@@ -72,15 +110,39 @@ extension HubState {
         var replay = Replay(epoch: state.epoch)
         guard position.epoch == state.epoch else {
             // Another incarnation (or server): replay what we have; the loss cannot be counted.
-            replay.messages = state.recent.map(\.buffer)
+            replay.messages = frames(state.recent[...], channel: key, epoch: state.epoch)
             replay.lost = .some(nil)
             return replay
         }
         let after = state.recent.filter { $0.seq > position.seq }
-        replay.messages = after.map(\.buffer)
+        replay.messages = frames(after[...], channel: key, epoch: state.epoch)
         let firstAvailable = after.first?.seq ?? (state.seq + 1)
         if firstAvailable > position.seq + 1 { replay.lost = .some(Int(firstAvailable - position.seq - 1)) }
         return replay
+    }
+
+    /// Encodes kept messages for a replay: consecutive messages of one publisher published at
+    /// the same time share a frame.
+    func frames(_ recent: some Collection<RecentMessage>, channel key: ChannelKey, epoch: String) -> [ByteBuffer] {
+        var frames: [ByteBuffer] = []
+        var run: [RecentMessage] = []
+        func flush() {
+            guard let first = run.first else { return }
+            var buffer = ByteBuffer()
+            BinaryFrame.writeMessagesFrame(into: &buffer, seq: first.seq, ts: first.millis,
+                                           template: .init(epoch: epoch, channel: key.name.utf8, publisher: first.publisher),
+                                           messages: run)
+            frames.append(buffer)
+            run.removeAll()
+        }
+        for message in recent {
+            if let last = run.last, last.publisher != message.publisher || last.millis != message.millis || last.seq + 1 != message.seq {
+                flush()
+            }
+            run.append(message)
+        }
+        flush()
+        return frames
     }
 
     /// Drops replay entries past the window or the count limit.

@@ -33,15 +33,18 @@ struct HubState {
         var seq: UInt64 = 0
         /// Bit i set: event loop i has local subscribers.
         var loops: UInt64 = 0
-        /// The last messages, encoded, for replay to returning subscribers (M-2).
+        /// The last messages, for replay to returning subscribers (M-2).
         var recent: Deque<RecentMessage> = []
     }
 
-    /// A published channel message kept for replay.
-    struct RecentMessage {
+    /// A published channel message kept for replay (encoded when replayed).
+    struct RecentMessage: BinaryFrame.MessageBody {
         let seq: UInt64
         let millis: Int64
-        let buffer: ByteBuffer
+        let publisher: String
+        let customType: String?
+        let isText: Bool
+        let payload: ByteBuffer
     }
 
     /// A presence event to send to a channel's subscribers (those that want presence), except

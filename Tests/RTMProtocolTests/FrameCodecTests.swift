@@ -88,11 +88,11 @@ struct BinaryFrameTests {
         #expect(decoded.isText && String(buffer: decoded.payload) == "hi")
 
         var message = ByteBuffer()
-        BinaryFrame.writeMessage(into: &message, seq: 5, ts: 1234, epoch: "e-1", channel: "room".utf8, publisher: "alice",
-                                 customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3]))
-        guard case .message(let m) = try BinaryFrame.decode(message) else { Issue.record("not a message"); return }
-        #expect(m == BinaryFrame.Message(seq: 5, ts: 1234, epoch: "e-1", channel: "room", publisher: "alice",
-                                         customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3])))
+        BinaryFrame.writeMessages(into: &message, seq: 5, ts: 1234, epoch: "e-1", channel: "room".utf8, publisher: "alice",
+                                  messages: [Body(customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3]))])
+        guard case .messages(let ms) = try BinaryFrame.decode(message) else { Issue.record("not a message"); return }
+        #expect(ms == [BinaryFrame.Message(seq: 5, ts: 1234, epoch: "e-1", channel: "room", publisher: "alice",
+                                           customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3]))])
 
         var acks = ByteBuffer()
         BinaryFrame.writePublishAcks(into: &acks, [(1, 10), (2, 11)])
@@ -111,22 +111,69 @@ struct BinaryFrameTests {
 }
 
 extension BinaryFrameTests {
-    @Test("the server's fast message writer produces exactly the documented frame (short, 16-bit and custom-type lengths)")
-    func fastWriterMatchesLayout() {
-        for (size, customType) in [(10, nil), (300, nil), (20, "kind")] as [(Int, String?)] {
-            let payload = ByteBuffer(bytes: (0..<size).map { UInt8(truncatingIfNeeded: $0) })
-            var slow = ByteBuffer()
-            var body = ByteBuffer()
-            BinaryFrame.writeMessage(into: &body, seq: 42, ts: -7, epoch: "ep-3", channel: "room".utf8, publisher: "alice",
-                                     customType: customType, isText: true, payload: payload)
-            BinaryFrame.writeWebSocketHeader(into: &slow, length: body.readableBytes)
-            slow.writeImmutableBuffer(body)
-            var fast = ByteBuffer()
-            BinaryFrame.writeMessageFrame(into: &fast, seq: 42, ts: -7,
-                                          template: .init(epoch: "ep-3", channel: "room".utf8, publisher: "alice"),
-                                          customType: customType, isText: true, payload: payload)
-            #expect(fast == slow, "size \(size)")
+    struct Body: BinaryFrame.MessageBody { var customType: String?; var isText: Bool; var payload: ByteBuffer }
+
+    @Test("a message frame holds consecutive messages: sequence numbers from the first, each with its own type, kind and payload; the WebSocket header matches the body (short, 16-bit and 64-bit lengths)")
+    func messageBatches() throws {
+        for (count, size) in [(1, 10), (3, 300), (40, 2000)] {
+            let bodies = (0..<count).map { i in
+                Body(customType: i % 3 == 1 ? "kind\(i)" : nil, isText: i % 2 == 0,
+                     payload: ByteBuffer(bytes: (0..<(size + i)).map { UInt8(truncatingIfNeeded: $0 &+ i) }))
+            }
+            var frame = ByteBuffer()
+            BinaryFrame.writeMessagesFrame(into: &frame, seq: 1_000_000, ts: 1_763_000_000_123,
+                                           template: .init(epoch: "ep-3", channel: "room".utf8, publisher: "alice"), messages: bodies)
+            // The WebSocket header: FIN + binary, unmasked, the body's exact length.
+            var body = frame
+            #expect(body.readInteger(as: UInt8.self) == 0x82)
+            let b1: UInt8 = body.readInteger()!
+            let length = b1 < 126 ? Int(b1) : b1 == 126 ? Int(body.readInteger(as: UInt16.self)!) : Int(body.readInteger(as: UInt64.self)!)
+            #expect(length == body.readableBytes)
+            // The same body as the plain writer's.
+            var plain = ByteBuffer()
+            BinaryFrame.writeMessages(into: &plain, seq: 1_000_000, ts: 1_763_000_000_123, epoch: "ep-3", channel: "room".utf8,
+                                      publisher: "alice", messages: bodies)
+            #expect(plain == body)
+            guard case .messages(let decoded) = try BinaryFrame.decode(body) else { Issue.record("not messages"); return }
+            #expect(decoded.count == count)
+            for (i, m) in decoded.enumerated() {
+                #expect(m.seq == 1_000_000 + UInt64(i) && m.ts == 1_763_000_000_123 && m.epoch == "ep-3")
+                #expect(m.channel == "room" && m.publisher == "alice")
+                #expect(m.customType == bodies[i].customType && m.isText == bodies[i].isText && m.payload == bodies[i].payload)
+            }
+            // Every truncation is a typed error or (cut between items) fewer whole messages.
+            for cut in 0..<body.readableBytes where count < 40 || cut % 97 == 0 {
+                do {
+                    guard case .messages(let some) = try BinaryFrame.decode(body.getSlice(at: body.readerIndex, length: cut)!) else { continue }
+                    #expect(some.count < count)
+                    #expect(some == Array(decoded.prefix(some.count)))
+                } catch {}
+            }
         }
+    }
+
+    @Test("the message example of PROTOCOL.md §2.3, byte for byte")
+    func documentedExample() {
+        var body = ByteBuffer()
+        BinaryFrame.writeMessages(into: &body, seq: 300, ts: 1_763_000_000_123, epoch: "e-1", channel: "room".utf8, publisher: "alice",
+                                  messages: [Body(customType: nil, isText: true, payload: ByteBuffer(string: "hi"))])
+        let hex = "81 00 ac02 fbbcf4d7a733 03 652d31 04 726f6f6d 05 616c696365 04 02 6869".replacingOccurrences(of: " ", with: "")
+        #expect(body.readableBytesView.map { String(format: "%02x", $0) }.joined() == hex)
+    }
+
+    @Test("varints: sizes and round trips at the 7-bit boundaries; an overlong varint is rejected")
+    func varints() {
+        for value: UInt64 in [0, 1, 127, 128, 16_383, 16_384, 1 << 35, UInt64.max] {
+            var b = ByteBuffer()
+            struct None: BinaryFrame.MessageBody { var customType: String? { nil }; var isText: Bool { false }; var payload: ByteBuffer { ByteBuffer() } }
+            BinaryFrame.writeMessages(into: &b, seq: value, ts: 0, epoch: "", channel: "c".utf8, publisher: "p", messages: [None()])
+            b.moveReaderIndex(forwardBy: 2)
+            let start = b.readableBytes
+            #expect(BinaryFrame.readVarint(&b) == value)
+            #expect(start - b.readableBytes == BinaryFrame.varintSize(value))
+        }
+        var overlong = ByteBuffer(bytes: [UInt8](repeating: 0xFF, count: 11))
+        #expect(BinaryFrame.readVarint(&overlong) == nil)
     }
 }
 

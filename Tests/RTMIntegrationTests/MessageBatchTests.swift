@@ -1,0 +1,119 @@
+import NIOCore
+import RTMBench
+import RTMProtocol
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Channel messages travel in `message` frames that hold consecutive messages (PROTOCOL.md
+/// §2.3): encoded once per publisher read, the same bytes for every subscriber.
+struct MessageBatchTests {
+    static let key = ChannelKey(appId: "app", name: "room")
+    static let alice = UserKey(appId: "app", userId: "alice")
+
+    static func outgoing(_ i: Int, size: Int = 8, msgId: UInt64? = nil) -> Hub.Outgoing {
+        Hub.Outgoing(requestID: UInt64(i), msgId: msgId, customType: i % 4 == 3 ? "t\(i)" : nil, isText: i % 2 == 0,
+                     payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: size)))
+    }
+
+    /// The WebSocket frames in `buffer`, decoded.
+    static func frames(_ buffer: ByteBuffer) throws -> [[BinaryFrame.Message]] {
+        var b = buffer
+        var frames: [[BinaryFrame.Message]] = []
+        while b.readableBytes > 0 {
+            let b0: UInt8 = b.readInteger()!
+            #expect(b0 == 0x82)
+            let b1: UInt8 = b.readInteger()!
+            let length = b1 < 126 ? Int(b1) : b1 == 126 ? Int(b.readInteger(as: UInt16.self)!) : Int(b.readInteger(as: UInt64.self)!)
+            guard case .messages(let messages) = try BinaryFrame.decode(b.readSlice(length: length)!) else {
+                Issue.record("not a message frame")
+                return frames
+            }
+            frames.append(messages)
+        }
+        return frames
+    }
+
+    @Test("M-3: one publisher read becomes one frame of consecutive messages; a resend is not sent again; a dropped number splits the frame; replay regroups what was kept")
+    func publishBatches() throws {
+        var config = ServerConfiguration()
+        config.channelReplayMax = 32
+        var state = HubState(configuration: config)
+        let first = (1...5).map { Self.outgoing($0, msgId: UInt64(100 + $0)) }
+        let (seqs, buffer, _) = state.publish(first, channel: Self.key, publisher: Self.alice, nowMillis: 1_000, dropSeq: 3,
+                                              allocator: ByteBufferAllocator())
+        #expect(seqs == [1, 2, 3, 4, 5])
+        let frames = try Self.frames(try #require(buffer))
+        #expect(frames.map { $0.map(\.seq) } == [[1, 2], [4, 5]])
+        for message in frames.joined() {
+            let sent = first[Int(message.seq) - 1]
+            #expect(message.payload == sent.payload && message.customType == sent.customType && message.isText == sent.isText)
+            #expect(message.channel == "room" && message.publisher == "alice" && message.ts == 1_000)
+        }
+
+        // A resend of message 2 (same msgId) and two new ones: the resend gets its number back.
+        let second = [Self.outgoing(2, msgId: 102), Self.outgoing(6, msgId: 106), Self.outgoing(7, msgId: 107)]
+        let (seqs2, buffer2, _) = state.publish(second, channel: Self.key, publisher: Self.alice, nowMillis: 2_000, dropSeq: 3,
+                                                allocator: ByteBufferAllocator())
+        #expect(seqs2 == [2, 6, 7])
+        #expect(try Self.frames(try #require(buffer2)).map { $0.map(\.seq) } == [[6, 7]])
+
+        // A subscriber at 1 missed 2…7 but 3 (never sent): replayed in frames of consecutive
+        // numbers from one publishing time, the loss not counted (3 was dropped on purpose).
+        let epoch = state.channels[Self.key]!.epoch
+        let replay = state.replay(Self.key, after: ChannelPosition(epoch: epoch, seq: 1), nowMillis: 2_000)
+        let replayed = try replay.messages.map { try Self.frames($0) }.joined()
+        #expect(replayed.map { $0.map(\.seq) } == [[2], [4, 5], [6, 7]])
+        #expect(replayed.joined().map(\.payload) == [2, 4, 5, 6, 7].map { Self.outgoing($0).payload })
+        #expect(replay.lost == nil)
+    }
+
+    @Test("a large read is split into frames of at most 64 KB, numbers consecutive across them")
+    func largeBatchesSplit() throws {
+        var state = HubState(configuration: ServerConfiguration())
+        let messages = (1...40).map { Self.outgoing($0, size: 4_000) }
+        let (_, buffer, _) = state.publish(messages, channel: Self.key, publisher: Self.alice, nowMillis: 1, dropSeq: nil,
+                                           allocator: ByteBufferAllocator())
+        let frames = try Self.frames(try #require(buffer))
+        #expect(frames.count == 3)
+        #expect(Array(frames.joined().map(\.seq)) == Array(1...40))
+        for frame in frames { #expect(frame.reduce(0) { $0 + $1.payload.readableBytes } < 64 * 1024) }
+    }
+}
+
+/// The load generator against a real server: it reads batched frames, and its loss counter
+/// works (issue 5: a message the server deliberately drops is reported as lost).
+struct BenchCounterTests {
+    @Test("rtm bench fanout: every subscriber reports the one message the server dropped (--test-drop-seq) as lost, nothing reordered; an SDK subscriber gets the same stream")
+    func benchReportsDroppedMessage() async throws {
+        let harness = try await Harness.start { $0.testDropSeq = 20 }
+        defer { Task { await harness.stop() } }
+        let (client, events) = try await Harness.client("watcher", port: harness.port)
+        _ = try await client.subscribe("bench-0")
+
+        var options = LoadOptions()
+        options.port = harness.port
+        options.target = .rtm(appId: Harness.appId, certificate: Harness.certificate)
+        options.subscribersPerGroup = 3
+        options.window = 64   // max rate, at most 64 in flight: many messages per read
+        options.seconds = 0.3
+        options.warmup = 0.1
+        options.threads = 2
+        options.progress = false
+        let result = try await LoadRun.run(options) { _ in }
+        #expect(result.published > 100)
+        #expect(result.lost == 3, "one dropped message, seen missing by each of 3 subscribers")
+        #expect(result.outOfOrder == 0 && result.undelivered == 0 && result.disconnected == 0)
+
+        // The SDK decodes the same frames: every published message but number 20, in order.
+        let expected = Int(result.published) - 1
+        var seqs: [UInt64] = []
+        for _ in 0..<200 {
+            seqs = await events.all.compactMap { if case .message(let m) = $0 { m.seq } else { nil } }
+            if seqs.count >= expected { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(seqs == Array(1...UInt64(expected + 1)).filter { $0 != 20 })
+        await client.logout()
+    }
+}
