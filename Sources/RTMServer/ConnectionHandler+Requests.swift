@@ -95,10 +95,7 @@ extension ConnectionHandler {
             }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
-            let pipeline = context.pipeline.syncOperations
-            pipeline.removeHandler(name: RTMServer.idleHandlerName).assumeIsolated().whenComplete { _ in
-                try? pipeline.addHandler(IdleStateHandler(readTimeout: timeout), position: .first)
-            }
+            superviseReads(timeout: timeout, context: context)
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
                        ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)

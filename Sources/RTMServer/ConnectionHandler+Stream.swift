@@ -45,10 +45,7 @@ extension ConnectionHandler {
         scheduleTokenExpiry(expiresAt, context: context)
         // H-3: the client pings every 0.5 s; silence for streamIdleTimeout drops the connection.
         let timeout = config.streamIdleTimeout
-        let pipeline = context.pipeline.syncOperations
-        pipeline.removeHandler(name: RTMServer.idleHandlerName).assumeIsolated().whenComplete { _ in
-            try? pipeline.addHandler(IdleStateHandler(readTimeout: timeout), position: .first)
-        }
+        superviseReads(timeout: timeout, context: context)
         send(Frame(type: .ok, id: frame.id, userId: userId, channel: channel, channelType: "stream",
                    event: PresenceEventKind.snapshot.rawValue, users: snapshot.users, ts: Hub.wallMillis,
                    serverTimeout: Double(timeout.nanoseconds) / 1e9).with {

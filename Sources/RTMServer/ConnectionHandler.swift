@@ -116,8 +116,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
-            // SPEC H-2 / H-5: nothing arrived within heartbeatInterval + slack (or no login in time).
-            hub.logger.info("heartbeat timeout", metadata: ["connection": "\(connection.id)"])
+            // T-1 on the server side: no login (or join) within the login deadline.
+            hub.logger.info("login deadline passed", metadata: ["connection": "\(connection.id)"])
             context.close(mode: .all, promise: nil)
         case is SlowConsumerEvent:
             // Its backlog passed maxOutboundBytes: a close frame would only queue behind it, so
@@ -144,6 +144,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let stream { hub.streams.leave(stream, connection: connection, reason: .remoteLeave) }
         stream = nil
         leaveFanout()
+        fanout.liveness.unwatch(connection.id)
         hub.unregister(connection)
         if let appId, let userId = loggedInUser {
             hub.mailbox.detach(UserKey(appId: appId, userId: userId), connection: connection)
@@ -153,6 +154,20 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         phase = .ended
         context.fireChannelInactive()
+    }
+
+    /// SPEC H-2 / H-3 / H-5: nothing arrived within the connection's read timeout (heartbeat
+    /// interval + slack, or the stream timeout); called by the loop's `LoopLiveness`.
+    func readTimedOut() {
+        hub.logger.info("heartbeat timeout", metadata: ["connection": "\(connection.id)"])
+        context?.close(mode: .all, promise: nil)
+    }
+
+    /// From now on the connection is dropped after `timeout` without a read (replacing the
+    /// login deadline).
+    func superviseReads(timeout: TimeAmount, context: ChannelHandlerContext) {
+        context.pipeline.syncOperations.removeHandler(name: RTMServer.idleHandlerName, promise: nil)
+        fanout.liveness.watch(self, id: connection.id, timeout: timeout)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

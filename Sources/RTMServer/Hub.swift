@@ -38,7 +38,8 @@ final class Hub: Sendable {
         var fanouts: [LoopFanout] = []
         var byLoop: [ObjectIdentifier: LoopFanout] = [:]
         for (index, loop) in loops.enumerated() {
-            let fanout = LoopFanout(eventLoop: loop, index: index, maxOutboundBytes: configuration.maxOutboundBytes)
+            let fanout = LoopFanout(eventLoop: loop, index: index, maxOutboundBytes: configuration.maxOutboundBytes,
+                                    livenessInterval: configuration.livenessCheckInterval)
             fanouts.append(fanout)
             byLoop[ObjectIdentifier(loop)] = fanout
         }

@@ -24,10 +24,14 @@ final class LoopFanout: @unchecked Sendable {
     private var rawFlushChannels: [ChannelKey] = []
     private let maxOutboundBytes: Int
 
-    init(eventLoop: any EventLoop, index: Int, maxOutboundBytes: Int) {
+    /// The read deadlines of this loop's connections.
+    let liveness: LoopLiveness
+
+    init(eventLoop: any EventLoop, index: Int, maxOutboundBytes: Int, livenessInterval: TimeAmount) {
         self.eventLoop = eventLoop
         self.index = index
         self.maxOutboundBytes = maxOutboundBytes
+        self.liveness = LoopLiveness(eventLoop: eventLoop, interval: livenessInterval)
     }
 
     /// Adds a local subscriber. Returns true when the channel had none here before.

@@ -63,6 +63,9 @@ public struct ServerConfiguration: Sendable {
     /// A STREAM connection that sends nothing for this long is dropped (its client pings every
     /// 0.5 s, SPEC H-3).
     public var streamIdleTimeout: TimeAmount = .seconds(2)
+    /// How often each event loop checks its connections' read deadlines (heartbeat timeout,
+    /// stream timeout): a silent connection is dropped at most this long after its timeout.
+    public var livenessCheckInterval: TimeAmount = .milliseconds(250)
     /// Test flag: the channel message with this sequence number is acknowledged but never
     /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
     public var testDropSeq: UInt64?

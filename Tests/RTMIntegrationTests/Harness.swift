@@ -28,6 +28,7 @@ struct Harness {
         config.presenceTimeoutRange = 0.01...300
         config.loginDeadline = .seconds(2)
         config.shutdownGrace = .milliseconds(300)
+        config.livenessCheckInterval = .milliseconds(10)
         config.publishRatePerSecond = 0
         config.threads = 2
         return config
