@@ -22,8 +22,17 @@ public struct LoadOptions: Sendable {
     public var warmup: Double = 1
     /// Client event loops.
     public var threads = System.coreCount
-    /// Max mode: messages a publisher may have in flight (published, not yet at every subscriber).
-    public var window = 4096
+    /// Max mode: messages a publisher may have in flight (published, not yet at every
+    /// subscriber); nil = `automaticWindow`.
+    public var window: Int?
+
+    /// The default window: 4096 messages per publisher, fewer when that would put more than
+    /// 65,536 messages or about 4 M deliveries in flight over all publishers (many pairs, or
+    /// 10,000 subscribers), which would only measure a queue seconds long.
+    public var automaticWindow: Int {
+        let publishers = max(1, groups)
+        return max(16, min(4096, 65_536 / publishers, 4_096_000 / max(1, publishers * subscribersPerGroup)))
+    }
     /// Server process to sample (CPU) if known.
     public var serverPID: Int32?
     /// A line per second while running.

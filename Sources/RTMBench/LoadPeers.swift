@@ -205,6 +205,9 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     let rate: Double
     let window: UInt64
     let msgIds: Bool
+    /// Max rate: how often the window is checked (longer with many publishers, whose timers
+    /// would otherwise keep the generator busy).
+    let pumpInterval: TimeAmount
     private var startTime: UInt64 = 0
     private var endTime: UInt64 = 0
     private var requestID: UInt64 = 10
@@ -214,11 +217,12 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     let done: EventLoopPromise<Void>
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop,
-         size: Int, rate: Double, window: Int, msgIds: Bool) {
+         size: Int, rate: Double, window: Int, msgIds: Bool, pumpInterval: TimeAmount = .microseconds(200)) {
         self.size = max(16, size)
         self.rate = rate
         self.window = UInt64(max(16, window))
         self.msgIds = msgIds
+        self.pumpInterval = pumpInterval
         self.channelBytes = channel.utf8.count
         self.done = loop.makePromise()
         super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: false, loop: loop)
@@ -271,7 +275,7 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             send(count: Int(batch), on: channel, now: now)
             allowance -= batch
         }
-        let next: TimeAmount = rate > 0 ? .nanoseconds(max(100_000, Int64(1e9 / rate))) : .microseconds(200)
+        let next: TimeAmount = rate > 0 ? .nanoseconds(max(100_000, Int64(1e9 / rate))) : pumpInterval
         loop.scheduleTask(in: next) { [self] in pump() }
     }
 

@@ -65,7 +65,8 @@ public enum LoadRun {
             let publisher = try await loop.submit {
                 let publisher = BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)",
                                                loop: loop, size: options.size, rate: options.rate / Double(options.groups),
-                                               window: options.window, msgIds: options.msgIds)
+                                               window: options.window ?? options.automaticWindow, msgIds: options.msgIds,
+                                               pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))))
                 list.peers.append(publisher)
                 return publisher
             }.get()

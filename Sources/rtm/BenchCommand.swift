@@ -24,7 +24,7 @@ struct LoadArguments: ParsableArguments {
     @Option(help: "Measured seconds (after the warm-up).") var seconds: Double = 5
     @Option(help: "Warm-up seconds, not measured.") var warmup: Double = 1
     @Option(help: "Client event loops (default: cores).") var threads: Int?
-    @Option(help: "Max rate: messages in flight per publisher (published, not yet at every subscriber).") var window = 4096
+    @Option(help: "Max rate: messages in flight per publisher (published, not yet at every subscriber); default 4096, fewer when more than 65,536 messages or ≈ 4 M deliveries would be in flight.") var window: Int?
     @Option(help: "Server process id, to report its CPU.") var serverPid: Int32?
     @Option(help: "Server process id of the baseline server.") var baselinePid: Int32?
     @Flag(help: "Print one JSON object instead of the table.") var json = false
