@@ -20,10 +20,12 @@ extension HubState {
     /// Returns the sequence numbers (a resend gets its first one) and the buffer to fan out.
     mutating func publish(_ messages: [Hub.Outgoing], channel key: ChannelKey, publisher: UserKey, nowMillis: Int64,
                           dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], buffer: ByteBuffer?, loops: UInt64) {
-        var state = channels[key] ?? newChannel()
+        // Taken out of their tables while they change, so that appending to the replay buffer
+        // or the id list mutates the only copy instead of copying it on write.
+        var state = channels.removeValue(forKey: key) ?? newChannel()
         var seqs: [UInt64] = []
         seqs.reserveCapacity(messages.count)
-        var dedup = publishDedup[publisher]
+        var dedup = publishDedup.removeValue(forKey: publisher)
         // The messages to deliver, in order, and their sequence numbers.
         var fresh: [Int] = []
         fresh.reserveCapacity(messages.count)
