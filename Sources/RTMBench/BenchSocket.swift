@@ -18,6 +18,8 @@ protocol BenchSocketDelegate: AnyObject {
     /// (a view into the read buffer: no copy, valid during the call). `now` is one clock read
     /// per socket read.
     func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64)
+    /// Every complete message of one read was handed over.
+    func readComplete(_ socket: BenchSocket)
     /// The connection ended.
     func closed(_ socket: BenchSocket)
 }
@@ -92,6 +94,7 @@ final class BenchSocket: ChannelInboundHandler {
         while let (opcode, payload) = Self.nextFrame(&input) {
             delegate?.message(self, opcode: opcode, payload: payload, now: now)
         }
+        delegate?.readComplete(self)
         if input.readableBytes > 0 {
             // A partial frame: keep its bytes (a copy only for this tail).
             var rest = context.channel.allocator.buffer(capacity: max(input.readableBytes, 4096))

@@ -48,7 +48,7 @@ public enum IdleRun {
                     let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: "rtm.v1")
                     let list = lists[i % loops.count]
                     let peer = try await loop.submit {
-                        let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(tag)-\(i)", channel: "", subscribe: false, loop: loop)
+                        let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(tag)-\(i)", channel: "", subscribe: false, userMessages: false, loop: loop)
                         list.peers.append(peer)
                         return peer
                     }.get()

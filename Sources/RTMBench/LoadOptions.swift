@@ -29,9 +29,11 @@ public struct LoadOptions: Sendable {
     /// The default window: 4096 messages per publisher, fewer when that would put more than
     /// 65,536 messages or about 4 M deliveries in flight over all publishers (many pairs, or
     /// 10,000 subscribers), which would only measure a queue seconds long.
+    /// User messages: at most 64, well under the 200 messages the server keeps per receiver.
     public var automaticWindow: Int {
         let publishers = max(1, groups)
-        return max(16, min(4096, 65_536 / publishers, 4_096_000 / max(1, publishers * subscribersPerGroup)))
+        let window = max(16, min(4096, 65_536 / publishers, 4_096_000 / max(1, publishers * subscribersPerGroup)))
+        return userMessages ? min(window, 64) : window
     }
     /// Server process to sample (CPU) if known.
     public var serverPID: Int32?
@@ -39,6 +41,9 @@ public struct LoadOptions: Sendable {
     public var progress = true
     /// Send a client message id with each publish (as the SDK does).
     public var msgIds = true
+    /// Pairs: user-to-user messages (`sendUser`, stored, acknowledged by the receiver) instead
+    /// of channel messages.
+    public var userMessages = false
 
     public init() {}
 

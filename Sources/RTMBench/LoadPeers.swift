@@ -12,17 +12,20 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
     let userId: String
     let channel: String
     let subscribe: Bool
+    /// User-to-user messages: a receiver does not subscribe to a channel.
+    let userMessages: Bool
     let ready: EventLoopPromise<Void>
     let loop: any EventLoop
-    private var readyDone = false
+    private(set) var readyDone = false
     var closedFlag = false
 
-    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, subscribe: Bool, loop: any EventLoop) {
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, subscribe: Bool, userMessages: Bool, loop: any EventLoop) {
         self.socket = socket
         self.target = target
         self.userId = userId
         self.channel = channel
         self.subscribe = subscribe
+        self.userMessages = userMessages
         self.loop = loop
         self.ready = loop.makePromise()
         socket.delegate = self
@@ -55,7 +58,7 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
         guard let frame = try? FrameCodec.decode(payload) else { return }
         switch (frame.type, frame.id) {
         case (.ok, 1):
-            if subscribe {
+            if subscribe && !userMessages {
                 socket.sendText(String(buffer: FrameCodec.encode(Frame(type: .subscribe, id: 2, channel: channel, withPresence: false))))
             } else {
                 markReady()
@@ -88,6 +91,8 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
         if opcode == 1 { handshake(payload) }
     }
 
+    func readComplete(_ socket: BenchSocket) {}
+
     func closed(_ socket: BenchSocket) {
         closedFlag = true
         failed("connection closed during the handshake")
@@ -113,16 +118,27 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
     /// The server speaks our protocol (else the floor's: one payload per binary frame).
     private let isRTM: Bool
 
-    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop, stats: LoopStats, payloadSize: Int) {
+    /// User messages: the highest id received in the current read, acknowledged at its end.
+    private var ackUpTo: UInt64 = 0
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, userMessages: Bool, loop: any EventLoop,
+         stats: LoopStats, payloadSize: Int) {
         self.stats = stats
         self.payloadSize = payloadSize
         if case .rtm = target { isRTM = true } else { isRTM = false }
-        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: true, loop: loop)
+        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: true, userMessages: userMessages, loop: loop)
     }
 
     override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
         guard opcode == 2 else {
-            if opcode == 1 { handshake(payload) }
+            if opcode == 1 {
+                if userMessages, let (id, sent, seq) = UserMessageText.parse(payload) {
+                    ackUpTo = max(ackUpTo, id)
+                    record(sent: sent, seq: seq, now: now)
+                } else {
+                    handshake(payload)
+                }
+            }
             return
         }
         payload.withUnsafeReadableBytes { bytes in
@@ -172,11 +188,23 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
         return false
     }
 
+    /// User messages are acknowledged once per read, cumulatively (PROTOCOL.md §3.3).
+    override func readComplete(_ socket: BenchSocket) {
+        guard ackUpTo > 0 else { return }
+        socket.sendText(#"{"type":"ackUser","msgId":"# + String(ackUpTo) + "}")
+        ackUpTo = 0
+    }
+
     /// One of the bench's payloads (send time, sequence number, padding).
     @inline(__always)
     private func received(_ payload: UnsafeRawPointer, now: UInt64) {
         let sent = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
         let seq = UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        record(sent: sent, seq: seq, now: now)
+    }
+
+    @inline(__always)
+    private func record(sent: UInt64, seq: UInt64, now: UInt64) {
         if seq > last + 1 { stats.lost += seq - last - 1 }
         if seq <= last { stats.outOfOrder += 1 } else { last = seq; progress.store(seq, ordering: .relaxed) }
         stats.allDeliveries += 1
@@ -216,16 +244,20 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     private let channelBytes: Int
     let done: EventLoopPromise<Void>
 
-    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, loop: any EventLoop,
+    /// User messages: the receiver.
+    let receiver: String?
+
+    init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, receiver: String? = nil, loop: any EventLoop,
          size: Int, rate: Double, window: Int, msgIds: Bool, pumpInterval: TimeAmount = .microseconds(200)) {
-        self.size = max(16, size)
+        self.receiver = receiver
+        self.size = max(receiver != nil ? UserMessageText.minimumSize : 16, size)
         self.rate = rate
         self.window = UInt64(max(16, window))
         self.msgIds = msgIds
         self.pumpInterval = pumpInterval
         self.channelBytes = channel.utf8.count
         self.done = loop.makePromise()
-        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: false, loop: loop)
+        super.init(socket: socket, target: target, userId: userId, channel: channel, subscribe: false, userMessages: receiver != nil, loop: loop)
     }
 
     override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
@@ -239,6 +271,8 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             if payload.readableBytesView.starts(with: #"{"code""#.utf8) || payload.readableBytesView.firstRange(of: #""type":"error""#.utf8) != nil {
                 errors += 1
                 if firstError == nil { firstError = String(buffer: payload) }
+            } else if readyDone {
+                acks += 1   // a sendUser (or JSON publish) reply
             } else {
                 handshake(payload)
             }
@@ -280,6 +314,10 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     }
 
     private func send(count: Int, on channel: any Channel, now: UInt64) {
+        if let receiver {
+            sendUserMessages(count: count, to: receiver, on: channel, now: now)
+            return
+        }
         let header = 14 + (msgIds ? 8 : 0) + 11 + channelBytes
         var buffer = channel.allocator.buffer(capacity: count * (size + header))
         for _ in 0..<count {
@@ -300,6 +338,63 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             buffer.writeRepeatingByte(0, count: size - 16)
         }
         channel.writeAndFlush(buffer, promise: nil)
+    }
+}
+
+extension BenchPublisher {
+    /// User messages: JSON `sendUser` requests (the server stores each durably before it
+    /// answers and delivers), the text carrying send time and sequence number.
+    fileprivate func sendUserMessages(count: Int, to receiver: String, on channel: any Channel, now: UInt64) {
+        var buffer = channel.allocator.buffer(capacity: count * (size + 128))
+        for _ in 0..<count {
+            published += 1
+            requestID += 1
+            msgId += 1
+            var json = #"{"type":"sendUser","id":"# + String(requestID) + #","userId":""# + receiver
+            json += #"","msgId":"# + String(msgId) + #","text":""# + UserMessageText.make(sent: now, seq: published, size: size) + #""}"#
+            BenchSocket.writeFrameHeader(into: &buffer, opcode: 1, length: json.utf8.count)
+            buffer.writeString(json)
+        }
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+}
+
+/// The text of a benchmark user message: send time and sequence number as fixed-width decimals,
+/// padded to the payload size, and reading them back from a delivered `message` frame.
+enum UserMessageText {
+    /// Smallest payload: two 20-digit numbers and a separator.
+    static let minimumSize = 41
+
+    static func make(sent: UInt64, seq: UInt64, size: Int) -> String {
+        func padded(_ value: UInt64) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: 20 - digits.count) + digits
+        }
+        let text = padded(sent) + "." + padded(seq)
+        return text + String(repeating: "x", count: max(0, size - text.utf8.count))
+    }
+
+    /// (the server's msgId, send time, sequence number) of a user `message` frame.
+    static func parse(_ frame: ByteBuffer) -> (UInt64, UInt64, UInt64)? {
+        let view = frame.readableBytesView
+        guard view.firstRange(of: #""type":"message""#.utf8) != nil,
+              let idAt = view.firstRange(of: #""msgId":"#.utf8), let textAt = view.firstRange(of: #""text":""#.utf8) else { return nil }
+        func number(from index: Int, maxDigits: Int) -> UInt64? {
+            var value: UInt64 = 0
+            var i = index
+            var digits = 0
+            while i < view.endIndex, digits < maxDigits, case let byte = view[i], byte >= 48, byte <= 57 {
+                value = value * 10 + UInt64(byte - 48)
+                i += 1
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+        guard let id = number(from: idAt.upperBound, maxDigits: 19), textAt.upperBound + 41 <= view.endIndex,
+              let sent = number(from: textAt.upperBound, maxDigits: 20), let seq = number(from: textAt.upperBound + 21, maxDigits: 20) else {
+            return nil
+        }
+        return (id, sent, seq)
     }
 }
 

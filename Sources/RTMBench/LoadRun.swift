@@ -43,8 +43,8 @@ public enum LoadRun {
                 let list = lists[loopIndex]
                 let subscriber = try await loop.submit {
                     let subscriber = BenchSubscriber(socket: socket, target: options.target, userId: "bench-sub-\(i)",
-                                                     channel: "bench-\(groupIndex)", loop: loop, stats: stats[loopIndex],
-                                                     payloadSize: max(16, options.size))
+                                                     channel: "bench-\(groupIndex)", userMessages: options.userMessages, loop: loop,
+                                                     stats: stats[loopIndex], payloadSize: max(16, options.size))
                     list.peers.append(subscriber)
                     return subscriber
                 }.get()
@@ -64,6 +64,7 @@ public enum LoadRun {
             let list = lists[g % loops.count]
             let publisher = try await loop.submit {
                 let publisher = BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)",
+                                               receiver: options.userMessages ? "bench-sub-\(g * options.subscribersPerGroup)" : nil,
                                                loop: loop, size: options.size, rate: options.rate / Double(options.groups),
                                                window: options.window ?? options.automaticWindow, msgIds: options.msgIds,
                                                pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))))
@@ -150,7 +151,7 @@ public enum LoadRun {
         let cores = sampler.cores(from: cpuStart, to: cpuEnd)
         let publishedInWindow = Double(published) * options.seconds / (options.seconds + options.warmup)
         let result = LoadResult(
-            target: "\(options.target == .floor ? "floor" : "rtm") ws://\(options.host):\(options.port)\(options.path)",
+            target: "\(options.target == .floor ? "floor" : "rtm") ws://\(options.host):\(options.port)\(options.path)\(options.userMessages ? " user messages" : "")",
             groups: options.groups, subscribersPerGroup: options.subscribersPerGroup, size: options.size, rate: options.rate,
             measuredSeconds: measured, publishedPerSecond: publishedInWindow / measured,
             deliveriesPerSecond: Double(deliveries) / measured,

@@ -176,6 +176,9 @@ public enum BinaryFrame {
             writeShortString(publisher, into: &buffer)
             middle = Array(buffer.readableBytesView)
         }
+
+        /// The most bytes a frame's header takes before its items (op, flags, seq, ts, strings).
+        public var maxHeaderBytes: Int { 2 + 10 + 10 + middle.count }
     }
 
     /// The body size of a `message` frame holding `messages`.

@@ -51,13 +51,14 @@ extension HubState {
             var out = allocator.buffer(capacity: size)
             // Split into runs of consecutive sequence numbers (a test drop breaks a run) that fit
             // in one frame.
+            let maxItemBytes = Self.maxFrameBody - template.maxHeaderBytes
             var runStart = 0
             var runBytes = 0
             var seq: UInt64 = 0
             for (position, index) in fresh.enumerated() {
                 let messageSeq = seqs[index]
                 let itemBytes = BinaryFrame.itemSize(messages[index])
-                if position > runStart && (messageSeq != seq + UInt64(position - runStart) || runBytes + itemBytes > Self.maxFrameBody) {
+                if position > runStart && (messageSeq != seq + UInt64(position - runStart) || runBytes + itemBytes > maxItemBytes) {
                     writeRun(fresh[runStart..<position], of: messages, seq: seq, ts: nowMillis, template: template, into: &out)
                     runStart = position
                     runBytes = 0
@@ -90,8 +91,9 @@ extension HubState {
         return (seqs, buffer, state.loops)
     }
 
-    /// A frame's body stays under this many bytes unless one message alone is larger.
-    static let maxFrameBody = 64 * 1024 - 64
+    /// A frame's body stays within the clients' frame limit (64 KB) unless one message alone
+    /// is larger (it cannot be: a payload is at most 32 KB).
+    static let maxFrameBody = Limits().maxFrameBytes
 
     private func writeRun(_ indices: ArraySlice<Int>, of messages: [Hub.Outgoing], seq: UInt64, ts: Int64,
                           template: BinaryFrame.MessageTemplate, into buffer: inout ByteBuffer) {

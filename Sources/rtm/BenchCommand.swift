@@ -6,10 +6,13 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure the server: fan-out, many small channels, idle connections, reconnect storm.",
         discussion: """
-            Every scenario ends by itself (60 s at most by default) and prints a table; --json prints
-            one JSON object instead. Run the server with its per-client rate limits raised for load
-            (rtm serve --publish-rate 0 --login-rate 0), in release mode (swift build -c release).
-            Benchmarks/compare.sh runs the whole comparison with the bare transport limit and nats-server.
+            Every scenario ends by itself (60 s at most by default) and prints a table; --json \
+            prints one JSON object instead. Run the server with its per-client rate limits raised \
+            for load (rtm serve --publish-rate 0 --login-rate 0), built for deployment: \
+            RTM_FAST=1 swift build -c release -Xswiftc -enforce-exclusivity=unchecked.
+
+            Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
+            (the reference floor server) and nats-server, and prints the three-way table.
             """,
         subcommands: [Fanout.self, Pairs.self, Idle.self, Storm.self])
 }
@@ -57,10 +60,11 @@ struct LoadArguments: ParsableArguments {
         return options
     }
 
-    func run(groups: Int, subscribersPerGroup: Int) async throws {
+    func run(groups: Int, subscribersPerGroup: Int, userMessages: Bool = false) async throws {
         FileLimit.raise()
         let log = BenchOutput.log
-        let ours = try options(groups: groups, subscribersPerGroup: subscribersPerGroup)
+        var ours = try options(groups: groups, subscribersPerGroup: subscribersPerGroup)
+        ours.userMessages = userMessages
         var results = [try await LoadRun.run(ours, log: log)]
         if let baseline {
             var floor = ours
@@ -98,9 +102,16 @@ struct Fanout: AsyncParsableCommand {
 
 struct Pairs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "N publisher/subscriber pairs on N channels (many small channels); --rate is the total.")
+        abstract: "N publisher/subscriber pairs on N channels (many small channels), or N pairs of users sending user messages (--users); --rate is the total.")
     @OptionGroup var load: LoadArguments
     @Option(help: "Pairs.") var pairs = 100
+    @Flag(help: "User-to-user messages (sendUser: stored durably, then delivered and acknowledged) instead of channel messages.")
+    var users = false
 
-    func run() async throws { try await load.run(groups: pairs, subscribersPerGroup: 1) }
+    func run() async throws {
+        if users && (load.baseline != nil || load.protocol != "rtm") {
+            throw ValidationError("--users needs this server's protocol (the floor server has no user messages)")
+        }
+        try await load.run(groups: pairs, subscribersPerGroup: 1, userMessages: users)
+    }
 }

@@ -1,5 +1,5 @@
 import NIOCore
-import RTMBench
+@testable import RTMBench
 import RTMProtocol
 import Testing
 @testable import RTMClient
@@ -16,7 +16,7 @@ struct MessageBatchTests {
                      payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: size)))
     }
 
-    /// The WebSocket frames in `buffer`, decoded.
+    /// The WebSocket frames in `buffer`, decoded; each within the clients' frame limit.
     static func frames(_ buffer: ByteBuffer) throws -> [[BinaryFrame.Message]] {
         var b = buffer
         var frames: [[BinaryFrame.Message]] = []
@@ -25,6 +25,7 @@ struct MessageBatchTests {
             #expect(b0 == 0x82)
             let b1: UInt8 = b.readInteger()!
             let length = b1 < 126 ? Int(b1) : b1 == 126 ? Int(b.readInteger(as: UInt16.self)!) : Int(b.readInteger(as: UInt64.self)!)
+            #expect(length <= Limits().maxFrameBytes)
             guard case .messages(let messages) = try BinaryFrame.decode(b.readSlice(length: length)!) else {
                 Issue.record("not a message frame")
                 return frames
@@ -68,16 +69,26 @@ struct MessageBatchTests {
         #expect(replay.lost == nil)
     }
 
-    @Test("a large read is split into frames of at most 64 KB, numbers consecutive across them")
+    @Test("a large read is split into frames within the clients' 64 KB frame limit (long names and custom types included), numbers consecutive across them")
     func largeBatchesSplit() throws {
-        var state = HubState(configuration: ServerConfiguration())
-        let messages = (1...40).map { Self.outgoing($0, size: 4_000) }
-        let (_, buffer, _) = state.publish(messages, channel: Self.key, publisher: Self.alice, nowMillis: 1, dropSeq: nil,
-                                           allocator: ByteBufferAllocator())
-        let frames = try Self.frames(try #require(buffer))
-        #expect(frames.count == 3)
-        #expect(Array(frames.joined().map(\.seq)) == Array(1...40))
-        for frame in frames { #expect(frame.reduce(0) { $0 + $1.payload.readableBytes } < 64 * 1024) }
+        // 4,052-byte payloads with 64-character names: 16 items fill 65,408 bytes, which only
+        // fits when the header is counted too.
+        for (size, long, count) in [(4_000, false, 40), (4_052, true, 40), (32 * 1024, true, 8), (700, true, 200)] {
+            var state = HubState(configuration: ServerConfiguration())
+            let name = String(repeating: "c", count: 64)
+            let key = long ? ChannelKey(appId: "app", name: name) : Self.key
+            let publisher = long ? UserKey(appId: "app", userId: String(repeating: "u", count: 64)) : Self.alice
+            let messages = (1...count).map { i in
+                Hub.Outgoing(requestID: UInt64(i), msgId: nil, customType: long ? String(repeating: "t", count: 32) : nil, isText: false,
+                             payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(i), count: size)))
+            }
+            let (_, buffer, _) = state.publish(messages, channel: key, publisher: publisher, nowMillis: 1, dropSeq: nil,
+                                               allocator: ByteBufferAllocator())
+            let frames = try Self.frames(try #require(buffer))   // checks every frame's size
+            #expect(frames.count > 1)
+            #expect(Array(frames.joined().map(\.seq)) == Array(1...UInt64(count)))
+            #expect(frames.joined().allSatisfy { $0.payload.readableBytes == size })
+        }
     }
 }
 
@@ -115,5 +126,35 @@ struct BenchCounterTests {
         }
         #expect(seqs == Array(1...UInt64(expected + 1)).filter { $0 != 20 })
         await client.logout()
+    }
+
+    @Test("rtm bench pairs --users: user messages stored, delivered, acknowledged per read; none lost or reordered, no errors")
+    func benchUserMessages() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.stop() } }
+        var options = LoadOptions()
+        options.port = harness.port
+        options.target = .rtm(appId: Harness.appId, certificate: Harness.certificate)
+        options.groups = 4
+        options.subscribersPerGroup = 1
+        options.userMessages = true
+        options.seconds = 0.3
+        options.warmup = 0.1
+        options.threads = 2
+        options.progress = false
+        let result = try await LoadRun.run(options) { _ in }
+        #expect(result.published > 40)
+        #expect(result.errors == 0)
+        #expect(result.lost == 0 && result.outOfOrder == 0 && result.undelivered == 0 && result.disconnected == 0)
+        #expect(result.deliveriesPerSecond > 0)
+    }
+
+    @Test("the bench's user-message text carries send time and sequence number, read back from a delivered frame")
+    func userMessageText() {
+        let text = UserMessageText.make(sent: 123_456_789, seq: 42, size: 100)
+        #expect(text.utf8.count == 100)
+        let frame = ByteBuffer(string: #"{"type":"message","channelType":"user","msgId":77,"publisher":"p","text":""# + text + #""}"#)
+        #expect(UserMessageText.parse(frame).map { [$0.0, $0.1, $0.2] } == [77, 123_456_789, 42])
+        #expect(UserMessageText.parse(ByteBuffer(string: #"{"type":"ok","id":3}"#)) == nil)
     }
 }
