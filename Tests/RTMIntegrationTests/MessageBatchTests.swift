@@ -95,6 +95,18 @@ struct MessageBatchTests {
 /// The load generator against a real server: it reads batched frames, and its loss counter
 /// works (issue 5: a message the server deliberately drops is reported as lost).
 struct BenchCounterTests {
+    /// A 0.1 s warm-up and 0.3 s measured run against the test server, quiet.
+    static func shortRun(port: Int) -> LoadOptions {
+        var options = LoadOptions()
+        options.port = port
+        options.target = .rtm(appId: Harness.appId, certificate: Harness.certificate)
+        options.seconds = 0.3
+        options.warmup = 0.1
+        options.threads = 2
+        options.progress = false
+        return options
+    }
+
     @Test("rtm bench fanout: every subscriber reports the one message the server dropped (--test-drop-seq) as lost, nothing reordered; an SDK subscriber gets the same stream")
     func benchReportsDroppedMessage() async throws {
         let harness = try await Harness.start { $0.testDropSeq = 20 }
@@ -102,15 +114,9 @@ struct BenchCounterTests {
         let (client, events) = try await Harness.client("watcher", port: harness.port)
         _ = try await client.subscribe("bench-0")
 
-        var options = LoadOptions()
-        options.port = harness.port
-        options.target = .rtm(appId: Harness.appId, certificate: Harness.certificate)
+        var options = Self.shortRun(port: harness.port)
         options.subscribersPerGroup = 3
         options.window = 64   // max rate, at most 64 in flight: many messages per read
-        options.seconds = 0.3
-        options.warmup = 0.1
-        options.threads = 2
-        options.progress = false
         let result = try await LoadRun.run(options) { _ in }
         #expect(result.published > 100)
         #expect(result.lost == 3, "one dropped message, seen missing by each of 3 subscribers")
@@ -132,16 +138,10 @@ struct BenchCounterTests {
     func benchUserMessages() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.stop() } }
-        var options = LoadOptions()
-        options.port = harness.port
-        options.target = .rtm(appId: Harness.appId, certificate: Harness.certificate)
+        var options = Self.shortRun(port: harness.port)
         options.groups = 4
         options.subscribersPerGroup = 1
         options.userMessages = true
-        options.seconds = 0.3
-        options.warmup = 0.1
-        options.threads = 2
-        options.progress = false
         let result = try await LoadRun.run(options) { _ in }
         #expect(result.published > 40)
         #expect(result.errors == 0)
