@@ -37,22 +37,24 @@ public final class SQLiteUserMessageStore: UserMessageStore {
     public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64] {
         try db.write { db in
             for ack in acknowledgements {
-                try db.execute(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?",
-                               arguments: [ack.appId, ack.receiver, ack.upTo])
+                try db.cachedStatement(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
+                    .execute(arguments: [ack.appId, ack.receiver, ack.upTo])
             }
+            // Prepared once per connection (cached), not parsed per message.
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
             var ids: [Int64] = []
             ids.reserveCapacity(messages.count)
             var receivers: Set<[String]> = []
             for m in messages {
-                try db.execute(sql: """
-                    INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
+                try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
                 ids.append(db.lastInsertedRowID)
                 receivers.insert([m.appId, m.receiver])
             }
             for receiver in receivers {
-                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM user_message WHERE app = ? AND receiver = ?",
+                let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM user_message WHERE app = ? AND receiver = ?"),
                                              arguments: [receiver[0], receiver[1]]) ?? 0
                 guard count > cap else { continue }
                 try db.execute(sql: """
