@@ -29,11 +29,13 @@ public struct LoadOptions: Sendable {
     /// The default window: 4096 messages per publisher, fewer when that would put more than
     /// 65,536 messages or about 4 M deliveries in flight over all publishers (many pairs, or
     /// 10,000 subscribers), which would only measure a queue seconds long.
-    /// User messages: at most 64, well under the 200 messages the server keeps per receiver.
+    /// User messages (each stored durably, so thousands a second rather than millions): at most
+    /// 64 per publisher, well under the 200 the server keeps per receiver, and about 8,192 over
+    /// all publishers (at least 16 each).
     public var automaticWindow: Int {
         let publishers = max(1, groups)
         let window = max(16, min(4096, 65_536 / publishers, 4_096_000 / max(1, publishers * subscribersPerGroup)))
-        return userMessages ? min(window, 64) : window
+        return userMessages ? max(16, min(window, 64, 8192 / publishers)) : window
     }
     /// Server process to sample (CPU) if known.
     public var serverPID: Int32?
