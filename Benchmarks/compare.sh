@@ -74,3 +74,9 @@ for shape in $SHAPES; do
 done
 
 python3 Benchmarks/summarize.py "$OUT/runs.jsonl" | tee "$OUT/summary.md"
+python3 Benchmarks/plot.py "$OUT/runs.jsonl" "$OUT/fanout.svg"
+if command -v convert >/dev/null && convert "$OUT/fanout.svg" "$OUT/fanout.png" 2>/dev/null; then
+    echo "chart: $OUT/fanout.png" >&2
+else
+    echo "chart: $OUT/fanout.svg (install imagemagick for a PNG)" >&2
+fi
