@@ -49,24 +49,7 @@ extension HubState {
             let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
             let size = fresh.reduce(64 + key.name.utf8.count + publisher.userId.utf8.count) { $0 + messages[$1].payload.readableBytes + 8 }
             var out = allocator.buffer(capacity: size)
-            // Split into runs of consecutive sequence numbers (a test drop breaks a run) that fit
-            // in one frame.
-            let maxItemBytes = Self.maxFrameBody - template.maxHeaderBytes
-            var runStart = 0
-            var runBytes = 0
-            var seq: UInt64 = 0
-            for (position, index) in fresh.enumerated() {
-                let messageSeq = seqs[index]
-                let itemBytes = BinaryFrame.itemSize(messages[index])
-                if position > runStart && (messageSeq != seq + UInt64(position - runStart) || runBytes + itemBytes > maxItemBytes) {
-                    writeRun(fresh[runStart..<position], of: messages, seq: seq, ts: nowMillis, template: template, into: &out)
-                    runStart = position
-                    runBytes = 0
-                }
-                if position == runStart { seq = messageSeq }
-                runBytes += itemBytes
-            }
-            writeRun(fresh[runStart...], of: messages, seq: seq, ts: nowMillis, template: template, into: &out)
+            Self.appendFrames(fresh.lazy.map { messages[$0] }, seqs: fresh.lazy.map { seqs[$0] }, ts: nowMillis, template: template, into: &out)
             buffer = out
             if replayMax > 0 {
                 // The kept payloads are copied into one buffer of their own (one allocation), so
@@ -95,9 +78,30 @@ extension HubState {
     /// is larger (it cannot be: a payload is at most 32 KB).
     static let maxFrameBody = Limits().maxFrameBytes
 
-    private func writeRun(_ indices: ArraySlice<Int>, of messages: [Hub.Outgoing], seq: UInt64, ts: Int64,
-                          template: BinaryFrame.MessageTemplate, into buffer: inout ByteBuffer) {
-        BinaryFrame.writeMessagesFrame(into: &buffer, seq: seq, ts: ts, template: template, messages: indices.lazy.map { messages[$0] })
+    /// Appends messages of one publisher, published at `ts`, in ascending sequence order, as
+    /// `message` frames: consecutive numbers share a frame until it would pass the clients'
+    /// frame limit; a gap in the numbers (a test drop) starts a new frame. Used for the live
+    /// fan-out and for replays alike. `seqs` are the bodies' numbers, in the same order.
+    static func appendFrames<Body: BinaryFrame.MessageBody, Bodies: RandomAccessCollection<Body>>(
+        _ bodies: Bodies, seqs: some Sequence<UInt64>, ts: Int64, template: BinaryFrame.MessageTemplate, into buffer: inout ByteBuffer
+    ) where Bodies.Index == Int {
+        let maxItemBytes = maxFrameBody - template.maxHeaderBytes
+        var runStart = bodies.startIndex
+        var runSeq: UInt64 = 0   // the current frame's first number
+        var runBytes = 0
+        for (index, seq) in zip(bodies.indices, seqs) {
+            let itemBytes = BinaryFrame.itemSize(bodies[index])
+            if index == runStart {
+                runSeq = seq
+            } else if seq != runSeq + UInt64(index - runStart) || runBytes + itemBytes > maxItemBytes {
+                BinaryFrame.writeMessagesFrame(into: &buffer, seq: runSeq, ts: ts, template: template, messages: bodies[runStart..<index])
+                (runStart, runSeq, runBytes) = (index, seq, 0)
+            }
+            runBytes += itemBytes
+        }
+        if runStart < bodies.endIndex {
+            BinaryFrame.writeMessagesFrame(into: &buffer, seq: runSeq, ts: ts, template: template, messages: bodies[runStart...])
+        }
     }
 
     /// What a subscriber at `position` missed in a channel: the retained messages after it (at
@@ -125,27 +129,20 @@ extension HubState {
         return replay
     }
 
-    /// Encodes kept messages for a replay: consecutive messages of one publisher published at
-    /// the same time share a frame.
-    func frames(_ recent: some Collection<RecentMessage>, channel key: ChannelKey, epoch: String) -> [ByteBuffer] {
+    /// Encodes kept messages for a replay: the messages of one publisher published at the same
+    /// time go through `appendFrames`, as when they were first sent.
+    func frames<Recent: RandomAccessCollection<RecentMessage>>(_ recent: Recent, channel key: ChannelKey, epoch: String) -> [ByteBuffer]
+        where Recent.Index == Int {
         var frames: [ByteBuffer] = []
-        var run: [RecentMessage] = []
-        func flush() {
-            guard let first = run.first else { return }
+        var rest = recent[...]
+        while let first = rest.first {
+            let group = rest.prefix { $0.publisher == first.publisher && $0.millis == first.millis }
             var buffer = ByteBuffer()
-            BinaryFrame.writeMessagesFrame(into: &buffer, seq: first.seq, ts: first.millis,
-                                           template: .init(epoch: epoch, channel: key.name.utf8, publisher: first.publisher),
-                                           messages: run)
+            Self.appendFrames(group, seqs: group.lazy.map(\.seq), ts: first.millis,
+                              template: .init(epoch: epoch, channel: key.name.utf8, publisher: first.publisher), into: &buffer)
             frames.append(buffer)
-            run.removeAll()
+            rest = rest.dropFirst(group.count)
         }
-        for message in recent {
-            if let last = run.last, last.publisher != message.publisher || last.millis != message.millis || last.seq + 1 != message.seq {
-                flush()
-            }
-            run.append(message)
-        }
-        flush()
         return frames
     }
 

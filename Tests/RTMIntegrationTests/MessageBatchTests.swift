@@ -69,7 +69,7 @@ struct MessageBatchTests {
         #expect(replay.lost == nil)
     }
 
-    @Test("a large read is split into frames within the clients' 64 KB frame limit (long names and custom types included), numbers consecutive across them")
+    @Test("M-2: a large read, and its replay, are split into frames within the clients' 64 KB frame limit (long names and custom types included), numbers consecutive across them")
     func largeBatchesSplit() throws {
         // 4,052-byte payloads with 64-character names: 16 items fill 65,408 bytes, which only
         // fits when the header is counted too.
@@ -88,6 +88,11 @@ struct MessageBatchTests {
             #expect(frames.count > 1)
             #expect(Array(frames.joined().map(\.seq)) == Array(1...UInt64(count)))
             #expect(frames.joined().allSatisfy { $0.payload.readableBytes == size })
+
+            // M-2: a replay of the kept messages (the last 32) is split the same way.
+            let replay = state.replay(key, after: ChannelPosition(epoch: state.channels[key]!.epoch, seq: 0), nowMillis: 1)
+            let replayed = try replay.messages.flatMap { try Self.frames($0) }   // checks every frame's size
+            #expect(Array(replayed.joined().map(\.seq)) == Array(UInt64(max(1, count - 31))...UInt64(count)))
         }
     }
 }
