@@ -209,18 +209,16 @@ public enum BinaryFrame {
         let total = headerLength + bodyLength
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
             let base = out.baseAddress!
+            if headerLength > 0 { base.storeBytes(of: 0x82, as: UInt8.self) }   // FIN, binary
             switch headerLength {
             case 0:
                 break
             case 2:
-                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: UInt8(bodyLength), toByteOffset: 1, as: UInt8.self)
             case 4:
-                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
                 base.storeBytes(of: UInt16(bodyLength).bigEndian, toByteOffset: 2, as: UInt16.self)
             default:
-                base.storeBytes(of: 0x82, as: UInt8.self)
                 base.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
                 base.storeBytes(of: UInt64(bodyLength).bigEndian, toByteOffset: 2, as: UInt64.self)
             }
