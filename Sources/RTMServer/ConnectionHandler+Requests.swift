@@ -248,8 +248,7 @@ extension ConnectionHandler {
             case .failure(let error):
                 reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)")
             }
-            // Encoded on the connection's loop, not on the mailbox's one queue.
-            channel.eventLoop.execute { Hub.send(reply, on: channel) }
+            Hub.send(reply, on: channel)
         }
     }
 

@@ -35,9 +35,6 @@ final class LoopLiveness: @unchecked Sendable {
         watched.removeValue(forKey: id)
     }
 
-    /// How many connections are watched.
-    var count: Int { watched.count }
-
     private func sweep() {
         let now = NIODeadline.now()
         var due: [(UInt64, ConnectionHandler)] = []

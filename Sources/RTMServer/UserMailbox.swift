@@ -148,13 +148,10 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
-    /// Encoded and written on the connection's event loop, not on the mailbox's one queue.
     private func deliver(_ message: StoredUserMessage, to connection: ConnectionRef) {
-        let frame = Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
-                          text: message.text, data: message.data, customType: message.customType, ts: message.ts,
-                          msgId: UInt64(message.id), epoch: store.epoch)
-        let channel = connection.channel
-        channel.eventLoop.execute { Hub.send(frame, on: channel) }
+        Hub.send(Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
+                       text: message.text, data: message.data, customType: message.customType, ts: message.ts,
+                       msgId: UInt64(message.id), epoch: store.epoch), on: connection.channel)
     }
 
 
