@@ -150,7 +150,7 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
             // length, payload) to the end. The bench's payloads start with send time and seq.
             guard bytes.count > 2, bytes[0] == BinaryFrame.messageOp else { return }
             var at = 2
-            guard Self.skipVarint(bytes, &at), Self.skipVarint(bytes, &at) else { return }
+            guard BinaryFrame.readVarint(bytes, at: &at) != nil, BinaryFrame.readVarint(bytes, at: &at) != nil else { return }   // seq, ts
             for _ in 0..<3 {   // epoch, channel, publisher
                 guard at < bytes.count else { return }
                 at += 1 + Int(bytes[at])
@@ -162,30 +162,11 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
                     guard at < bytes.count else { return }
                     at += 1 + Int(bytes[at])
                 }
-                var length = 0
-                var shift = 0
-                while at < bytes.count {
-                    let byte = bytes[at]
-                    at += 1
-                    length |= Int(byte & 0x7F) << shift
-                    shift += 7
-                    if byte & 0x80 == 0 { break }
-                }
-                guard length == payloadSize, at + length <= bytes.count else { return }
+                guard let length = BinaryFrame.readVarint(bytes, at: &at), length == payloadSize, at + payloadSize <= bytes.count else { return }
                 received(bytes.baseAddress! + at, now: now)
-                at += length
+                at += payloadSize
             }
         }
-    }
-
-    @inline(__always)
-    private static func skipVarint(_ bytes: UnsafeRawBufferPointer, _ at: inout Int) -> Bool {
-        while at < bytes.count {
-            let byte = bytes[at]
-            at += 1
-            if byte & 0x80 == 0 { return true }
-        }
-        return false
     }
 
     /// User messages are acknowledged once per read, cumulatively (PROTOCOL.md §3.3).

@@ -273,10 +273,22 @@ public enum BinaryFrame {
 
     /// Reads an unsigned LEB128 varint; nil if truncated or longer than 10 bytes.
     public static func readVarint(_ buffer: inout ByteBuffer) -> UInt64? {
+        var end = 0
+        guard let value = buffer.withUnsafeReadableBytes({ readVarint($0, at: &end) }) else { return nil }
+        buffer.moveReaderIndex(forwardBy: end)
+        return value
+    }
+
+    /// Reads an unsigned LEB128 varint from `bytes` at `at`, moving `at` past it; nil (and `at`
+    /// somewhere inside) if truncated or longer than 10 bytes. For readers that walk a frame's
+    /// raw bytes.
+    @inlinable
+    public static func readVarint(_ bytes: UnsafeRawBufferPointer, at: inout Int) -> UInt64? {
         var value: UInt64 = 0
         var shift: UInt64 = 0
-        while shift < 64 {
-            guard let byte: UInt8 = buffer.readInteger() else { return nil }
+        while shift < 64, at < bytes.count {
+            let byte = bytes[at]
+            at += 1
             value |= UInt64(byte & 0x7F) << shift
             if byte & 0x80 == 0 { return value }
             shift += 7
