@@ -139,7 +139,7 @@ struct BenchCounterTests {
         await client.logout()
     }
 
-    @Test("rtm bench pairs --users: user messages stored, delivered, acknowledged per read; none lost or reordered, no errors")
+    @Test("M-1: rtm bench pairs --users: user messages stored, delivered, acknowledged per read (cumulatively); none lost or reordered, no errors")
     func benchUserMessages() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.stop() } }
