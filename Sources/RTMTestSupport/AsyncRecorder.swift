@@ -42,6 +42,18 @@ public actor AsyncRecorder<Value: Sendable> {
         return await next(within: timeout, where: predicate)
     }
 
+    /// A position in the recording, for `first(since:within:where:)`: taken before causing
+    /// something, it lets the test find the effect even if it was recorded before the test
+    /// started waiting (`next` would miss it). Not valid across `clear()`.
+    public func mark() -> Int { values.count }
+
+    /// The first value recorded after `mark` (or arriving within `timeout`) matching `predicate`;
+    /// nil if none came in time.
+    public func first(since mark: Int, within timeout: Duration, where predicate: @escaping @Sendable (Value) -> Bool) async -> Value? {
+        if let found = values[min(mark, values.count)...].first(where: predicate) { return found }
+        return await next(within: timeout, where: predicate)
+    }
+
     /// The next value arriving from now on within `timeout` that matches `predicate`.
     public func next(within timeout: Duration, where predicate: @escaping @Sendable (Value) -> Bool) async -> Value? {
         let id = nextID

@@ -34,7 +34,7 @@ struct ConnectionTests {
         for _ in 0..<3 {
             await first.clear()
             proxy.cutAll()
-            #expect(await first.next(within: soon) { $0.link?.operation == .reconnected } != nil)
+            #expect(await first.first(within: soon) { $0.link?.operation == .reconnected } != nil)
         }
         try await bob.publish(channel: "room", message: "once")
         #expect(await first.first(within: soon) { $0.messageEvent?.text == "once" } != nil)
