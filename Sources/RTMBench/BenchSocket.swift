@@ -51,7 +51,7 @@ final class BenchSocket: ChannelInboundHandler {
     /// Connects on `loop` from local address `source` (spread over 127.0.0.x for many sockets).
     static func connect(_ socket: BenchSocket, host: String, port: Int, source: String?, loop: any EventLoop) -> EventLoopFuture<Void> {
         var bootstrap = ClientBootstrap(group: loop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(socket) }

@@ -51,7 +51,7 @@ enum ClientTransport {
     ) {
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let upgrader = NIOWebSocketClientUpgrader(

@@ -76,7 +76,7 @@ public final class RTMServer: Service, Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

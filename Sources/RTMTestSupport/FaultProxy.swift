@@ -121,7 +121,7 @@ public final class FaultProxy: Sendable {
         }
         let targetPort = self.targetPort
         ClientBootstrap(group: inbound.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { outbound in
                 outbound.eventLoop.makeCompletedFuture {
                     try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound, toServer: false))

@@ -101,10 +101,62 @@ struct ServerFrameDecoderTests {
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
             var ours = ByteBuffer(bytes: bytes)
             var reference = ours
-            ServerFrameDecoder.unmask(&ours, length: length, key: UInt32(key[0]) | UInt32(key[1]) << 8 | UInt32(key[2]) << 16 | UInt32(key[3]) << 24)
+            let wireKey = UInt32(key[0]) | UInt32(key[1]) << 8 | UInt32(key[2]) << 16 | UInt32(key[3]) << 24
+            ours.withUnsafeMutableReadableBytes { ServerFrameDecoder.unmask($0.baseAddress!, length: length, key: wireKey) }
             reference.webSocketUnmask(WebSocketMaskingKey(key)!)
             #expect(ours == reference, "length \(length)")
         }
+    }
+
+    /// Where a payload's bytes lie: its storage address range (to count copies of the read).
+    static func address(_ buffer: ByteBuffer) -> ClosedRange<UInt> {
+        buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) ... UInt(bitPattern: $0.baseAddress) + UInt($0.count) }
+    }
+
+    @Test("Masked frames decode in linear time: 1,000 pipelined masked frames in one read share one copy of the read at most (issue 11)")
+    func maskedFramesAreNotCopiedPerFrame() throws {
+        // The old decoder unmasked each frame in the read buffer after earlier frames' payloads
+        // had been sliced from it, so every masked frame copied the whole buffer (quadratic).
+        // Count copies by where the payloads live: if the read was never copied per frame, all
+        // 1,000 payloads (and the control frames' and fragments' bytes) lie inside one span of
+        // memory no longer than the read itself; a copy per frame scatters them over 1,000
+        // allocations.
+        let channel = try Self.channel()
+        var input = ByteBuffer()
+        var expected: [String] = []
+        for i in 0..<1000 {
+            let key = (0..<4).map { _ in UInt8.random(in: 1...255) }   // random per frame, as RFC 6455 asks
+            let text = "publish-\(i)"
+            input.writeImmutableBuffer(Self.frame(0x2, Array(text.utf8), key: key))
+            expected.append(text)
+            if i % 100 == 50 {   // a ping and a fragmented binary message among them
+                input.writeImmutableBuffer(Self.frame(0x9, Array("p\(i)".utf8), key: key))
+                input.writeImmutableBuffer(Self.frame(0x2, Array("frag-".utf8), fin: false, key: key))
+                input.writeImmutableBuffer(Self.frame(0x0, Array("\(i)".utf8), key: key.reversed()))
+            }
+        }
+        let readSize = UInt(input.readableBytes)
+        try channel.writeInbound(input)
+        input = ByteBuffer()   // the test keeps no reference to the read's storage
+        var payloads: [ByteBuffer] = []
+        var texts: [String] = []
+        while let item = try channel.readInbound(as: ServerInbound.self) {
+            switch item {
+            case .binary(let messages):
+                payloads += messages
+                texts += messages.map { String(buffer: $0) }
+            case .frame(let frame):
+                payloads.append(frame.data)
+            }
+        }
+        #expect(texts.filter { !$0.hasPrefix("frag-") } == expected)
+        #expect(texts.filter { $0.hasPrefix("frag-") }.count == 10)
+        // Reassembled fragments are one new buffer each (10 of them); everything else must be
+        // in place.
+        let inPlace = payloads.filter { !String(buffer: $0).hasPrefix("frag-") }.map(Self.address)
+        let low = inPlace.map(\.lowerBound).min()!, high = inPlace.map(\.upperBound).max()!
+        #expect(high - low <= readSize, "payloads spread over \(high - low) bytes for a \(readSize)-byte read: the read was copied per frame")
+        #expect(try channel.finish().isClean)
     }
 
     @Test("Violations are rejected: oversize, long or fragmented control frames, reserved bits, unknown opcode, bad fragment sequences")
