@@ -50,22 +50,60 @@ public enum FrameCodec {
         allocator.buffer(string: ts.map { "{\"ts\":\($0),\"type\":\"pong\"}" } ?? "{\"type\":\"pong\"}")
     }
 
-    /// Decodes a frame; a malformed payload gives a `FrameDecodingError` naming the problem.
+    /// Decodes a frame; a malformed payload gives a `FrameDecodingError` naming the problem
+    /// (the field and what was wrong with it) and carrying the request's `id` when it could be
+    /// read, so the error reply can be matched to its request.
     public static func decode(_ buffer: ByteBuffer) throws(FrameDecodingError) -> Frame {
         let bytes = buffer.readableBytesView
         guard !bytes.isEmpty else { throw FrameDecodingError(reason: "empty frame") }
+        let data = Data(bytes)
         do {
-            return try JSONDecoder().decode(Frame.self, from: Data(bytes))
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw FrameDecodingError(reason: "missing field '\(key.stringValue)'")
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw FrameDecodingError(reason: "wrong type for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
-        } catch let DecodingError.valueNotFound(_, context) {
-            throw FrameDecodingError(reason: "null for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
-        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
-            throw FrameDecodingError(reason: "invalid value for field '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
+            return try JSONDecoder().decode(Frame.self, from: data)
         } catch {
-            throw FrameDecodingError(reason: "not a JSON object")
+            throw FrameDecodingError(reason: problem(error), requestID: requestID(in: data))
+        }
+    }
+
+    /// The `id` of a request that did not decode as a whole (a field of the wrong type, say):
+    /// nil if the JSON itself is broken or `id` is missing or not an unsigned integer.
+    static func requestID(in data: Data) -> UInt64? {
+        struct OnlyID: Decodable { let id: UInt64? }
+        return (try? JSONDecoder().decode(OnlyID.self, from: data))?.id ?? nil
+    }
+
+    /// What was wrong, in words naming the field.
+    static func problem(_ error: any Error) -> String {
+        func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            (codingPath + (last.map { [$0] } ?? [])).map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
+                .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        }
+        func expected(_ type: Any.Type) -> String {
+            switch type {
+            case is String.Type: "a string"
+            case is Bool.Type: "true or false"
+            case is Data.Type: "a base64 string"
+            case is Int.Type, is Int64.Type, is UInt64.Type, is Int32.Type, is UInt32.Type, is Double.Type: "a number"
+            case is [Any].Type: "an array"
+            default: "a JSON object"
+            }
+        }
+        guard let error = error as? DecodingError else { return "not valid JSON" }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "missing field '\(path(context.codingPath, key))'"
+        case .typeMismatch(let type, let context) where context.codingPath.isEmpty:
+            return "expected \(expected(type)) at the top level"
+        case .typeMismatch(let type, let context):
+            return "wrong type for field '\(path(context.codingPath))': expected \(expected(type))"
+        case .valueNotFound(let type, let context):
+            return "null for field '\(path(context.codingPath))': expected \(expected(type))"
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return "invalid value for field '\(path(context.codingPath))': \(context.debugDescription)"
+        case .dataCorrupted(let context):
+            let underlying = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
+            return "not valid JSON: " + (underlying ?? context.debugDescription)
+        @unknown default:
+            return "not valid JSON"
         }
     }
 }
@@ -74,8 +112,13 @@ public enum FrameCodec {
 public struct FrameDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What was wrong with it.
     public let reason: String
+    /// The request's `id`, when it could be read (the error reply carries it).
+    public var requestID: UInt64?
     /// Creates the error.
-    public init(reason: String) { self.reason = reason }
+    public init(reason: String, requestID: UInt64? = nil) {
+        self.reason = reason
+        self.requestID = requestID
+    }
     /// `malformed frame: <reason>`.
     public var description: String { "malformed frame: \(reason)" }
 }

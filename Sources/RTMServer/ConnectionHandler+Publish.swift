@@ -12,10 +12,10 @@ extension ConnectionHandler {
         switch BinaryFrame.readPublish(payload) {
         case .failure(let error):
             flushPublishes(context: context)
-            send(.error(id: nil, .invalidFrame, error.description), context: context)
+            send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
         case .success(let publish):
-            guard case .active = phase else {
-                send(.error(id: publish.requestID, .notLogin, "'publish' needs a login first"), context: context)
+            if case .rejected(let code, let reason) = lifecycle.admit(.publish) {
+                send(.error(id: publish.requestID, code, reason), context: context)
                 return
             }
             pendingPublishes.append(publish)
@@ -24,7 +24,7 @@ extension ConnectionHandler {
 
     /// Runs the gathered binary publishes, in order.
     func flushPublishes(context: ChannelHandlerContext) {
-        guard !pendingPublishes.isEmpty, case .active(let key) = phase else { return }
+        guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
         let batch = pendingPublishes
         pendingPublishes.removeAll(keepingCapacity: true)
         var acks: [(requestID: UInt64, seq: UInt64)] = []

@@ -7,47 +7,49 @@ import RTMProtocol
 extension ConnectionHandler {
     /// Runs one decoded request frame.
     func handle(_ frame: Frame, context: ChannelHandlerContext) {
-        switch (phase, frame.type) {
+        // Which requests the connection's state admits is the state machine's call.
+        if case .rejected(let code, let reason) = lifecycle.admit(frame.type) {
+            send(.error(id: frame.id, code, reason), context: context)
+            return
+        }
+        switch (lifecycle.state, frame.type) {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
-        case (.awaitingLogin, .login):
+        case (.upgraded, .login):
             login(frame, context: context)
-        case (.awaitingLogin, .join):
+        case (.upgraded, .join):
             joinStream(frame, context: context)
-        case (.stream(let membership), _):
+        case (.joined(let membership), _):
             handleStream(frame, membership: membership, context: context)
-        case (.awaitingLogin, _), (.ended, _):
-            send(.error(id: frame.id, .notLogin, "'\(frame.type)' needs a login first"), context: context)
-        case (.active(let key), .subscribe):
+        case (.accepted, _), (.upgraded, _), (.ending, _), (.closed, _):
+            preconditionFailure("invalid state: admitted '\(frame.type)' in \(lifecycle.state)")
+        case (.loggedIn(let key), .subscribe):
             subscribe(frame, key: key, context: context)
-        case (.active(let key), .unsubscribe):
+        case (.loggedIn(let key), .unsubscribe):
             unsubscribe(frame, key: key, context: context)
-        case (.active(let key), .publish):
+        case (.loggedIn(let key), .publish):
             publish(frame, key: key, context: context)
-        case (.active(let key), .sendUser):
+        case (.loggedIn(let key), .sendUser):
             sendUser(frame, key: key, context: context)
-        case (.active(let key), .setState), (.active(let key), .removeState):
+        case (.loggedIn(let key), .setState), (.loggedIn(let key), .removeState):
             changeState(frame, key: key, context: context)
-        case (.active(let key), .getState):
+        case (.loggedIn(let key), .getState):
             getState(frame, key: key, context: context)
-        case (.active(let key), .whoNow):
+        case (.loggedIn(let key), .whoNow):
             whoNow(frame, key: key, context: context)
-        case (.active(let key), .whereNow):
+        case (.loggedIn(let key), .whereNow):
             whereNow(frame, key: key, context: context)
-        case (.active(let key), .ackUser):
+        case (.loggedIn(let key), .ackUser):
             ackUser(frame, key: key, context: context)
-        case (.active(let key), .renewToken):
+        case (.loggedIn(let key), .renewToken):
             renewToken(frame, key: key, context: context)
-        case (.active(let key), .logout):
-            phase = .ended
+        case (.loggedIn(let key), .logout):
             leaveAllFanout()
             hub.logout(connection)
             hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
             closeConnection(context: context, code: .normalClosure)
-        case (.active, .login):
-            send(.error(id: frame.id, .duplicateOperation, "already logged in on this connection"), context: context)
-        case (.active(let key), _) where handleService(frame, key: key, context: context):
+        case (.loggedIn(let key), _) where handleService(frame, key: key, context: context):
             break
         default:
             send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
@@ -86,7 +88,6 @@ extension ConnectionHandler {
         case .admitted(let admission):
             self.appId = appId
             self.loggedInUser = userId
-            phase = .active(key)
             hub.counters.withLockedValue { $0.messageOpened() }
             counted = .message
             scheduleTokenExpiry(expiresAt, context: context)
@@ -95,7 +96,7 @@ extension ConnectionHandler {
             }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
-            superviseReads(timeout: timeout, context: context)
+            loggedIn(key, readTimeout: timeout)
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
                        ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)

@@ -240,19 +240,18 @@ extension ConnectionHandler {
     /// The token expired without a renewal: the session ends (`kicked`, reason tokenExpired).
     func tokenExpired(context: ChannelHandlerContext) {
         tokenExpiry = nil
-        switch phase {
-        case .active(let key):
+        switch lifecycle.state {
+        case .loggedIn(let key):
             for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
             hub.logout(connection)
             hub.closeStreams(of: key)   // the STREAM connections ride on this session
-        case .stream(let membership):
+        case .joined(let membership):
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
             stream = nil
-        case .awaitingLogin, .ended:
+        case .accepted, .upgraded, .ending, .closed:
             return
         }
         hub.logger.info("token expired", metadata: ["connection": "\(connection.id)"])
-        phase = .ended
         send(Frame(type: .kicked, code: LinkStateChangeReason.tokenExpired.rawValue, reason: "the token expired"), context: context)
         closeConnection(context: context, code: .policyViolation, reason: "token expired")
     }

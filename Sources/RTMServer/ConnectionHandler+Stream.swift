@@ -39,13 +39,12 @@ extension ConnectionHandler {
                                         withPresence: frame.withPresence ?? true)
         self.appId = appId
         stream = membership
-        phase = .stream(membership)
         hub.counters.withLockedValue { $0.stream += 1 }
         counted = .stream
         scheduleTokenExpiry(expiresAt, context: context)
         // H-3: the client pings every 0.5 s; silence for streamIdleTimeout drops the connection.
         let timeout = config.streamIdleTimeout
-        superviseReads(timeout: timeout, context: context)
+        lifecycle.joined(membership, readTimeout: timeout)
         send(Frame(type: .ok, id: frame.id, userId: userId, channel: channel, channelType: "stream",
                    event: PresenceEventKind.snapshot.rawValue, users: snapshot.users, ts: Hub.wallMillis,
                    serverTimeout: Double(timeout.nanoseconds) / 1e9).with {
@@ -73,7 +72,6 @@ extension ConnectionHandler {
         }
         switch frame.type {
         case .leave:
-            phase = .ended
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
             stream = nil
             send(Frame(type: .ok, id: frame.id, channel: membership.channel.name), context: context)

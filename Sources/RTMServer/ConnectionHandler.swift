@@ -1,34 +1,37 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOWebSocket
 import RTMAuth
 import RTMProtocol
 
-/// One client connection after the WebSocket upgrade: reads frames, runs requests against the
-/// `Hub`, supervises liveness (SPEC H-2, T-3) and reports loss for the grace window.
+/// One client connection, from the TCP accept to the close: it sits at the end of the pipeline
+/// from the start (the HTTP handlers before it until the upgrade, the WebSocket frame decoder
+/// after), reads frames, runs requests against the `Hub`, and performs what its
+/// `ServerConnectionStateMachine` decides: every state's deadline (login, heartbeat (SPEC H-2,
+/// T-3), close), which requests a state admits, and how the connection ends.
 /// Confined to the connection's event loop.
 final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ServerInbound
     typealias OutboundOut = WebSocketFrame
 
-    enum Phase {
-        case awaitingLogin
-        case active(UserKey)
-        /// A joined STREAM connection.
-        case stream(StreamMembership)
-        /// Logged out, kicked, replaced or closing: no grace window on close.
-        case ended
-    }
-
     let hub: Hub
-    var phase: Phase = .awaitingLogin
+    /// The connection's life (one state value; the handler only performs its actions).
+    var lifecycle: ServerConnectionStateMachine
+    /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     var fanout: LoopFanout!
     var lastRead = NIODeadline.now()
     var publishLimiter: RateLimiter
+    /// Error replies this connection may still get; a connection that keeps sending rejected
+    /// requests past it is closed (1008, issue 12: a flood of rejections degraded everyone).
+    var errorBudget: RateLimiter
     /// Channels this connection serves in its loop's fan-out table.
     var localChannels: Set<String> = []
+    /// Cleared when the handler is removed: a context holds its handler, so keeping it after
+    /// that would keep both alive for ever (issue 12: ~4.5 KB per connection never freed).
     var context: ChannelHandlerContext?
     /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
     var rawContext: ChannelHandlerContext?
@@ -50,16 +53,42 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     enum Counted { case none, message, stream }
 
+    /// Handlers alive in this process (tests check that closed connections free theirs).
+    static let live = NIOLockedValueBox(0)
+
     init(hub: Hub) {
         self.hub = hub
-        self.publishLimiter = RateLimiter(ratePerSecond: hub.configuration.publishRatePerSecond)
+        let config = hub.configuration
+        self.lifecycle = ServerConnectionStateMachine(
+            acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
+        self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond)
+        self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond)
+        Self.live.withLockedValue { $0 += 1 }
+    }
+
+    deinit {
+        Self.live.withLockedValue { $0 -= 1 }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.rawContext = try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName)
-        (connection, fanout) = hub.register(context.channel)
+        fanout = hub.fanout(for: context.eventLoop)
         lastRead = .now()
+        // Watched from the accept on: every state has a deadline.
+        fanout.liveness.watch(self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        self.rawContext = nil
+    }
+
+    /// The WebSocket upgrade is done (called by `ServerUpgrader` right after it added the frame
+    /// handlers, before any frame is read): the connection joins the hub.
+    func upgraded(context: ChannelHandlerContext) {
+        lifecycle.upgraded()
+        connection = hub.register(context.channel)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -91,7 +120,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             do {
                 decoded = try FrameCodec.decode(payload)
             } catch {
-                send(.error(id: nil, .invalidFrame, error.description), context: context)
+                send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
                 return
             }
             handle(decoded, context: context)
@@ -115,19 +144,19 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
-        case let idle as IdleStateHandler.IdleStateEvent where idle == .read:
-            // T-1 on the server side: no login (or join) within the login deadline.
-            hub.logger.info("login deadline passed", metadata: ["connection": "\(connection.id)"])
-            context.close(mode: .all, promise: nil)
+        case is HTTPAnsweredEvent:
+            run(lifecycle.httpAnswered(now: .now(), closesItself: true), context: context)
         case is SlowConsumerEvent:
             // Its backlog passed maxOutboundBytes: a close frame would only queue behind it, so
             // drop the connection now and release the memory (the client reconnects and resumes).
             hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
-            context.close(mode: .all, promise: nil)
+            run(lifecycle.lost(now: .now()), context: context)
         case let close as CloseWithFrameEvent:
-            phase = .ended
             context.write(wrapOutboundOut(close.frame), promise: nil)
-            closeConnection(context: context, code: .normalClosure)
+            closeConnection(context: context, code: close.code, reason: close.reason)
+        case let replaced as ReplacedEvent:
+            // The session went on elsewhere (a resume, C-4; a rejoin; a logout): this one is stale.
+            closeConnection(context: context, code: .normalClosure, reason: replaced.reason)
         default:
             context.fireUserInboundEventTriggered(event)
         }
@@ -135,6 +164,13 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         tokenExpiry?.cancel()
+        tokenExpiry = nil
+        fanout.liveness.unwatch(self)
+        let lostSession = lifecycle.socketClosed()
+        guard let connection else {   // plain HTTP, or closed before the upgrade finished
+            context.fireChannelInactive()
+            return
+        }
         switch counted {
         case .message: hub.counters.withLockedValue { $0.message -= 1 }
         case .stream: hub.counters.withLockedValue { $0.stream -= 1 }
@@ -144,57 +180,88 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let stream { hub.streams.leave(stream, connection: connection, reason: .remoteLeave) }
         stream = nil
         leaveFanout()
-        fanout.liveness.unwatch(connection.id)
         hub.unregister(connection)
         if let appId, let userId = loggedInUser {
             hub.mailbox.detach(UserKey(appId: appId, userId: userId), connection: connection)
         }
-        if case .active = phase {
+        if lostSession != nil {
             hub.connectionLost(connection, lastSeen: lastRead)
         }
-        phase = .ended
         context.fireChannelInactive()
     }
 
-    /// SPEC H-2 / H-3 / H-5: nothing arrived within the connection's read timeout (heartbeat
-    /// interval + slack, or the stream timeout); called by the loop's `LoopLiveness`.
-    func readTimedOut() {
-        hub.logger.info("heartbeat timeout", metadata: ["connection": "\(connection.id)"])
-        context?.close(mode: .all, promise: nil)
+    /// When this connection is due (its state's deadline); read by the loop's `LoopLiveness`.
+    var deadline: NIODeadline? { lifecycle.deadline(lastRead: lastRead) }
+
+    /// The state's deadline passed (login, heartbeat (SPEC H-2, H-3, H-5), or close); called by
+    /// the loop's `LoopLiveness`.
+    func deadlinePassed(now: NIODeadline) {
+        guard let context else { return }
+        let before = lifecycle.state
+        hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(before)"])
+        run(lifecycle.deadlinePassed(now: now), context: context)
     }
 
-    /// From now on the connection is dropped after `timeout` without a read (replacing the
-    /// login deadline).
-    func superviseReads(timeout: TimeAmount, context: ChannelHandlerContext) {
-        context.pipeline.syncOperations.removeHandler(name: RTMServer.idleHandlerName, promise: nil)
-        fanout.liveness.watch(self, id: connection.id, timeout: timeout)
+    /// From now on the connection is dropped after `timeout` without a read (SPEC H-2, H-3).
+    func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
+        lifecycle.loggedIn(key, readTimeout: readTimeout)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         hub.logger.debug("connection error", metadata: ["error": "\(error)"])
-        context.close(promise: nil)
+        switch error {
+        case is HTTPParserError:
+            // NIO's protocol error handler has written a 400; nobody else closes the socket.
+            run(lifecycle.httpAnswered(now: .now(), closesItself: false), context: context)
+        case is NIOWebSocketUpgradeError:
+            // The upgrade was refused; the request goes on to `NotUpgradedHandler` (a 400).
+            break
+        default:
+            run(lifecycle.lost(now: .now()), context: context)
+        }
+    }
+
+    /// Performs what the state machine decided.
+    func run(_ action: ServerConnectionStateMachine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .dropConnection:
+            context.close(mode: .all, promise: nil)
+        case .closeAfterFlush:
+            // An empty write below the HTTP encoder completes once everything before it is out.
+            let below = rawContext ?? context
+            below.writeAndFlush(NIOAny(ByteBuffer())).assumeIsolated().whenComplete { _ in context.close(mode: .all, promise: nil) }
+        case .closeWebSocket(let code, let reason):
+            var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+            data.write(webSocketErrorCode: code)
+            data.writeString(reason)
+            let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+            // If the peer does not read, the `ending` deadline closes the socket (SPEC T-2).
+            context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
+                context.close(mode: .all, promise: nil)
+            }
+        }
     }
 
     // MARK: helpers
 
     func send(_ frame: Frame, context: ChannelHandlerContext) {
+        if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
+            // Rejected requests past the error budget: the peer ignores its errors (a flood).
+            // Closing costs it nothing legitimate and frees its neighbours (issue 12).
+            hub.logger.warning("closing a connection that keeps sending rejected requests", metadata: ["connection": "\(connection?.id ?? 0)"])
+            closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
+            return
+        }
         let buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
     }
 
-    /// Sends a WebSocket close frame, then closes the socket; never waits on the peer.
+    /// Ends the connection by someone's will: a WebSocket close frame with `code`, then the
+    /// socket closes (no grace window for its session); never waits on the peer.
     func closeConnection(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String = "") {
-        var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-        data.write(webSocketErrorCode: code)
-        data.writeString(reason)
-        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
-        // SPEC T-2 on the server side: a peer that does not read never holds the socket open.
-        let channel = context.channel
-        let deadline = context.eventLoop.scheduleTask(in: hub.configuration.closeTimeout) { channel.close(promise: nil) }
-        channel.closeFuture.whenComplete { _ in deadline.cancel() }
-        context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
-            context.close(mode: .all, promise: nil)
-        }
+        run(lifecycle.close(code: code, reason: reason, now: .now()), context: context)
     }
 
     func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {

@@ -57,12 +57,18 @@ final class Hub: Sendable {
     // MARK: connections
 
     /// Registers a new connection on its event loop.
-    func register(_ channel: any Channel) -> (ConnectionRef, LoopFanout) {
-        let fanout = fanoutByLoop[ObjectIdentifier(channel.eventLoop)]!
+    /// The fan-out table (and liveness sweep) of an event loop.
+    func fanout(for loop: any EventLoop) -> LoopFanout {
+        fanoutByLoop[ObjectIdentifier(loop)]!
+    }
+
+    /// A new WebSocket connection: its handle, counted among the open connections.
+    func register(_ channel: any Channel) -> ConnectionRef {
+        let fanout = fanout(for: channel.eventLoop)
         let id = nextConnectionID.withLockedValue { value in defer { value += 1 }; return value }
         let connection = ConnectionRef(id: id, channel: channel, loopIndex: fanout.index)
         connections.withLockedValue { $0[id] = connection }
-        return (connection, fanout)
+        return connection
     }
 
     func unregister(_ connection: ConnectionRef) {
@@ -118,7 +124,7 @@ final class Hub: Sendable {
                                                reason: "the same user id logged in from another client"))
             }
             if let replaced = admission.replaced, replaced != connection {
-                replaced.channel.close(mode: .all, promise: nil)
+                Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
             }
             perform(admission.broadcasts)
         }
@@ -325,7 +331,7 @@ final class Hub: Sendable {
 
     /// Closes every STREAM connection of a user (K-4: logout ends them all).
     func closeStreams(of user: UserKey) {
-        for connection in streams.connections(of: user) { connection.channel.close(mode: .all, promise: nil) }
+        for connection in streams.connections(of: user) { Self.closeReplaced(connection, reason: "the user logged out") }
     }
 
     /// Sends an encoded JSON frame on a connection's channel, from any thread.
@@ -382,17 +388,33 @@ final class Hub: Sendable {
         }
     }
 
-    /// Sends a last frame then closes the connection (kick, shutdown).
-    static func close(_ connection: ConnectionRef, with frame: Frame) {
+    /// Sends a last frame then closes the connection with a close frame (kick: 1000, token
+    /// expiry: 1008, shutdown's goaway: 1001).
+    static func close(_ connection: ConnectionRef, with frame: Frame, code: WebSocketErrorCode = .normalClosure, reason: String = "") {
         let channel = connection.channel
         let data = FrameCodec.encode(frame, allocator: channel.allocator)
         channel.eventLoop.execute {
-            channel.pipeline.fireUserInboundEventTriggered(CloseWithFrameEvent(frame: WebSocketFrame(fin: true, opcode: .text, data: data)))
+            channel.pipeline.fireUserInboundEventTriggered(
+                CloseWithFrameEvent(frame: WebSocketFrame(fin: true, opcode: .text, data: data), code: code, reason: reason))
         }
+    }
+
+    /// Closes a connection whose session moved to another connection (a resume, C-4), or whose
+    /// session ended elsewhere (logout ends the STREAM connections): close frame 1000.
+    static func closeReplaced(_ connection: ConnectionRef, reason: String) {
+        let channel = connection.channel
+        channel.eventLoop.execute { channel.pipeline.fireUserInboundEventTriggered(ReplacedEvent(reason: reason)) }
     }
 }
 
-/// Asks a connection's handler to write a last frame and close.
+/// Asks a connection's handler to write a last frame and close with `code`.
 struct CloseWithFrameEvent: @unchecked Sendable {
     let frame: WebSocketFrame
+    let code: WebSocketErrorCode
+    let reason: String
+}
+
+/// Tells a connection's handler that its session is carried on elsewhere: close it (1000).
+struct ReplacedEvent: Sendable {
+    let reason: String
 }

@@ -23,7 +23,6 @@ import ServiceLifecycle
 /// It is also a ServiceLifecycle `Service`: `run()` starts it and shuts it down gracefully when
 /// the service group is told to (SIGTERM / SIGINT in `rtm serve`).
 public final class RTMServer: Service, Sendable {
-    static let idleHandlerName = "rtm.idle"
     static let notUpgradedHandlerName = "rtm.notUpgraded"
     static let rawHandlerName = "rtm.raw"
 
@@ -111,8 +110,6 @@ public final class RTMServer: Service, Sendable {
         let sync = channel.pipeline.syncOperations
         // Pre-encoded frames (fan-out, replay) are written from here, below the frame encoder.
         try sync.addHandler(RawOutboundHandler(), name: rawHandlerName)
-        // Before login the deadline is the login deadline (T-1 on the server side).
-        try sync.addHandler(IdleStateHandler(readTimeout: config.loginDeadline), name: idleHandlerName)
         try sync.configureHTTPServerPipeline(withServerUpgrade: (
             upgraders: [upgrader],
             // Upgraded: the plain-HTTP answerer must not see WebSocket bytes.
@@ -121,6 +118,8 @@ public final class RTMServer: Service, Sendable {
             }
         ))
         try sync.addHandler(NotUpgradedHandler(hub: hub), name: notUpgradedHandlerName)
+        // From the accept to the close: the connection's state, its deadlines, its requests.
+        try sync.addHandler(ConnectionHandler(hub: hub))
     }
 
     /// Stops accepting, tells every client to go away (`goaway`), waits up to `shutdownGrace`
@@ -131,7 +130,7 @@ public final class RTMServer: Service, Sendable {
         try? await channel.close()
         let connections = hub.openConnections
         let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: "server shutting down")
-        for connection in connections { Hub.close(connection, with: goAway) }
+        for connection in connections { Hub.close(connection, with: goAway, code: .goingAway, reason: "server shutting down") }
         let deadline = NIODeadline.now() + configuration.shutdownGrace
         for connection in connections {
             let closed = connection.channel.closeFuture
@@ -202,8 +201,13 @@ final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: healthy ? .ok : .badRequest, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        // The connection is now ending (its close deadline applies if the peer does not read).
+        context.fireUserInboundEventTriggered(HTTPAnsweredEvent())
     }
 }
 
 @available(*, unavailable)
 extension NotUpgradedHandler: Sendable {}
+
+/// Tells the `ConnectionHandler` that a plain HTTP request was answered and the socket closes.
+struct HTTPAnsweredEvent: Sendable {}

@@ -14,7 +14,9 @@ public struct ServerConfiguration: Sendable {
     /// The redundancy added to a client's heartbeat interval before the server declares it lost
     /// (SPEC H-2: `heartbeatInterval + 10 s`).
     public var heartbeatSlack: TimeAmount = .seconds(10)
-    /// How long a new connection may take to upgrade and log in before it is closed.
+    /// How long a new connection may take, from its TCP accept, to send its HTTP request, upgrade
+    /// and log in (or join) before it is closed, however it spends the time (silent, trickling
+    /// bytes, pinging). See `ServerConnectionStateMachine` for every state's deadline.
     public var loginDeadline: TimeAmount = .seconds(12)
     /// Accepted range of the client's `heartbeatInterval`, seconds (SPEC H-1: [5, 1800]).
     public var heartbeatRange: ClosedRange<Double> = 5...1800
@@ -24,6 +26,10 @@ public struct ServerConfiguration: Sendable {
     public var limits = Limits()
     /// Publishes (channel + user messages) per second per connection (SPEC §8: 60). 0 = unlimited.
     public var publishRatePerSecond: Double = 60
+    /// Error replies per second one connection may receive (a bucket of one second's worth).
+    /// A connection that keeps sending rejected requests past it is closed with code 1008
+    /// "too many rejected requests" (a flood must not cost its neighbours). 0 = unlimited.
+    public var errorReplyRatePerSecond: Double = 100
     /// Logins admitted per second across the server (admission control, SPEC T-9). 0 = unlimited.
     public var loginRatePerSecond: Double = 2_000
     /// Bytes queued for one connection before it counts as a consumer that cannot keep up and is

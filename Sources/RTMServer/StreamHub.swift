@@ -48,7 +48,7 @@ final class StreamHub: Sendable {
             return (old?.connection, old == nil && !quiet ? Self.others(members, except: membership.userId, presenceOnly: true) : [],
                     (users, Self.topicInfos(members)))
         }
-        if let replaced, replaced != connection { replaced.channel.close(mode: .all, promise: nil) }
+        if let replaced, replaced != connection { Hub.closeReplaced(replaced, reason: "replaced by a new join of the same user") }
         let event = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: PresenceEventKind.remoteJoin.rawValue, ts: Hub.wallMillis)
         for other in others { Hub.send(event, on: other.channel) }

@@ -17,6 +17,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
+    @Option(help: "Seconds from a connection's TCP accept to its login (or join), whatever it sends meanwhile; then it is closed.") var loginDeadline: Double = 12
+    @Option(help: "Error replies per second per connection; a connection that keeps sending rejected requests past it is closed (1008). 0 = unlimited.") var errorReplyRate: Double = 100
     @Option(help: "Event-loop threads (default: cores).") var threads: Int?
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
@@ -32,6 +34,8 @@ struct Serve: AsyncParsableCommand {
         config.heartbeatSlack = .nanoseconds(Int64(heartbeatSlack * 1e9))
         config.publishRatePerSecond = publishRate
         config.loginRatePerSecond = loginRate
+        config.loginDeadline = .nanoseconds(Int64(loginDeadline * 1e9))
+        config.errorReplyRatePerSecond = errorReplyRate
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
         config.testDropSeq = testDropSeq

@@ -1,0 +1,229 @@
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+
+/// The life of one server connection, from the TCP accept to the close, as a plain value
+/// (issue 12; the model is the SDK's `LinkStateMachine`). `ConnectionHandler` owns one, feeds it
+/// events and performs the actions it returns; the machine never touches a socket or the clock.
+///
+/// ```
+///  accepted ──upgrade──▶ upgraded ──login──▶ loggedIn (MESSAGE) ──┐
+///     │                     └──────join───▶ joined (STREAM) ─────┤
+///     │                                                          ▼
+///     └──HTTP request answered / deadline / error ─────────▶ ending ──socket closed──▶ closed
+/// ```
+///
+/// **Every connection in every state has a deadline**, checked by its event loop's sweep
+/// (`LoopLiveness`, every `livenessCheckInterval`):
+///
+/// | state      | requests allowed                          | deadline                                        | when it passes                                 |
+/// |------------|-------------------------------------------|-------------------------------------------------|------------------------------------------------|
+/// | `accepted` | an HTTP request (upgrade, /health, /metrics) | accept + `loginDeadline` (however slowly bytes trickle in) | socket closed (no WebSocket to speak on) |
+/// | `upgraded` | `login`, `join`, `ping`; anything else `-10005` notLogin | accept + `loginDeadline` (pings do not extend it) | close frame 1008 "login deadline passed" |
+/// | `loggedIn` | everything but `login` (`-10017`) and `join` | last read + heartbeat + `heartbeatSlack` (SPEC H-2) | socket closed; the session enters its grace window |
+/// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3)      | socket closed; the member leaves                |
+/// | `ending`   | none (answered `-10005`, the session is over) | entered + `closeTimeout`                     | socket closed (a peer that does not read never holds it, SPEC T-2) |
+///
+/// A session that ends by the client's or the server's will (logout, leave, kick, token expiry,
+/// goaway, resume takeover) has no grace window; a connection lost while logged in (timeout,
+/// error, the peer's close) does.
+struct ServerConnectionStateMachine {
+    enum State: Equatable {
+        /// TCP accepted; the HTTP request (upgrade or not) has not been taken yet.
+        case accepted
+        /// A WebSocket; no `login` or `join` yet.
+        case upgraded
+        /// A MESSAGE connection with its session.
+        case loggedIn(UserKey)
+        /// A STREAM connection, member of one stream channel.
+        case joined(StreamMembership)
+        /// Closing: the last frames are being flushed. `lostSession` is the logged-in session
+        /// whose connection was lost (it gets its grace window once the socket is closed).
+        case ending(since: NIODeadline, lostSession: UserKey?)
+        /// The socket is closed.
+        case closed
+    }
+
+    /// What the handler must do.
+    enum Action: Equatable {
+        case none
+        /// Close the socket now, without a close frame.
+        case dropConnection
+        /// Send a WebSocket close frame, then close the socket once it is written (the
+        /// `ending` deadline closes it anyway if the peer does not read).
+        case closeWebSocket(code: WebSocketErrorCode, reason: String)
+        /// Close the socket once what was written before has gone out (an HTTP answer).
+        case closeAfterFlush
+    }
+
+    /// Whether a request may run in the current state.
+    enum Admission: Equatable {
+        case allowed
+        /// Answer with this error (the request's `id` attached).
+        case rejected(RTMErrorCode, String)
+    }
+
+    /// The configured timeouts the deadlines are made of.
+    struct Timeouts: Equatable {
+        /// From accept to `login`/`join` (`ServerConfiguration.loginDeadline`).
+        var login: TimeAmount
+        /// From the start of a close to the socket being closed (`closeTimeout`).
+        var close: TimeAmount
+    }
+
+    private(set) var state: State = .accepted
+    let acceptedAt: NIODeadline
+    let timeouts: Timeouts
+    /// Logged in or joined: the read timeout (heartbeat + slack, or the stream timeout).
+    private var readTimeout: TimeAmount = .zero
+
+    init(acceptedAt: NIODeadline, timeouts: Timeouts) {
+        self.acceptedAt = acceptedAt
+        self.timeouts = timeouts
+    }
+
+    /// The logged-in session, if any.
+    var session: UserKey? {
+        if case .loggedIn(let key) = state { return key }
+        return nil
+    }
+
+    /// The stream membership, if joined.
+    var membership: StreamMembership? {
+        if case .joined(let membership) = state { return membership }
+        return nil
+    }
+
+    // MARK: deadlines
+
+    /// When the connection is due, given when it last read anything; nil once closed.
+    func deadline(lastRead: NIODeadline) -> NIODeadline? {
+        switch state {
+        case .accepted, .upgraded: acceptedAt + timeouts.login
+        case .loggedIn, .joined: lastRead + readTimeout
+        case .ending(let since, _): since + timeouts.close
+        case .closed: nil
+        }
+    }
+
+    /// The sweep found the deadline passed (`now` ≥ `deadline(lastRead:)`).
+    mutating func deadlinePassed(now: NIODeadline) -> Action {
+        switch state {
+        case .accepted:
+            state = .ending(since: now, lostSession: nil)
+            return .dropConnection
+        case .upgraded:
+            // T-1 on the server side: no login (or join) within the login deadline.
+            state = .ending(since: now, lostSession: nil)
+            return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
+        case .loggedIn(let key):
+            // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
+            state = .ending(since: now, lostSession: key)
+            return .dropConnection
+        case .joined:
+            state = .ending(since: now, lostSession: nil)
+            return .dropConnection
+        case .ending:
+            // SPEC T-2 on the server side: a peer that does not read never holds the socket.
+            return .dropConnection
+        case .closed:
+            return .none   // benign: the sweep raced with the close
+        }
+    }
+
+    // MARK: transitions
+
+    /// The HTTP request was a WebSocket upgrade, and it is done.
+    mutating func upgraded() {
+        guard case .accepted = state else { return }   // benign: closed during the upgrade
+        state = .upgraded
+    }
+
+    /// A plain HTTP request was answered: by our `NotUpgradedHandler`, which closes the socket
+    /// once its answer is written (`closesItself`), or with NIO's 400 after a malformed request,
+    /// which does not.
+    mutating func httpAnswered(now: NIODeadline, closesItself: Bool) -> Action {
+        guard case .accepted = state else { return .none }   // benign: already closing
+        state = .ending(since: now, lostSession: nil)
+        return closesItself ? .none : .closeAfterFlush
+    }
+
+    /// `login` succeeded: from now on the deadline follows the client's heartbeat.
+    mutating func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
+        guard case .upgraded = state else { preconditionFailure("invalid state: login in \(state)") }
+        self.readTimeout = readTimeout
+        state = .loggedIn(key)
+    }
+
+    /// `join` succeeded: from now on the deadline is the stream timeout.
+    mutating func joined(_ membership: StreamMembership, readTimeout: TimeAmount) {
+        guard case .upgraded = state else { preconditionFailure("invalid state: join in \(state)") }
+        self.readTimeout = readTimeout
+        state = .joined(membership)
+    }
+
+    /// The session or connection ends by someone's will (logout, leave, kick, token expiry,
+    /// goaway, takeover, a close frame, a protocol violation, abuse): no grace window.
+    /// `code` nil: no close frame (the socket is dropped).
+    mutating func close(code: WebSocketErrorCode?, reason: String = "", now: NIODeadline) -> Action {
+        switch state {
+        case .accepted:
+            state = .ending(since: now, lostSession: nil)
+            return .dropConnection
+        case .upgraded, .loggedIn, .joined:
+            state = .ending(since: now, lostSession: nil)
+            guard let code else { return .dropConnection }
+            return .closeWebSocket(code: code, reason: reason)
+        case .ending, .closed:
+            return .none   // already closing
+        }
+    }
+
+    /// The connection is lost (an I/O error, a slow consumer cut off, the peer's TCP close): a
+    /// logged-in session keeps its grace window.
+    mutating func lost(now: NIODeadline) -> Action {
+        switch state {
+        case .loggedIn(let key):
+            state = .ending(since: now, lostSession: key)
+            return .dropConnection
+        case .accepted, .upgraded, .joined:
+            state = .ending(since: now, lostSession: nil)
+            return .dropConnection
+        case .ending, .closed:
+            return .none
+        }
+    }
+
+    /// The socket is closed. Returns the session whose connection was lost (it gets its grace
+    /// window, SPEC P-1), nil if the session ended or there was none.
+    mutating func socketClosed() -> UserKey? {
+        defer { state = .closed }
+        switch state {
+        case .loggedIn(let key): return key
+        case .ending(_, let lost): return lost
+        case .accepted, .upgraded, .joined, .closed: return nil
+        }
+    }
+
+    // MARK: requests
+
+    /// Whether a request of this type may run now.
+    func admit(_ type: FrameType) -> Admission {
+        switch (state, type) {
+        case (.upgraded, .ping), (.upgraded, .login), (.upgraded, .join):
+            return .allowed
+        case (.upgraded, _), (.accepted, _):
+            return .rejected(.notLogin, "'\(type)' needs a login first")
+        case (.loggedIn, .login):
+            return .rejected(.duplicateOperation, "already logged in on this connection")
+        case (.loggedIn, .join):
+            return .rejected(.invalidFrame, "'join' opens a STREAM connection: it must be the first request of a new connection")
+        case (.loggedIn, _), (.joined, _):
+            return .allowed
+        case (.ending, .ping):
+            return .allowed
+        case (.ending, _), (.closed, _):
+            return .rejected(.notLogin, "'\(type)' needs a login first: this connection's session has ended")
+        }
+    }
+}
