@@ -133,10 +133,13 @@ public enum BinaryFrame {
             return (flags, id, msgId, offset + 1, length)
         }
         guard let header else {
-            if buffer.readableBytes > 0, buffer.getInteger(at: buffer.readerIndex) != publishOp {
-                return .failure(FrameDecodingError(reason: "unknown binary operation"))
+            // Every binary request starts with op, flags and the request id (u64 LE), so the id
+            // can be read back into the error whenever those ten bytes arrived.
+            let id: UInt64? = buffer.getInteger(at: buffer.readerIndex + 2, endianness: .little)
+            if let op: UInt8 = buffer.getInteger(at: buffer.readerIndex), op != publishOp {
+                return .failure(FrameDecodingError(reason: "unknown binary operation 0x\(String(op, radix: 16))", requestID: id))
             }
-            return .failure(FrameDecodingError(reason: "binary publish is truncated"))
+            return .failure(FrameDecodingError(reason: buffer.readableBytes == 0 ? "empty binary frame" : "binary publish is truncated", requestID: id))
         }
         var b = buffer
         let channel = b.getSlice(at: b.readerIndex + header.channelAt, length: header.channelLength)!
@@ -144,7 +147,7 @@ public enum BinaryFrame {
         var customType: String?
         if header.flags & Flag.hasCustomType != 0 {
             guard let length: UInt8 = b.readInteger(), let type = b.readString(length: Int(length)) else {
-                return .failure(FrameDecodingError(reason: "binary publish is truncated (customType)"))
+                return .failure(FrameDecodingError(reason: "binary publish is truncated (customType)", requestID: header.id))
             }
             customType = type
         }

@@ -60,7 +60,7 @@ public enum FrameCodec {
         do {
             return try JSONDecoder().decode(Frame.self, from: data)
         } catch {
-            throw FrameDecodingError(reason: problem(error), requestID: requestID(in: data))
+            throw FrameDecodingError(reason: problem(error, in: data), requestID: requestID(in: data))
         }
     }
 
@@ -72,7 +72,7 @@ public enum FrameCodec {
     }
 
     /// What was wrong, in words naming the field.
-    static func problem(_ error: any Error) -> String {
+    static func problem(_ error: any Error, in data: Data) -> String {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
             (codingPath + (last.map { [$0] } ?? [])).map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
                 .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
@@ -88,6 +88,22 @@ public enum FrameCodec {
             }
         }
         guard let error = error as? DecodingError else { return "not valid JSON" }
+        /// Foundation's decoder says only "not valid JSON" for broken JSON and for numbers that
+        /// fit no field; JSONSerialization names the first, and the field of the second is found.
+        func whyNotJSON(_ data: Data) -> String {
+            do {
+                let object = try JSONSerialization.jsonObject(with: data)
+                guard let fields = object as? [String: Any] else { return "expected a JSON object at the top level" }
+                for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
+                    if let number = value as? NSNumber, !(number is Bool), abs(number.doubleValue) >= 9.2e18 {
+                        return "invalid value for field '\(key)': the number \(number) is out of range"
+                    }
+                }
+                return "a value does not fit its field"
+            } catch {
+                return "not valid JSON: " + ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)")
+            }
+        }
         switch error {
         case .keyNotFound(let key, let context):
             return "missing field '\(path(context.codingPath, key))'"
@@ -99,9 +115,8 @@ public enum FrameCodec {
             return "null for field '\(path(context.codingPath))': expected \(expected(type))"
         case .dataCorrupted(let context) where !context.codingPath.isEmpty:
             return "invalid value for field '\(path(context.codingPath))': \(context.debugDescription)"
-        case .dataCorrupted(let context):
-            let underlying = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return "not valid JSON: " + (underlying ?? context.debugDescription)
+        case .dataCorrupted:
+            return whyNotJSON(data)
         @unknown default:
             return "not valid JSON"
         }

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
@@ -53,9 +52,6 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     enum Counted { case none, message, stream }
 
-    /// Handlers alive in this process (tests check that closed connections free theirs).
-    static let live = NIOLockedValueBox(0)
-
     init(hub: Hub) {
         self.hub = hub
         let config = hub.configuration
@@ -63,11 +59,11 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
         self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond)
         self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond)
-        Self.live.withLockedValue { $0 += 1 }
+        hub.liveHandlers.withLockedValue { $0 += 1 }
     }
 
     deinit {
-        Self.live.withLockedValue { $0 -= 1 }
+        hub.liveHandlers.withLockedValue { $0 -= 1 }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

@@ -10,6 +10,8 @@ import RTMProtocol
 final class Hub: Sendable {
     private let state: NIOLockedValueBox<HubState>
     let fanouts: [LoopFanout]
+    /// `ConnectionHandler`s alive (a closed connection must free its own; tests check it).
+    let liveHandlers = NIOLockedValueBox(0)
     private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
     private let connections = NIOLockedValueBox<[UInt64: ConnectionRef]>([:])
     private let nextConnectionID = NIOLockedValueBox<UInt64>(1)

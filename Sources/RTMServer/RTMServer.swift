@@ -55,6 +55,16 @@ public final class RTMServer: Service, Sendable {
     /// The bound port, once started.
     public var port: Int? { serverChannel.withLockedValue { $0?.localAddress?.port } }
 
+    /// Connection handlers alive, open or not yet freed (tests: a closed connection frees its own).
+    var liveConnectionHandlers: Int { hub.liveHandlers.withLockedValue { $0 } }
+
+    /// Connections the event loops' deadline sweeps watch (tests: closed ones leave).
+    func watchedConnections() async throws -> Int {
+        var total = 0
+        for fanout in hub.fanouts { total += try await fanout.eventLoop.submit { fanout.liveness.count }.get() }
+        return total
+    }
+
     /// Open client connections.
     public var connectionCount: Int { hub.openConnections.count }
 

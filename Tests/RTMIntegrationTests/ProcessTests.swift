@@ -21,10 +21,17 @@ final class RTMProcess: Sendable {
         return URL(fileURLWithPath: ".build/debug/rtm")
     }
 
-    init(arguments: [String]) throws {
+    /// Runs `rtm` with `arguments`; with `user`, as that user through `runuser` (the test
+    /// runs as root then), from `binary`.
+    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary) throws {
         process = Process()
-        process.executableURL = Self.binary
-        process.arguments = arguments
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", user, "--", binary.path] + arguments
+        } else {
+            process.executableURL = binary
+            process.arguments = arguments
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -146,5 +153,50 @@ struct ProcessTests {
         #expect(await listener.waitForLine(containing: "after-long-stop", after: mark2) != nil)
         await bob.logout()
         await harness.stop()
+    }
+
+    @Test("Issue 12: the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
+    func unprivileged() async throws {
+        // Root (CI) runs both through `runuser -u nobody`; an ordinary user runs them as itself.
+        let user: String? = getuid() == 0 ? "nobody" : nil
+        if user != nil, !FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") {
+            Issue.record("running as root without runuser: cannot prove the unprivileged case")
+            return
+        }
+        // A copy of the binary and a data directory that the ordinary user can reach.
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-unprivileged-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let binary = dir.appendingPathComponent("rtm")
+        try FileManager.default.copyItem(at: RTMProcess.binary, to: binary)
+        let data = dir.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        for (path, mode) in [(dir.path, 0o755), (binary.path, 0o755), (data.path, 0o777)] {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        }
+        let port = try RTMProcess.freePort()
+        let server = try RTMProcess(arguments: [
+            "serve", "--port", "\(port)", "--data-dir", data.path, "--app-id", Harness.appId,
+            "--app-certificate", Harness.certificate,
+        ], user: user, binary: binary)
+        defer { server.stop() }
+        try #require(await server.waitForLine(containing: "listening") != nil, "server: \(server.output)")
+        let client = ["--url", "ws://127.0.0.1:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
+        let listener = try RTMProcess(arguments: ["listen", "room", "--user", "reader"] + client, user: user, binary: binary)
+        defer { listener.stop() }
+        try #require(await listener.waitForLine(containing: "snapshot") != nil, "listener never logged in: \(listener.output)")
+        let publisher = try RTMProcess(arguments: ["pub", "room", "hello from an ordinary user", "--user", "writer"] + client,
+                                       user: user, binary: binary)
+        publisher.process.waitUntilExit()
+        #expect(publisher.process.terminationStatus == 0, "\(publisher.output)")
+        #expect(await listener.waitForLine(containing: "hello from an ordinary user") != nil, "\(listener.output)")
+        // Really unprivileged: the server process's effective uid is not root's.
+        if user != nil {
+            let children = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/task/\(server.process.processIdentifier)/children", encoding: .utf8)
+            let pid = try #require(children.split(separator: " ").first)
+            let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+            let uid = status.split(separator: "\n").first { $0.hasPrefix("Uid:") }
+            #expect(uid?.split(separator: "\t").dropFirst().first == "65534", "\(uid ?? "no Uid line")")
+        }
     }
 }

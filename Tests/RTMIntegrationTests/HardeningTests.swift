@@ -1,0 +1,242 @@
+import Foundation
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMServer
+
+/// A hostile world (issue 12): peers that never log in, trickle bytes, send garbage, flood, or
+/// connect and disconnect thousands of times, against a real server over real sockets.
+@Suite(.serialized)
+struct HardeningTests {
+    /// A login frame as a raw client sends it.
+    static func loginFrame(_ user: String, id: UInt64 = 1) -> ByteBuffer {
+        RawPeer.text(#"{"type":"login","id":\#(id),"appId":"\#(Harness.appId)","userId":"\#(user)","token":"\#(Harness.token(user))","heartbeatInterval":5,"presenceTimeout":5}"#)
+    }
+
+    @Test("Issue 12: every connection that does not log in is closed at the login deadline, counted from the accept, whatever it does meanwhile")
+    func loginDeadlineInEveryState() async throws {
+        let harness = try await Harness.start { $0.loginDeadline = .milliseconds(400) }
+        let started = ContinuousClock.now
+        // 1. Silent TCP.
+        let silent = try await RawPeer.connect(port: harness.port)
+        // 2. Slowloris: the upgrade request one byte every 50 ms (it would take seconds).
+        let slow = try await RawPeer.connect(port: harness.port)
+        let trickle = Task {
+            for byte in RawPeer.upgradeRequest().utf8 where !slow.isClosed {
+                try? await slow.write(ByteBuffer(bytes: [byte]))
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        // 3. Upgraded, pinging (WebSocket pings and JSON pings), never logging in.
+        let pinger = try await RawPeer.connect(port: harness.port)
+        try await pinger.write(RawPeer.upgradeRequest())
+        let pinging = Task {
+            while !pinger.isClosed {
+                try? await pinger.write(RawPeer.frame(opcode: 0x9, Array("p".utf8)))
+                try? await pinger.write(RawPeer.text(#"{"type":"ping"}"#))
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        // 4. A malformed HTTP request: NIO answers 400 and nobody used to close the socket.
+        let garbage = try await RawPeer.connect(port: harness.port)
+        try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
+        // 5. A request for another path: 400 with an explanation, then closed.
+        let wrongPath = try await RawPeer.connect(port: harness.port)
+        try await wrongPath.write("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+
+        for (name, peer) in [("silent", silent), ("slowloris", slow), ("pinger", pinger), ("garbage", garbage), ("wrong path", wrongPath)] {
+            #expect(await peer.waitForClose(within: .seconds(3)), "\(name) still open after the login deadline")
+        }
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(String(buffer: garbage.received).hasPrefix("HTTP/1.1 400"))
+        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 400"))
+        // The pinger got its pongs, then a close frame saying why.
+        let frames = pinger.frames()
+        #expect(frames.contains { $0.opcode == 0xA })
+        #expect(frames.last?.closeCode == 1008, "\(frames.map(\.opcode))")
+        #expect(frames.last.map { $0.text.contains("login deadline") } == true)
+        trickle.cancel()
+        pinging.cancel()
+
+        // A client that logs in in time is unaffected, and stays past the deadline.
+        let good = try await RawPeer.connect(port: harness.port)
+        var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+        hello.writeImmutableBuffer(Self.loginFrame("good"))
+        try await good.write(hello)
+        #expect(!(await good.waitForClose(within: .milliseconds(900))))
+        #expect(good.frames().first?.text.contains(#""type":"ok""#) == true)
+        await good.close()
+        await harness.stop()
+    }
+
+    /// Runs `count` connections through `cycle`, `parallel` at a time.
+    static func cycles(_ count: Int, parallel: Int = 32, _ cycle: @escaping @Sendable (Int) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            while next < min(parallel, count) {
+                let i = next
+                group.addTask { try await cycle(i) }
+                next += 1
+            }
+            while try await group.next() != nil, next < count {
+                let i = next
+                group.addTask { try await cycle(i) }
+                next += 1
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Waits until every closed connection's handler is freed and left the deadline sweeps.
+    static func settled(_ server: RTMServer) async throws -> (handlers: Int, watched: Int, open: Int) {
+        let end = ContinuousClock.now + .seconds(10)
+        var last = (handlers: -1, watched: -1, open: -1)
+        while ContinuousClock.now < end {
+            last = (server.liveConnectionHandlers, try await server.watchedConnections(), server.connectionCount)
+            if last == (0, 0, 0) { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return last
+    }
+
+    @Test("Issue 12: 10,000 connect/upgrade/close and 10,000 connect/login/logout cycles leave nothing behind (handlers freed, no watch, no session)")
+    func noLeakOverChurn() async throws {
+        let harness = try await Harness.start { $0.loginRatePerSecond = 0 }
+        // Upgrade, then a masked close frame: the server answers the close and frees everything.
+        try await Self.cycles(10_000) { _ in
+            let peer = try await RawPeer.connect(port: harness.port)
+            var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
+            bytes.writeImmutableBuffer(RawPeer.closeFrame())
+            try await peer.write(bytes)
+            #expect(await peer.waitForClose(within: .seconds(5)))
+        }
+        let afterUpgrades = try await Self.settled(harness.server)
+        #expect(afterUpgrades == (0, 0, 0), "after 10,000 upgrade/close cycles: \(afterUpgrades)")
+        // Login, then logout: the server replies ok and closes; the session is over.
+        try await Self.cycles(10_000) { i in
+            let peer = try await RawPeer.connect(port: harness.port)
+            var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
+            bytes.writeImmutableBuffer(Self.loginFrame("churn\(i % 500)"))
+            bytes.writeImmutableBuffer(RawPeer.text(#"{"type":"logout","id":2}"#))
+            try await peer.write(bytes)
+            #expect(await peer.waitForClose(within: .seconds(5)))
+        }
+        let afterLogins = try await Self.settled(harness.server)
+        #expect(afterLogins == (0, 0, 0), "after 10,000 login/logout cycles: \(afterLogins)")
+        #expect(harness.server.sessionCount == 0)
+        #expect(harness.server.connectionCounters.message == 0)
+        await harness.stop()
+    }
+
+    @Test("Issue 12: a connection flooding rejected publishes is closed (1008) after its error budget; a healthy neighbour's latency does not move")
+    func floodContained() async throws {
+        let harness = try await Harness.start {
+            $0.publishRatePerSecond = 60
+            $0.loginRatePerSecond = 0
+        }
+        let (healthy, _) = try await Harness.client("healthy", port: harness.port)
+        let (listener, listenerEvents) = try await Harness.client("listener", port: harness.port)
+        try await listener.subscribe("calm")
+
+        /// Publishes 40 messages at ~40/s (within the 60/s limit) and returns the acks' latencies.
+        func calmRound(_ tag: String) async throws -> [Duration] {
+            var latencies: [Duration] = []
+            for i in 0..<40 {
+                let start = ContinuousClock.now
+                _ = try await healthy.publish(channel: "calm", message: "\(tag)-\(i)")
+                latencies.append(ContinuousClock.now - start)
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            return latencies.sorted()
+        }
+        let baseline = try await calmRound("baseline")
+
+        // 20 flooders publish binary frames (masked, one publish per frame, 500 per write) flat
+        // out, far past their 60/s limit.
+        var flooders: [RawPeer] = []
+        for i in 0..<20 {
+            let peer = try await RawPeer.connect(port: harness.port)
+            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+            hello.writeImmutableBuffer(Self.loginFrame("flooder\(i)"))
+            try await peer.write(hello)
+            flooders.append(peer)
+        }
+        let flood = Task {
+            var id: UInt64 = 100
+            for _ in 0..<200 {
+                for peer in flooders where !peer.isClosed {
+                    var batch = ByteBuffer()
+                    for _ in 0..<500 {
+                        var body = ByteBuffer()
+                        BinaryFrame.writePublish(into: &body, requestID: id, msgId: nil, channel: "noise", customType: nil,
+                                                 isText: true, payload: Array("flood".utf8))
+                        RawPeer.appendFrame(to: &batch, opcode: 0x2, body.readableBytesView)
+                        id += 1
+                    }
+                    try? await peer.write(batch)
+                }
+                if flooders.allSatisfy(\.isClosed) { break }
+            }
+        }
+        let flooded = try await calmRound("flooded")
+        await flood.value
+
+        for (i, peer) in flooders.enumerated() {
+            #expect(await peer.waitForClose(within: .seconds(5)), "flooder \(i) still open")
+            let frames = peer.frames()
+            #expect(frames.last?.closeCode == 1008, "flooder \(i): \(frames.suffix(2).map(\.text))")
+            let errors = frames.filter { $0.opcode == 0x1 && $0.text.contains(#""type":"error""#) }.count
+            #expect(errors <= 200, "flooder \(i) got \(errors) error frames")
+        }
+        // Every calm message was accepted and delivered.
+        #expect(await listenerEvents.first(within: soon) { $0.messageEvent?.text == "flooded-39" } != nil)
+        let p99 = { (sorted: [Duration]) in sorted[Int(Double(sorted.count - 1) * 0.99)] }
+        let (before, during) = (p99(baseline), p99(flooded))
+        #expect(during <= max(before * 3, before + .milliseconds(100)), "healthy p99 \(before) → \(during) under the flood")
+        await healthy.logout()
+        await listener.logout()
+        await harness.stop()
+    }
+
+    @Test("Issue 12: a request whose id can be read gets its error with that id, naming the real problem")
+    func errorsKeepTheirID() async throws {
+        let harness = try await Harness.start()
+        let raw = try await RawConnection.open(port: harness.port)
+        #expect(await raw.login("mallory")?.type == .ok)
+        let cases: [(UInt64, String, String)] = [
+            (31, #"{"type":"publish","id":31,"channel":"room","text":123}"#, "'text'"),
+            (32, #"{"type":"subscribe","id":32,"channel":"room","withPresence":"yes"}"#, "'withPresence'"),
+            (33, #"{"type":"publish","id":33,"channel":"room","data":"@@not base64@@"}"#, "'data'"),
+            (34, #"{"type":"publish","id":34,"channel":"room","text":"x","ts":"soon"}"#, "'ts'"),
+            (35, #"{"type":"publish","id":35,"channel":"room","text":"x","ts":99999999999999999999999}"#, "'ts'"),
+            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "1e400"),
+            (36, #"{"type":"setMetadata","id":36,"storageType":"channel","channel":"room","metadata":{"majorRevision":-1,"items":[{"key":"k"}]}}"#, "metadata.items[0].value"),
+        ]
+        for (id, text, field) in cases {
+            raw.sendRaw(text)
+            let reply = await raw.reply(id)
+            #expect(reply?.code == RTMErrorCode.invalidFrame.rawValue, "\(text)")
+            #expect(reply?.reason?.contains(field) == true, "\(text) → \(reply?.reason ?? "no reply")")
+        }
+        // Broken JSON: no id to read, but the reason says what is wrong (not "not a JSON object").
+        raw.sendRaw(#"{"type":"publish","id":37,"x":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}")
+        let deep = await raw.frames.first(within: soon) { $0.type == .error && $0.reason?.contains("JSON") == true }
+        #expect(deep?.reason?.contains("not a JSON object") == false)
+
+        // Binary: an unknown operation and a truncated publish still carry their id.
+        var unknown = ByteBuffer(bytes: [0x7F, 0])
+        unknown.writeInteger(UInt64(38), endianness: .little)
+        raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: unknown), promise: nil)
+        let unknownReply = await raw.reply(38)
+        #expect(unknownReply?.reason?.contains("unknown binary operation") == true)
+        var truncated = ByteBuffer(bytes: [BinaryFrame.publishOp, 0])
+        truncated.writeInteger(UInt64(39), endianness: .little)
+        raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: truncated), promise: nil)
+        let truncatedReply = await raw.reply(39)
+        #expect(truncatedReply?.reason?.contains("truncated") == true)
+        raw.channel.close(promise: nil)
+        await harness.stop()
+    }
+}

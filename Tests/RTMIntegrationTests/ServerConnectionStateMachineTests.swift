@@ -1,0 +1,111 @@
+import NIOCore
+import NIOWebSocket
+import RTMProtocol
+import Testing
+@testable import RTMServer
+
+/// The server connection's life as a pure value: every state's deadline, what it admits, and
+/// how it ends. No sockets, no clock: time is passed in.
+struct ServerConnectionStateMachineTests {
+    static let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    static let timeouts = ServerConnectionStateMachine.Timeouts(login: .seconds(12), close: .seconds(1))
+    static let alice = UserKey(appId: "app", userId: "alice")
+
+    func machine() -> ServerConnectionStateMachine {
+        ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts)
+    }
+
+    @Test("Issue 12: before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
+    func loginDeadlineFromAccept() {
+        var m = machine()
+        // Bytes trickling in (a slowloris) or pings move `lastRead`, not the deadline.
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        m.upgraded()
+        #expect(m.state == .upgraded)
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        #expect(m.admit(.ping) == .allowed)
+        let action = m.deadlinePassed(now: Self.t0 + .seconds(12))
+        #expect(action == .closeWebSocket(code: .policyViolation, reason: "login deadline passed"))
+        // Ending: the close deadline; a peer that does not read is dropped then (T-2).
+        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(13))
+        #expect(m.deadlinePassed(now: Self.t0 + .seconds(13)) == .dropConnection)
+        #expect(m.socketClosed() == nil)
+        #expect(m.deadline(lastRead: Self.t0) == nil)
+    }
+
+    @Test("Issue 12: a connection that never finishes its HTTP request is dropped at the login deadline")
+    func httpDeadline() {
+        var m = machine()
+        #expect(m.deadlinePassed(now: Self.t0 + .seconds(12)) == .dropConnection)
+        #expect(m.socketClosed() == nil)
+    }
+
+    @Test("Issue 12: a plain HTTP answer moves to ending; NIO's 400 for a malformed request needs the close, ours closes itself")
+    func httpAnswered() {
+        var ours = machine()
+        #expect(ours.httpAnswered(now: Self.t0, closesItself: true) == .none)
+        #expect(ours.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        var malformed = machine()
+        #expect(malformed.httpAnswered(now: Self.t0, closesItself: false) == .closeAfterFlush)
+        #expect(malformed.httpAnswered(now: Self.t0, closesItself: false) == .none)
+    }
+
+    @Test("SPEC H-2: logged in, the deadline follows the last read; on it the socket is dropped and the session gets its grace window")
+    func heartbeatDeadline() {
+        var m = machine()
+        m.upgraded()
+        #expect(m.admit(.publish) == .rejected(.notLogin, "'publish' needs a login first"))
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        #expect(m.session == Self.alice)
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(100)) == Self.t0 + .seconds(115))
+        #expect(m.admit(.publish) == .allowed)
+        #expect(m.admit(.login) == .rejected(.duplicateOperation, "already logged in on this connection"))
+        if case .rejected(let code, _) = m.admit(.join) { #expect(code == .invalidFrame) } else { Issue.record("join admitted") }
+        #expect(m.deadlinePassed(now: Self.t0 + .seconds(115)) == .dropConnection)
+        #expect(m.socketClosed() == Self.alice)   // lost: grace window (P-1)
+    }
+
+    @Test("Logout, kick and the like end the session: a close frame, then no grace window; requests after it are refused")
+    func endedByWill() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .closeWebSocket(code: .normalClosure, reason: ""))
+        #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .none)   // already closing
+        if case .rejected(let code, _) = m.admit(.publish) { #expect(code == .notLogin) } else { Issue.record("publish admitted while ending") }
+        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        #expect(m.socketClosed() == nil)
+    }
+
+    @Test("A lost connection (I/O error, slow consumer) keeps the session's grace window; a STREAM member just leaves")
+    func lost() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        #expect(m.lost(now: Self.t0) == .dropConnection)
+        #expect(m.lost(now: Self.t0) == .none)
+        #expect(m.socketClosed() == Self.alice)
+
+        var s = machine()
+        s.upgraded()
+        let membership = StreamMembership(channel: ChannelKey(appId: "app", name: "s"), userId: "alice")
+        s.joined(membership, readTimeout: .seconds(2))
+        #expect(s.membership == membership)
+        #expect(s.admit(.publish) == .allowed)
+        #expect(s.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        #expect(s.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
+        #expect(s.socketClosed() == nil)
+    }
+
+    @Test("A socket closed by the peer while logged in is a lost connection (grace window); before login it is nothing")
+    func peerClose() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        #expect(m.socketClosed() == Self.alice)
+        #expect(m.deadlinePassed(now: Self.t0) == .none)   // a sweep racing the close
+
+        var early = machine()
+        #expect(early.socketClosed() == nil)
+    }
+}
