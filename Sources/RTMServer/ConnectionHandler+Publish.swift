@@ -14,8 +14,13 @@ extension ConnectionHandler {
             flushPublishes(context: context)
             send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
         case .success(let publish):
-            if case .rejected(let code, let reason) = lifecycle.admit(.publish) {
-                send(.error(id: publish.requestID, code, reason), context: context)
+            // The hot path: one check of the state, the machine's words only for a refusal.
+            guard lifecycle.session != nil else {
+                if case .rejected(let code, let reason) = lifecycle.admit(.publish) {
+                    send(.error(id: publish.requestID, code, reason), context: context)
+                } else {
+                    send(.error(id: publish.requestID, .notLogin, "binary publishes need a MESSAGE session (login), not a STREAM connection"), context: context)
+                }
                 return
             }
             pendingPublishes.append(publish)
