@@ -16,10 +16,10 @@ extension ConnectionHandler {
         case .success(let publish):
             // The hot path: one check of the state, the machine's words only for a refusal.
             guard lifecycle.session != nil else {
-                if case .rejected(let code, let reason) = lifecycle.admit(.publish) {
-                    send(.error(id: publish.requestID, code, reason), context: context)
-                } else {
-                    send(.error(id: publish.requestID, .notLogin, "binary publishes need a MESSAGE session (login), not a STREAM connection"), context: context)
+                switch lifecycle.admit(.publish) {
+                case .rejected(let code, let reason): send(.error(id: publish.requestID, code, reason), context: context)
+                case .allowed: send(.error(id: publish.requestID, .notLogin, "binary publishes need a MESSAGE session (login), not a STREAM connection"), context: context)
+                case .ignored: break
                 }
                 return
             }

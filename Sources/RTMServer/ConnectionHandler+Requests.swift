@@ -8,8 +8,12 @@ extension ConnectionHandler {
     /// Runs one decoded request frame.
     func handle(_ frame: Frame, context: ChannelHandlerContext) {
         // Which requests the connection's state admits is the state machine's call.
-        if case .rejected(let code, let reason) = lifecycle.admit(frame.type) {
+        switch lifecycle.admit(frame.type) {
+        case .allowed: break
+        case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
+            return
+        case .ignored:
             return
         }
         switch (lifecycle.state, frame.type) {

@@ -12,8 +12,9 @@ import RTMProtocol
 /// `ServerConnectionStateMachine` decides: every state's deadline (login, heartbeat (SPEC H-2,
 /// T-3), close), which requests a state admits, and how the connection ends.
 /// Confined to the connection's event loop.
-final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ServerInbound
+    typealias OutboundIn = NIOAny
     typealias OutboundOut = WebSocketFrame
 
     let hub: Hub
@@ -58,7 +59,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
         self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond)
-        self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond)
+        self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond, burst: config.errorReplyBurst)
         hub.liveHandlers.withLockedValue { $0 += 1 }
     }
 
@@ -107,6 +108,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.data
             if let ts = FrameCodec.fastPing(payload) {
+                guard lifecycle.maySend else { return }
                 // The heartbeat: answered without JSON machinery (idle servers mostly do this).
                 let pong = FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator)
                 context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: pong)), promise: nil)
@@ -122,6 +124,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             handle(decoded, context: context)
         case .ping:
             lastRead = .now()
+            guard lifecycle.maySend else { return }   // nothing after our close frame
             var data = frame.data
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
@@ -148,6 +151,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
             run(lifecycle.lost(now: .now()), context: context)
         case let close as CloseWithFrameEvent:
+            guard lifecycle.maySend else { return }   // already closing
             context.write(wrapOutboundOut(close.frame), promise: nil)
             closeConnection(context: context, code: close.code, reason: close.reason)
         case let replaced as ReplacedEvent:
@@ -217,6 +221,18 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// Writes from elsewhere (`Hub.send`: replies from the storage queues, presence events,
+    /// user messages) pass here: once the connection is closing they are dropped, so nothing
+    /// follows the close frame (RFC 6455 §5.5.1). Pre-encoded fan-out frames go below this
+    /// handler; the connection leaves the fan-out tables when it sends its close frame.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard lifecycle.maySend else {
+            promise?.fail(ChannelError.outputClosed)
+            return
+        }
+        context.write(data, promise: promise)
+    }
+
     /// Performs what the state machine decided.
     func run(_ action: ServerConnectionStateMachine.Action, context: ChannelHandlerContext) {
         switch action {
@@ -233,6 +249,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             data.write(webSocketErrorCode: code)
             data.writeString(reason)
             let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+            leaveFanout()   // no channel message after the close frame either
             // If the peer does not read, the `ending` deadline closes the socket (SPEC T-2).
             context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
                 context.close(mode: .all, promise: nil)
@@ -243,6 +260,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: helpers
 
     func send(_ frame: Frame, context: ChannelHandlerContext) {
+        guard lifecycle.maySend else { return }   // nothing after our close frame
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             // Rejected requests past the error budget: the peer ignores its errors (a flood).
             // Closing costs it nothing legitimate and frees its neighbours (issue 12).

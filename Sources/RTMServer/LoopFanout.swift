@@ -123,7 +123,8 @@ final class LoopFanout: @unchecked Sendable {
 
 /// Disconnecting a connection whose outbound buffer passed the high-water mark.
 enum SlowConsumer {
-    /// WebSocket close code used: 1008 (policy violation), reason "slow consumer".
+    /// The socket is dropped without a close frame (it would only queue behind the backlog);
+    /// a logged-in session keeps its grace window.
     static func disconnect(_ connection: ConnectionRef) {
         connection.channel.pipeline.fireUserInboundEventTriggered(SlowConsumerEvent())
     }

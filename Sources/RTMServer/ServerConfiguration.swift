@@ -26,10 +26,13 @@ public struct ServerConfiguration: Sendable {
     public var limits = Limits()
     /// Publishes (channel + user messages) per second per connection (SPEC §8: 60). 0 = unlimited.
     public var publishRatePerSecond: Double = 60
-    /// Error replies per second one connection may receive (a bucket of one second's worth).
-    /// A connection that keeps sending rejected requests past it is closed with code 1008
-    /// "too many rejected requests" (a flood must not cost its neighbours). 0 = unlimited.
+    /// Error replies per second one connection may receive on average, after a burst of
+    /// `errorReplyBurst`. A connection that keeps sending rejected requests past it (say,
+    /// publishing far over its rate limit and ignoring the errors) is closed with code 1008
+    /// "too many rejected requests": a flood must not cost its neighbours. 0 = unlimited.
     public var errorReplyRatePerSecond: Double = 100
+    /// Error replies one connection may receive at once before `errorReplyRatePerSecond` applies.
+    public var errorReplyBurst: Double = 1000
     /// Logins admitted per second across the server (admission control, SPEC T-9). 0 = unlimited.
     public var loginRatePerSecond: Double = 2_000
     /// Bytes queued for one connection before it counts as a consumer that cannot keep up and is

@@ -19,14 +19,16 @@ import RTMProtocol
 /// | state      | requests allowed                          | deadline                                        | when it passes                                 |
 /// |------------|-------------------------------------------|-------------------------------------------------|------------------------------------------------|
 /// | `accepted` | an HTTP request (upgrade, /health, /metrics) | accept + `loginDeadline` (however slowly bytes trickle in) | socket closed (no WebSocket to speak on) |
-/// | `upgraded` | `login`, `join`, `ping`; anything else `-10005` notLogin | accept + `loginDeadline` (pings do not extend it) | close frame 1008 "login deadline passed" |
+/// | `upgraded` | `login`, `join`, `ping`; anything else `-10002` notLogin | accept + `loginDeadline` (pings do not extend it) | close frame 1008 "login deadline passed" |
 /// | `loggedIn` | everything but `login` (`-10017`) and `join` | last read + heartbeat + `heartbeatSlack` (SPEC H-2) | socket closed; the session enters its grace window |
 /// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3)      | socket closed; the member leaves                |
-/// | `ending`   | none (answered `-10005`, the session is over) | entered + `closeTimeout`                     | socket closed (a peer that does not read never holds it, SPEC T-2) |
+/// | `ending`   | none: ignored, nothing is sent after a close frame (RFC 6455 §5.5.1) | entered + `closeTimeout` | socket closed (a peer that does not read never holds it, SPEC T-2) |
 ///
-/// A session that ends by the client's or the server's will (logout, leave, kick, token expiry,
-/// goaway, resume takeover) has no grace window; a connection lost while logged in (timeout,
-/// error, the peer's close) does.
+/// When the socket of a logged-in connection closes, the hub is told the connection was lost
+/// and the session gets its grace window (SPEC P-1), unless the session already ended or moved
+/// on (logout, kick, token expiry, a resume on another connection): the hub ignores a lost
+/// connection that is no longer its session's. So a client's close frame without `logout`, a
+/// heartbeat timeout, an I/O error or a close for abuse all leave a grace window.
 struct ServerConnectionStateMachine {
     enum State: Equatable {
         /// TCP accepted; the HTTP request (upgrade or not) has not been taken yet.
@@ -61,6 +63,8 @@ struct ServerConnectionStateMachine {
         case allowed
         /// Answer with this error (the request's `id` attached).
         case rejected(RTMErrorCode, String)
+        /// Closing: no answer (nothing is sent after the close frame).
+        case ignored
     }
 
     /// The configured timeouts the deadlines are made of.
@@ -162,16 +166,17 @@ struct ServerConnectionStateMachine {
         state = .joined(membership)
     }
 
-    /// The session or connection ends by someone's will (logout, leave, kick, token expiry,
-    /// goaway, takeover, a close frame, a protocol violation, abuse): no grace window.
-    /// `code` nil: no close frame (the socket is dropped).
+    /// The server closes the connection (logout, leave, kick, token expiry, goaway, takeover,
+    /// the client's close frame, a protocol violation, abuse). `code` nil: no close frame (the
+    /// socket is dropped). A logged-in session is handed to the hub as lost when the socket
+    /// closes; the hub ignores it if the session already ended or moved on.
     mutating func close(code: WebSocketErrorCode?, reason: String = "", now: NIODeadline) -> Action {
         switch state {
         case .accepted:
             state = .ending(since: now, lostSession: nil)
             return .dropConnection
         case .upgraded, .loggedIn, .joined:
-            state = .ending(since: now, lostSession: nil)
+            state = .ending(since: now, lostSession: session)
             guard let code else { return .dropConnection }
             return .closeWebSocket(code: code, reason: reason)
         case .ending, .closed:
@@ -207,6 +212,15 @@ struct ServerConnectionStateMachine {
 
     // MARK: requests
 
+    /// Whether anything may still be sent: not once closing (RFC 6455 §5.5.1: nothing after a
+    /// close frame; and nothing to a socket being dropped).
+    var maySend: Bool {
+        switch state {
+        case .ending, .closed: false
+        case .accepted, .upgraded, .loggedIn, .joined: true
+        }
+    }
+
     /// Whether a request of this type may run now.
     func admit(_ type: FrameType) -> Admission {
         switch (state, type) {
@@ -220,10 +234,8 @@ struct ServerConnectionStateMachine {
             return .rejected(.invalidFrame, "'join' opens a STREAM connection: it must be the first request of a new connection")
         case (.loggedIn, _), (.joined, _):
             return .allowed
-        case (.ending, .ping):
-            return .allowed
         case (.ending, _), (.closed, _):
-            return .rejected(.notLogin, "'\(type)' needs a login first: this connection's session has ended")
+            return .ignored
         }
     }
 }

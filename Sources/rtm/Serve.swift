@@ -18,7 +18,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
     @Option(help: "Seconds from a connection's TCP accept to its login (or join), whatever it sends meanwhile; then it is closed.") var loginDeadline: Double = 12
-    @Option(help: "Error replies per second per connection; a connection that keeps sending rejected requests past it is closed (1008). 0 = unlimited.") var errorReplyRate: Double = 100
+    @Option(help: "Error replies per second per connection after --error-reply-burst; a connection that keeps sending rejected requests past it is closed (1008). 0 = unlimited.") var errorReplyRate: Double = 100
+    @Option(help: "Error replies one connection may get at once before --error-reply-rate applies.") var errorReplyBurst: Double = 1000
     @Option(help: "Event-loop threads (default: cores).") var threads: Int?
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
@@ -36,6 +37,7 @@ struct Serve: AsyncParsableCommand {
         config.loginRatePerSecond = loginRate
         config.loginDeadline = .nanoseconds(Int64(loginDeadline * 1e9))
         config.errorReplyRatePerSecond = errorReplyRate
+        config.errorReplyBurst = errorReplyBurst
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
         config.testDropSeq = testDropSeq

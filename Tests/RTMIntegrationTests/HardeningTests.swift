@@ -135,6 +135,9 @@ struct HardeningTests {
         let harness = try await Harness.start {
             $0.publishRatePerSecond = 60
             $0.loginRatePerSecond = 0
+            // The budget shrunk like every test timing (default 1000): the flood is contained
+            // within the test's calm round even in a debug build on a busy machine.
+            $0.errorReplyBurst = 100
         }
         let (healthy, _) = try await Harness.client("healthy", port: harness.port)
         let (listener, listenerEvents) = try await Harness.client("listener", port: harness.port)
@@ -188,7 +191,7 @@ struct HardeningTests {
             let frames = peer.frames()
             #expect(frames.last?.closeCode == 1008, "flooder \(i): \(frames.suffix(2).map(\.text))")
             let errors = frames.filter { $0.opcode == 0x1 && $0.text.contains(#""type":"error""#) }.count
-            #expect(errors <= 200, "flooder \(i) got \(errors) error frames")
+            #expect(errors <= 1_000, "flooder \(i) got \(errors) error frames (burst 100, then 100/s)")
         }
         // Every calm message was accepted and delivered.
         #expect(await listenerEvents.first(within: soon) { $0.messageEvent?.text == "flooded-39" } != nil)
