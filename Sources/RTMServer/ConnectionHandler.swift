@@ -4,6 +4,7 @@ import NIOCore
 import NIOWebSocket
 import RTMAuth
 import RTMProtocol
+import RTMWebSocket
 
 /// One client connection after the WebSocket upgrade: reads frames, runs requests against the
 /// `Hub`, supervises liveness (SPEC H-2, T-3) and reports loss for the grace window.
@@ -101,7 +102,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
-            closeConnection(context: context, code: .normalClosure)
+            // RFC 6455 §5.5.1: answer with the client's own code (the decoder checked it), then close.
+            closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data))
         default:
             break
         }

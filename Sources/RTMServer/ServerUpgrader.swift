@@ -1,11 +1,14 @@
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
+import RTMWebSocket
 
 /// The WebSocket upgrade: NIO's `NIOWebSocketServerUpgrader` checks the request and builds the
 /// 101 response (key, version, `Sec-WebSocket-Accept`, our subprotocol); the connection's
-/// pipeline is ours: NIO's frame encoder, `ServerFrameDecoder`, NIO's protocol error handler,
-/// `ConnectionHandler`.
+/// pipeline is ours: NIO's frame encoder, `ServerFrameDecoder`, `WebSocketViolationHandler`
+/// (a violation is answered with a close frame and its code, RFC 6455 §7.1.7), then the handler
+/// that takes the messages: `ConnectionHandler` in the server, an echo handler in the
+/// Autobahn|Testsuite run (issue 12), so the suite checks exactly the layers the server runs.
 ///
 /// NIO's own decoder is never added: swapping it out after the fact races with the bytes a
 /// client sends right behind its upgrade request (a `ByteToMessageHandler` leaves the pipeline
@@ -13,7 +16,29 @@ import NIOWebSocket
 struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
     let checks: NIOWebSocketServerUpgrader
     let maxFrameSize: Int
-    let hub: Hub
+    /// Fragments a message may come in (RFC 6455 §5.4; more is a protocol error).
+    var maxFragments = 64
+    /// How long a close frame answering a violation may take to leave.
+    let closeTimeout: TimeAmount
+    /// Makes the handler that takes the decoded messages (`ServerInbound`), on the connection's loop.
+    let makeHandler: @Sendable () -> any ChannelHandler
+
+    /// The server's upgrader: messages go to a `ConnectionHandler` of `hub`.
+    init(checks: NIOWebSocketServerUpgrader, maxFrameSize: Int, hub: Hub) {
+        self.init(checks: checks, maxFrameSize: maxFrameSize, closeTimeout: hub.configuration.closeTimeout) {
+            ConnectionHandler(hub: hub)
+        }
+    }
+
+    /// An upgrader whose messages go to the handler `makeHandler` makes.
+    init(checks: NIOWebSocketServerUpgrader, maxFrameSize: Int, maxFragments: Int = 64, closeTimeout: TimeAmount,
+         makeHandler: @escaping @Sendable () -> any ChannelHandler) {
+        self.checks = checks
+        self.maxFrameSize = maxFrameSize
+        self.maxFragments = maxFragments
+        self.closeTimeout = closeTimeout
+        self.makeHandler = makeHandler
+    }
 
     var supportedProtocol: String { checks.supportedProtocol }
     var requiredUpgradeHeaders: [String] { checks.requiredUpgradeHeaders }
@@ -24,13 +49,13 @@ struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
     }
 
     func upgrade(context: ChannelHandlerContext, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<Void> {
-        let (hub, maxFrameSize) = (self.hub, self.maxFrameSize)
+        let (maxFrameSize, maxFragments, closeTimeout, makeHandler) = (self.maxFrameSize, self.maxFragments, self.closeTimeout, self.makeHandler)
         return context.eventLoop.makeCompletedFuture {
             let sync = context.pipeline.syncOperations
             try sync.addHandler(WebSocketFrameEncoder())
-            try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize)))
-            try sync.addHandler(WebSocketProtocolErrorHandler())
-            try sync.addHandler(ConnectionHandler(hub: hub))
+            try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize, maxFragments: maxFragments)))
+            try sync.addHandler(WebSocketViolationHandler(isServer: true, closeTimeout: closeTimeout))
+            try sync.addHandler(makeHandler())
         }
     }
 }
