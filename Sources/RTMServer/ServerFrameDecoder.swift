@@ -152,8 +152,8 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
         }
         try WebSocketRules.checkHeader(fin: fin, reservedBits: b0 & 0x70, opcode: opcodeBits, masked: masked, length: length,
                                        fromClient: true, maxFrameSize: maxFrameSize)
-        guard let value: UInt32 = buffer.getInteger(at: start + offset, endianness: .little) else { return nil }
-        let key = value
+        // Always masked here (checkHeader refused anything else).
+        guard let key: UInt32 = buffer.getInteger(at: start + offset, endianness: .little) else { return nil }
         offset += 4
         let size = Int(length)
         guard buffer.readableBytes >= cursor + offset + size else { return nil }

@@ -17,7 +17,7 @@ struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
     let checks: NIOWebSocketServerUpgrader
     let maxFrameSize: Int
     /// Fragments a message may come in (RFC 6455 §5.4; more is a protocol error).
-    var maxFragments = 64
+    let maxFragments: Int
     /// How long a close frame answering a violation may take to leave.
     let closeTimeout: TimeAmount
     /// Makes the handler that takes the decoded messages (`ServerInbound`), on the connection's loop.
