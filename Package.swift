@@ -45,8 +45,14 @@ let package = Package(
         // The system zlib (AccessToken2 payloads are zlib-compressed). Part of the macOS SDK; on
         // Debian/Ubuntu it needs the `zlib1g-dev` package (installed by `.ci/run`).
         .systemLibrary(name: "CRTMZlib", path: "Sources/CRTMZlib", providers: [.apt(["zlib1g-dev"])]),
+        // RFC 6455 rules both sides apply: frame headers, fragments, UTF-8, close frames, and
+        // the handler that answers a violation with its close code. Server and SDK share it.
+        .target(name: "RTMWebSocket", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+        ], swiftSettings: strict),
         .target(name: "RTMServer", dependencies: [
-            "RTMProtocol", "RTMAuth",
+            "RTMProtocol", "RTMAuth", "RTMWebSocket",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -59,7 +65,7 @@ let package = Package(
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [
-            "RTMProtocol",
+            "RTMProtocol", "RTMWebSocket",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -100,7 +106,7 @@ let package = Package(
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
-            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "rtm",
+            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "RTMWebSocket", "rtm",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

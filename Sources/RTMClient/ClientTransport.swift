@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOWebSocket
 import RTMProtocol
+import RTMWebSocket
 
 /// Opens one WebSocket connection to the server (TCP, HTTP upgrade with subprotocol `rtm.v1`)
 /// and feeds its frames to the core. All on the core's event loop.
@@ -49,6 +50,24 @@ enum ClientTransport {
         onFrame: @escaping @Sendable (Frame?, String?) -> Void,
         onClose: @escaping @Sendable (String) -> Void
     ) {
+        open(endpoint: endpoint, eventLoop: eventLoop, connectTimeout: connectTimeout, maxFrameSize: maxFrameSize,
+             subprotocol: FrameCodec.subprotocol, makeHandler: { ClientFrameHandler(onFrame: onFrame) },
+             onReady: onReady, onClose: onClose)
+    }
+
+    /// The SDK's WebSocket layer under any message handler: TCP, the HTTP upgrade (offering
+    /// `subprotocol`), NIO's frame codec, `ClientMessageAggregator` (RFC 6455's rules, issue 12)
+    /// and `WebSocketViolationHandler` (a violation is answered with a close frame and its
+    /// code). The handler `makeHandler` makes gets whole messages and control frames as
+    /// unmasked `WebSocketFrame`s: `ClientFrameHandler` in the SDK, an echo handler in the
+    /// Autobahn|Testsuite run, so the suite checks exactly the layers the SDK runs.
+    static func open(
+        endpoint: Endpoint, eventLoop: any EventLoop, connectTimeout: TimeAmount, maxFrameSize: Int,
+        maxFragments: Int = 64, subprotocol: String?,
+        makeHandler: @escaping @Sendable () -> any ChannelHandler,
+        onReady: @escaping @Sendable (any Channel) -> Void,
+        onClose: @escaping @Sendable (String) -> Void
+    ) {
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -57,18 +76,21 @@ enum ClientTransport {
                     let upgrader = NIOWebSocketClientUpgrader(
                         requestKey: NIOWebSocketClientUpgrader.randomRequestKey(),
                         maxFrameSize: maxFrameSize,
-                        automaticErrorHandling: true,
+                        automaticErrorHandling: false,   // WebSocketViolationHandler answers NIO's errors and ours
                         upgradePipelineHandler: { channel, _ in
                             channel.eventLoop.makeCompletedFuture {
                                 let sync = channel.pipeline.syncOperations
-                                try sync.addHandler(NIOWebSocketFrameAggregator(
-                                    minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 64, maxAccumulatedFrameSize: maxFrameSize))
-                                try sync.addHandler(ClientFrameHandler(onFrame: onFrame))
+                                try sync.addHandler(ClientMessageAggregator(maxFrameSize: maxFrameSize, maxFragments: maxFragments))
+                                try sync.addHandler(WebSocketViolationHandler(isServer: false))
+                                try sync.addHandler(makeHandler())
                                 onReady(channel)
                             }
                         })
                     let config: NIOHTTPClientUpgradeSendableConfiguration = (upgraders: [upgrader], completionHandler: { _ in })
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(withClientUpgrade: config)
+                    // Frames a server sends right behind its 101 arrive in the same read as the
+                    // response: forwarded to the WebSocket decoder, not dropped (NIO's default;
+                    // found by Autobahn, whose server sends a message at once).
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, withClientUpgrade: config)
                     try channel.pipeline.syncOperations.addHandler(CloseOnErrorHandler())
                 }
             }
@@ -80,7 +102,7 @@ enum ClientTransport {
                 channel.closeFuture.whenComplete { _ in onClose("connection closed") }
                 var headers = HTTPHeaders()
                 headers.add(name: "Host", value: "\(endpoint.host):\(endpoint.port)")
-                headers.add(name: "Sec-WebSocket-Protocol", value: FrameCodec.subprotocol)
+                if let subprotocol { headers.add(name: "Sec-WebSocket-Protocol", value: subprotocol) }
                 headers.add(name: "Content-Length", value: "0")
                 let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: endpoint.path, headers: headers)
                 channel.write(HTTPClientRequestPart.head(head), promise: nil)
@@ -110,7 +132,7 @@ enum ClientTransport {
     }
 }
 
-/// Decodes inbound WebSocket frames; answers WebSocket pings.
+/// Decodes inbound WebSocket messages; answers WebSocket pings and close frames.
 final class ClientFrameHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
@@ -145,7 +167,9 @@ final class ClientFrameHandler: ChannelInboundHandler {
             let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
-            context.close(promise: nil)
+            // RFC 6455 §5.5.1: answer with the server's own code (the aggregator checked it), then close.
+            let reply = WebSocketRules.closeReply(to: frame.data, isServer: false, allocator: context.channel.allocator)
+            context.writeAndFlush(wrapOutboundOut(reply)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         default:
             onFrame(nil, nil)   // still a sign of life (T-3)
         }

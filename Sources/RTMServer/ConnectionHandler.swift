@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOWebSocket
 import RTMAuth
 import RTMProtocol
+import RTMWebSocket
 
 /// One client connection, from the TCP accept to the close: it sits at the end of the pipeline
 /// from the start (the HTTP handlers before it until the upgrade, the WebSocket frame decoder
@@ -129,7 +130,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
-            closeConnection(context: context, code: .normalClosure)
+            // RFC 6455 §5.5.1: answer with the client's own code (the decoder checked it), then close.
+            closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data))
         default:
             break
         }

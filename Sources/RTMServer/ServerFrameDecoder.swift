@@ -1,5 +1,6 @@
 import NIOCore
 import NIOWebSocket
+import RTMWebSocket
 
 /// What the server's frame decoder hands to `ConnectionHandler`.
 enum ServerInbound {
@@ -10,11 +11,6 @@ enum ServerInbound {
     case binary([ByteBuffer])
 }
 
-/// A protocol violation by the client that NIO's error handler does not name.
-struct WebSocketViolation: Error, CustomStringConvertible {
-    let description: String
-}
-
 /// The server's WebSocket frame decoder (RFC 6455 §5), in place of NIO's `WebSocketFrameDecoder`
 /// and `NIOWebSocketFrameAggregator`.
 ///
@@ -23,21 +19,26 @@ struct WebSocketViolation: Error, CustomStringConvertible {
 /// byte at a time; on the one event loop that reads a publisher that was a fifth of the time. This
 /// decoder parses every complete frame of a read in one loop, unmasks eight bytes at a time in
 /// place, reassembles fragmented messages, and hands all binary messages of the read to the
-/// handler as one batch. Frame rules are NIO's: the size limit and the control-frame rules throw
-/// `NIOWebSocketError` (so `WebSocketProtocolErrorHandler` answers with the right close code);
-/// the other violations (reserved bits, unknown opcodes, bad fragment sequences) throw
-/// `WebSocketViolation` and the connection is closed.
+/// handler as one batch.
+///
+/// RFC 6455 to the letter (issue 12), with the rules the SDK applies too (`RTMWebSocket`):
+/// every violation throws a `WebSocketViolation` carrying its close code, which
+/// `WebSocketViolationHandler` sends in a close frame before closing: 1002 for a protocol error
+/// (an unmasked frame, §5.1; reserved bits, unknown opcodes, §5.2; bad fragment sequences or
+/// more than `maxFragments` fragments, §5.4; long or fragmented control frames, §5.5; a
+/// malformed close frame, §5.5.1), 1007 for a text message that is not UTF-8 (§8.1), 1009 for
+/// a frame or message over `maxFrameSize`. Frames of a read before the violation are still
+/// delivered; nothing after a close frame is.
 struct ServerFrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ServerInbound
 
     let maxFrameSize: Int
-    let maxFragments: Int
-    /// A fragmented message being reassembled: its opcode, bytes so far, fragment count.
-    private var partial: (opcode: WebSocketOpcode, data: ByteBuffer, count: Int)?
+    /// Reassembly, UTF-8 and close-frame rules.
+    private var assembler: WebSocketMessageAssembler
 
     init(maxFrameSize: Int, maxFragments: Int = 64) {
         self.maxFrameSize = maxFrameSize
-        self.maxFragments = maxFragments
+        self.assembler = WebSocketMessageAssembler(maxMessageSize: maxFrameSize, maxFragments: maxFragments)
     }
 
     /// Where one complete frame of the current read lies in the cumulation buffer.
@@ -55,8 +56,14 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         // Pass 1: find every complete frame of the read (headers only, no slice taken). A
         // violation stops the scan; the frames before it are still delivered, then it is thrown.
+        // After the client's close frame its bytes are not read (RFC 6455 §5.5.1: it sends
+        // nothing more), whatever they are.
+        guard !assembler.isClosed else {
+            buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+            return .needMoreData
+        }
         spans.removeAll(keepingCapacity: true)
-        var failure: (any Error)?
+        var failure: WebSocketViolation?
         var cursor = 0
         var anyMasked = false
         do {
@@ -64,6 +71,7 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
                 spans.append(span)
                 anyMasked = anyMasked || span.key != 0
                 cursor = span.offset + span.length
+                if span.header.opcode == .connectionClose { break }
             }
         } catch {
             failure = error
@@ -75,8 +83,8 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
         // in the frames per read (1,000 pipelined publishes copied the read 1,000 times). Why
         // not unmask into a fresh buffer per frame: one allocation and copy per frame, where in
         // place costs none. So the read is copied at most once (only if an earlier slice of it
-        // is still alive), whatever the number of frames. Clients must mask (RFC 6455 §5.3);
-        // a zero key is a valid key that changes nothing, so it is skipped.
+        // is still alive), whatever the number of frames. Clients must mask (RFC 6455 §5.1,
+        // checked in nextSpan); a zero key is a valid key that changes nothing, so it is skipped.
         if anyMasked {
             buffer.withUnsafeMutableReadableBytes { bytes in
                 guard let base = bytes.baseAddress else { return }
@@ -90,7 +98,14 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
         let start = buffer.readerIndex
         for span in spans {
             let payload = buffer.getSlice(at: start + span.offset, length: span.length)!
-            if let message = try assemble(span.header, payload) {
+            let assembled: WebSocketMessageAssembler.Message?
+            do {
+                assembled = try assembler.assemble(fin: span.header.fin, opcode: span.header.opcode, payload: payload)
+            } catch {
+                failure = error   // what came before it is still delivered, below
+                break
+            }
+            if let message = assembled {
                 if message.opcode == .binary {
                     batch.append(message.data)
                 } else {
@@ -118,69 +133,32 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
 
     /// The complete frame starting `cursor` bytes past the reader index, or nil if it has not
     /// all arrived. Reads only; the payload is still masked.
-    private static func nextSpan(_ buffer: ByteBuffer, at cursor: Int, maxFrameSize: Int) throws -> FrameSpan? {
+    private static func nextSpan(_ buffer: ByteBuffer, at cursor: Int, maxFrameSize: Int) throws(WebSocketViolation) -> FrameSpan? {
         let start = buffer.readerIndex + cursor
         guard let b0: UInt8 = buffer.getInteger(at: start), let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
-        guard b0 & 0x70 == 0 else { throw WebSocketViolation(description: "reserved bits set in a frame (no extension was negotiated)") }
         let opcodeBits = b0 & 0x0F
-        guard let opcode = WebSocketOpcode(encodedWebSocketOpcode: opcodeBits),
-              [0x0, 0x1, 0x2, 0x8, 0x9, 0xA].contains(opcodeBits) else {
-            throw WebSocketViolation(description: "unknown WebSocket opcode \(opcodeBits)")
-        }
         let fin = b0 & 0x80 != 0
         let masked = b1 & 0x80 != 0
         var offset = 2
-        var length = Int(b1 & 0x7F)
+        var length = UInt64(b1 & 0x7F)
         if length == 126 {
             guard let value: UInt16 = buffer.getInteger(at: start + 2) else { return nil }
-            length = Int(value)
+            length = UInt64(value)
             offset = 4
         } else if length == 127 {
             guard let value: UInt64 = buffer.getInteger(at: start + 2) else { return nil }
-            guard value <= UInt64(maxFrameSize) else { throw NIOWebSocketError.invalidFrameLength }
-            length = Int(value)
+            length = value
             offset = 10
         }
-        if opcodeBits & 0x8 != 0 {   // control frame (RFC 6455 §5.5)
-            guard fin else { throw NIOWebSocketError.fragmentedControlFrame }
-            guard length <= 125 else { throw NIOWebSocketError.multiByteControlFrameLength }
-        }
-        guard length <= maxFrameSize else { throw NIOWebSocketError.invalidFrameLength }
-        var key: UInt32 = 0
-        if masked {
-            guard let value: UInt32 = buffer.getInteger(at: start + offset, endianness: .little) else { return nil }
-            key = value
-            offset += 4
-        }
-        guard buffer.readableBytes >= cursor + offset + length else { return nil }
-        return FrameSpan(header: Header(fin: fin, opcode: opcode), offset: cursor + offset, length: length, key: key)
-    }
-
-    /// Reassembles fragmented messages; returns a whole message or control frame, or nil while a
-    /// fragmented one is incomplete.
-    private mutating func assemble(_ header: Header, _ payload: ByteBuffer) throws -> (opcode: WebSocketOpcode, data: ByteBuffer)? {
-        switch header.opcode {
-        case .text, .binary:
-            guard partial == nil else { throw WebSocketViolation(description: "a new message started before the fragmented one ended") }
-            if header.fin { return (header.opcode, payload) }
-            partial = (header.opcode, payload, 1)
-            return nil
-        case .continuation:
-            guard var current = partial else { throw WebSocketViolation(description: "a continuation frame without a message to continue") }
-            current.count += 1
-            guard current.count <= maxFragments else { throw WebSocketViolation(description: "a message in more than \(maxFragments) fragments") }
-            guard current.data.readableBytes + payload.readableBytes <= maxFrameSize else { throw NIOWebSocketError.invalidFrameLength }
-            var more = payload
-            current.data.writeBuffer(&more)
-            if header.fin {
-                partial = nil
-                return (current.opcode, current.data)
-            }
-            partial = current
-            return nil
-        default:
-            return (header.opcode, payload)   // control frames may come between fragments
-        }
+        try WebSocketRules.checkHeader(fin: fin, reservedBits: b0 & 0x70, opcode: opcodeBits, masked: masked, length: length,
+                                       fromClient: true, maxFrameSize: maxFrameSize)
+        // Always masked here (checkHeader refused anything else).
+        guard let key: UInt32 = buffer.getInteger(at: start + offset, endianness: .little) else { return nil }
+        offset += 4
+        let size = Int(length)
+        guard buffer.readableBytes >= cursor + offset + size else { return nil }
+        return FrameSpan(header: Header(fin: fin, opcode: WebSocketOpcode(encodedWebSocketOpcode: opcodeBits)!),
+                         offset: cursor + offset, length: size, key: key)
     }
 
     /// XORs `length` bytes at `base` with the masking key, eight at a time.

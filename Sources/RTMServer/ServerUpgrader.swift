@@ -1,12 +1,16 @@
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
+import RTMWebSocket
 
 /// The WebSocket upgrade: NIO's `NIOWebSocketServerUpgrader` checks the request and builds the
 /// 101 response (key, version, `Sec-WebSocket-Accept`, our subprotocol); the connection's
-/// pipeline is ours: NIO's frame encoder, `ServerFrameDecoder`, NIO's protocol error handler,
-/// inserted before the `ConnectionHandler` that has been at the end of the pipeline since the
-/// accept (it keeps the connection's state and deadlines across the upgrade).
+/// pipeline is ours: NIO's frame encoder, `ServerFrameDecoder`, `WebSocketViolationHandler`
+/// (a violation is answered with a close frame and its code, RFC 6455 §7.1.7), then the handler
+/// that takes the messages: in the server, the `ConnectionHandler` that has been at the end of
+/// the pipeline since the accept (it keeps the connection's state and deadlines across the
+/// upgrade; the frame handlers go in before it); in the Autobahn|Testsuite run (issue 12), an
+/// echo handler, so the suite checks exactly the layers the server runs.
 ///
 /// NIO's own decoder is never added: swapping it out after the fact races with the bytes a
 /// client sends right behind its upgrade request (a `ByteToMessageHandler` leaves the pipeline
@@ -14,7 +18,32 @@ import NIOWebSocket
 struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
     let checks: NIOWebSocketServerUpgrader
     let maxFrameSize: Int
-    let hub: Hub
+    /// Fragments a message may come in (RFC 6455 §5.4; more is a protocol error).
+    let maxFragments: Int
+    /// How long a close frame answering a violation may take to leave.
+    let closeTimeout: TimeAmount
+    /// Makes the handler that takes the decoded messages (`ServerInbound`), on the connection's
+    /// loop; nil: the pipeline's `ConnectionHandler` takes them (the server).
+    let makeHandler: (@Sendable () -> any ChannelHandler)?
+
+    /// The server's upgrader: messages go to the pipeline's `ConnectionHandler`.
+    init(checks: NIOWebSocketServerUpgrader, maxFrameSize: Int, hub: Hub) {
+        self.checks = checks
+        self.maxFrameSize = maxFrameSize
+        self.maxFragments = 64
+        self.closeTimeout = hub.configuration.closeTimeout
+        self.makeHandler = nil
+    }
+
+    /// An upgrader whose messages go to the handler `makeHandler` makes (tests).
+    init(checks: NIOWebSocketServerUpgrader, maxFrameSize: Int, maxFragments: Int = 64, closeTimeout: TimeAmount,
+         makeHandler: @escaping @Sendable () -> any ChannelHandler) {
+        self.checks = checks
+        self.maxFrameSize = maxFrameSize
+        self.maxFragments = maxFragments
+        self.closeTimeout = closeTimeout
+        self.makeHandler = makeHandler
+    }
 
     var supportedProtocol: String { checks.supportedProtocol }
     var requiredUpgradeHeaders: [String] { checks.requiredUpgradeHeaders }
@@ -25,14 +54,21 @@ struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
     }
 
     func upgrade(context: ChannelHandlerContext, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<Void> {
-        let maxFrameSize = self.maxFrameSize
+        let (maxFrameSize, maxFragments, closeTimeout, makeHandler) = (self.maxFrameSize, self.maxFragments, self.closeTimeout, self.makeHandler)
         return context.eventLoop.makeCompletedFuture {
             let sync = context.pipeline.syncOperations
+            let frameHandlers: [any ChannelHandler] = [
+                WebSocketFrameEncoder(),
+                ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize, maxFragments: maxFragments)),
+                WebSocketViolationHandler(isServer: true, closeTimeout: closeTimeout),
+            ]
+            if let makeHandler {
+                try sync.addHandlers(frameHandlers + [makeHandler()])
+                return
+            }
             let handler = try sync.handler(type: ConnectionHandler.self)
             let handlerContext = try sync.context(handlerType: ConnectionHandler.self)
-            try sync.addHandler(WebSocketFrameEncoder(), position: .before(handler))
-            try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize)), position: .before(handler))
-            try sync.addHandler(WebSocketProtocolErrorHandler(), position: .before(handler))
+            for frameHandler in frameHandlers { try sync.addHandler(frameHandler, position: .before(handler)) }
             // Before any frame is read: the frames a client sent right behind its upgrade
             // request are delivered once this returns.
             handler.upgraded(context: handlerContext)

@@ -5,6 +5,7 @@ import NIOEmbedded
 import NIOWebSocket
 import Testing
 @testable import RTMServer
+import RTMWebSocket
 
 /// The server's WebSocket frame decoder (RFC 6455 §5) on an embedded channel: masks, batches,
 /// fragments, split reads and every rejected violation.
@@ -63,7 +64,7 @@ struct ServerFrameDecoderTests {
         var input = Self.frame(0x2, Array("one".utf8))
         input.writeImmutableBuffer(Self.frame(0x2, Array("two".utf8), key: [0, 0, 0, 0]))
         input.writeImmutableBuffer(Self.frame(0x1, Array("{\"type\":\"ping\"}".utf8), key: [9, 8, 7, 6]))
-        input.writeImmutableBuffer(Self.frame(0x2, Array("three".utf8), key: nil))
+        input.writeImmutableBuffer(Self.frame(0x2, Array("three".utf8), key: [0, 0, 0, 1]))
         try channel.writeInbound(input)
         #expect(try Self.reads(channel) == ["binary[one,two]", "text:{\"type\":\"ping\"}", "binary[three]"])
         #expect(try channel.finish().isClean)
@@ -159,32 +160,123 @@ struct ServerFrameDecoderTests {
         #expect(try channel.finish().isClean)
     }
 
-    @Test("Violations are rejected: oversize, long or fragmented control frames, reserved bits, unknown opcode, bad fragment sequences")
-    func violations() throws {
-        func rejects(_ input: ByteBuffer, maxFrameSize: Int = 1 << 16) throws -> String? {
-            let channel = try Self.channel(maxFrameSize: maxFrameSize)
-            do {
-                try channel.writeInbound(input)
-                _ = try? channel.finish()
-                return nil
-            } catch let error as NIOWebSocketError {
-                return "\(error)"
-            } catch let error as WebSocketViolation {
-                return error.description
-            }
+    /// The decoder behind the violation handler, as the server runs them: what goes out is
+    /// encoded frames.
+    static func answeringChannel(maxFrameSize: Int = 1 << 16) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(WebSocketFrameEncoder())
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: maxFrameSize)))
+        try channel.pipeline.syncOperations.addHandler(WebSocketViolationHandler(isServer: true))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()   // active, so a close shows
+        return channel
+    }
+
+    /// The close code the server answers `input` with, nil if it sends no close frame; the
+    /// connection must be closed right after a close frame.
+    static func answer(_ input: ByteBuffer, maxFrameSize: Int = 1 << 16) throws -> Int? {
+        let channel = try answeringChannel(maxFrameSize: maxFrameSize)
+        try channel.writeInbound(input)
+        var out = ByteBuffer()
+        while var part = try channel.readOutbound(as: ByteBuffer.self) { out.writeBuffer(&part) }
+        guard let b0: UInt8 = out.readInteger(), b0 == 0x88, let b1: UInt8 = out.readInteger(), b1 & 0x80 == 0,
+              b1 >= 2, let code: UInt16 = out.readInteger() else {
+            _ = try? channel.finish()
+            return nil
         }
-        #expect(try rejects(Self.frame(0x2, [UInt8](repeating: 1, count: 200)), maxFrameSize: 100) == "invalidFrameLength")
-        #expect(try rejects(Self.frame(0x9, [UInt8](repeating: 1, count: 126))) == "multiByteControlFrameLength")
-        #expect(try rejects(Self.frame(0x9, [1], fin: false)) == "fragmentedControlFrame")
-        #expect(try rejects(Self.frame(0x2, [1], rsv: 0x40))?.contains("reserved bits") == true)
-        #expect(try rejects(Self.frame(0x3, [1]))?.contains("opcode 3") == true)
-        #expect(try rejects(Self.frame(0x0, [1]))?.contains("continuation") == true)
+        #expect(!channel.isActive, "closed after the close frame")
+        return Int(code)
+    }
+
+    @Test("Violations are answered with a close frame, then closed: 1009 for too big, 1002 for long or fragmented control frames, reserved bits, unknown opcodes, bad fragment sequences, more than 64 fragments")
+    func violations() throws {
+        #expect(try Self.answer(Self.frame(0x2, [UInt8](repeating: 1, count: 200)), maxFrameSize: 100) == 1009)
+        #expect(try Self.answer(Self.frame(0x9, [UInt8](repeating: 1, count: 126))) == 1002)
+        #expect(try Self.answer(Self.frame(0x9, [1], fin: false)) == 1002)
+        for rsv: UInt8 in [0x40, 0x20, 0x10] {
+            #expect(try Self.answer(Self.frame(0x2, [1], rsv: rsv)) == 1002)
+        }
+        for opcode: UInt8 in [0x3, 0x4, 0x5, 0x6, 0x7, 0xB, 0xC, 0xD, 0xE, 0xF] {
+            #expect(try Self.answer(Self.frame(opcode, [1])) == 1002, "opcode \(opcode)")
+        }
+        #expect(try Self.answer(Self.frame(0x0, [1])) == 1002)   // a continuation of nothing
         var twoStarts = Self.frame(0x1, [1], fin: false)
         twoStarts.writeImmutableBuffer(Self.frame(0x2, [2]))
-        #expect(try rejects(twoStarts)?.contains("new message") == true)
+        #expect(try Self.answer(twoStarts) == 1002)
         var tooLong = Self.frame(0x2, [UInt8](repeating: 1, count: 60), fin: false)
         tooLong.writeImmutableBuffer(Self.frame(0x0, [UInt8](repeating: 1, count: 60)))
-        #expect(try rejects(tooLong, maxFrameSize: 100) == "invalidFrameLength")
+        #expect(try Self.answer(tooLong, maxFrameSize: 100) == 1009)
+        var manyFragments = Self.frame(0x2, [1], fin: false)
+        for _ in 0..<64 { manyFragments.writeImmutableBuffer(Self.frame(0x0, [1], fin: false)) }
+        #expect(try Self.answer(manyFragments) == 1002)   // 65 fragments
+        var sixtyFour = Self.frame(0x2, [1], fin: false)
+        for i in 0..<63 { sixtyFour.writeImmutableBuffer(Self.frame(0x0, [1], fin: i == 62)) }
+        #expect(try Self.answer(sixtyFour) == nil)
+    }
+
+    @Test("RFC 6455 §5.1: an unmasked client frame is refused with 1002 (issue 12); the frames before it are delivered")
+    func unmaskedFramesAreRefused() throws {
+        #expect(try Self.answer(Self.frame(0x2, Array("x".utf8), key: nil)) == 1002)
+        #expect(try Self.answer(Self.frame(0x1, Array("{}".utf8), key: nil)) == 1002)
+        #expect(try Self.answer(Self.frame(0x9, [], key: nil)) == 1002)
+        let channel = try Self.channel()
+        var input = Self.frame(0x2, Array("one".utf8))
+        input.writeImmutableBuffer(Self.frame(0x2, Array("two".utf8), key: nil))
+        #expect(throws: WebSocketViolation.protocolError("an unmasked frame from a client (RFC 6455 §5.1)")) { try channel.writeInbound(input) }
+        #expect(try Self.reads(channel) == ["binary[one]"])
+    }
+
+    @Test("RFC 6455 §8.1: a text message that is not UTF-8 is answered with 1007, whole or fragmented; fragments fail at the bad one (issue 12)")
+    func invalidUTF8IsRefused() throws {
+        let invalid: [[UInt8]] = [[0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x61, 0xE2, 0x82], [0x80]]
+        for bytes in invalid {
+            #expect(try Self.answer(Self.frame(0x1, bytes)) == 1007, "\(bytes)")
+        }
+        // Valid pieces, invalid whole: a message ending inside a character.
+        var cut = Self.frame(0x1, [0x61], fin: false)
+        cut.writeImmutableBuffer(Self.frame(0x0, [0xE2, 0x82]))
+        #expect(try Self.answer(cut) == 1007)
+        // Fail fast: the second fragment is refused before the message (or the read) ends.
+        let channel = try Self.answeringChannel()
+        try channel.writeInbound(Self.frame(0x1, Array("κόσμε".utf8), fin: false))
+        #expect(channel.isActive)
+        try channel.writeInbound(Self.frame(0x0, [0xF4, 0x90, 0x80, 0x80], fin: false))
+        #expect(!channel.isActive)
+        // A character split across fragments is fine; binary messages are not checked.
+        let ok = try Self.channel()
+        let euro: [UInt8] = Array("€".utf8)
+        var split = Self.frame(0x1, [euro[0]], fin: false)
+        split.writeImmutableBuffer(Self.frame(0x0, [euro[1]], fin: false))
+        split.writeImmutableBuffer(Self.frame(0x0, [euro[2]]))
+        split.writeImmutableBuffer(Self.frame(0x2, [0xFF, 0xFE]))
+        try ok.writeInbound(split)
+        #expect(try Self.reads(ok).first == "text:€")
+    }
+
+    @Test("RFC 6455 §5.5.1/§7.4: close frames with a 1-byte payload, an invalid code or a reason that is not UTF-8 get 1002; valid ones reach the handler and nothing after them does (issue 12)")
+    func closePayloads() throws {
+        func close(_ code: UInt16?, reason: [UInt8] = []) -> ByteBuffer {
+            var payload: [UInt8] = []
+            if let code { payload = [UInt8(code >> 8), UInt8(code & 0xFF)] }
+            return Self.frame(0x8, payload + reason)
+        }
+        for code: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535] {
+            #expect(try Self.answer(close(code)) == 1002, "code \(code)")
+        }
+        #expect(try Self.answer(Self.frame(0x8, [0x03])) == 1002)
+        #expect(try Self.answer(close(1000, reason: [0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xED, 0xA0, 0x80])) == 1002)
+        for code: UInt16 in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999] {
+            let channel = try Self.channel()
+            var input = close(code, reason: Array("bye κόσμε".utf8))
+            input.writeImmutableBuffer(Self.frame(0x1, Array("after".utf8)))
+            input.writeImmutableBuffer(Self.frame(0x3, [1]))   // not even read
+            try channel.writeInbound(input)
+            try channel.writeInbound(Self.frame(0x2, Array("later".utf8)))
+            let reads = try Self.reads(channel)
+            #expect(reads.count == 1 && reads[0].hasPrefix("close:"), "code \(code): \(reads)")
+            #expect(try channel.finish().isClean)
+        }
+        #expect(WebSocketRules.closeReplyCode(ByteBuffer(bytes: [0x0B, 0xB8, 0x61])) == .unknown(3000))
+        #expect(WebSocketRules.closeReplyCode(ByteBuffer()) == .normalClosure)
     }
 }
 
@@ -200,15 +292,24 @@ struct PipelinedUpgradeTests {
         }
     }
 
-    @Test("An upgrade request and a ping frame in one TCP write: the server upgrades, then answers the ping")
-    func pipelinedFrame() async throws {
-        let harness = try await Harness.start()
+    /// A raw TCP connection to the server on `port` and what it receives.
+    static func connect(port: Int) async throws -> (any Channel, Collector) {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
-            .connect(host: "127.0.0.1", port: harness.port).get()
-        var bytes = ByteBuffer(string: "GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: rtm.v1\r\n\r\n")
+            .connect(host: "127.0.0.1", port: port).get()
+        return (channel, collector)
+    }
+
+    /// A valid upgrade request for `/v1`, subprotocol `rtm.v1`.
+    static let upgradeRequest = ByteBuffer(string: "GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: rtm.v1\r\n\r\n")
+
+    @Test("An upgrade request and a ping frame in one TCP write: the server upgrades, then answers the ping")
+    func pipelinedFrame() async throws {
+        let harness = try await Harness.start()
+        let (channel, collector) = try await Self.connect(port: harness.port)
+        var bytes = Self.upgradeRequest
         bytes.writeImmutableBuffer(ServerFrameDecoderTests.frame(0x1, Array("{\"type\":\"ping\",\"ts\":7}".utf8)))
         try await channel.writeAndFlush(bytes)
         let deadline = ContinuousClock.now + soon
