@@ -74,8 +74,11 @@ public enum FrameCodec {
 public struct FrameDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What was wrong with it.
     public let reason: String
+    /// The request id of a binary request that could be read before the problem, so the error
+    /// reply can name it; nil when it could not be read (or the frame is not a request).
+    public let requestID: UInt64?
     /// Creates the error.
-    public init(reason: String) { self.reason = reason }
+    public init(reason: String, requestID: UInt64? = nil) { self.reason = reason; self.requestID = requestID }
     /// `malformed frame: <reason>`.
     public var description: String { "malformed frame: \(reason)" }
 }

@@ -23,11 +23,34 @@ final class UserMailbox: @unchecked Sendable {
 
     typealias Reply = @Sendable (Result<Receipt, any Error>) -> Void
 
+    /// Where a sender's answer goes.
+    enum ReplyTo: Sendable {
+        /// A callback (JSON requests, history stores).
+        case callback(Reply)
+        /// A binary `sendUser` reply (`0x83`) on this connection: the replies of one commit to
+        /// one connection travel in one frame, encoded on its event loop.
+        case binary(ConnectionRef, requestID: UInt64)
+    }
+
+    /// One `sendUser` to store.
+    struct Submission: Sendable {
+        /// The message (its `id` is assigned by the store).
+        var message: StoredUserMessage
+        /// The sender's message id (M-3), for deduplication of resends.
+        var clientMsgId: UInt64?
+        /// Where the receipt goes.
+        var reply: ReplyTo
+    }
+
+    /// An online receiver: its connection and the form its deliveries take.
+    private struct Receiver: Sendable {
+        let connection: ConnectionRef
+        let binary: Bool
+    }
+
     private struct Pending {
-        let message: StoredUserMessage
+        let submission: Submission
         let sender: UserKey
-        let clientMsgId: UInt64?
-        let reply: Reply
     }
 
     private let queue = DispatchQueue(label: "rtm.mailbox")
@@ -38,7 +61,7 @@ final class UserMailbox: @unchecked Sendable {
     private let dedupCapacity: Int
 
     // Confined to `queue`.
-    private var online: [UserKey: ConnectionRef] = [:]
+    private var online: [UserKey: Receiver] = [:]
     private var pending: [Pending] = []
     private var acks: [UserKey: Int64] = [:]
     private var flushScheduled = false
@@ -56,12 +79,23 @@ final class UserMailbox: @unchecked Sendable {
     /// is online. A resend with the same `clientMsgId` from the same sender is answered with the
     /// first receipt and not stored again (M-3).
     func send(_ message: StoredUserMessage, from sender: UserKey, clientMsgId: UInt64?, reply: @escaping Reply) {
+        send([Submission(message: message, clientMsgId: clientMsgId, reply: .callback(reply))], from: sender)
+    }
+
+    /// Stores several messages of one sender (what one read of its connection brought) with one
+    /// hop onto the mailbox's queue; each is answered after the commit that holds it.
+    func send(_ batch: [Submission], from sender: UserKey) {
+        guard !batch.isEmpty else { return }
         queue.async { [self] in
-            if let id = clientMsgId, let receipt = recent[sender]?[id] {
-                reply(.success(receipt))
-                return
+            var repeated: [(ReplyTo, Receipt)] = []
+            for submission in batch {
+                if let id = submission.clientMsgId, let receipt = recent[sender]?[id] {
+                    repeated.append((submission.reply, receipt))
+                } else {
+                    pending.append(Pending(submission: submission, sender: sender))
+                }
             }
-            pending.append(Pending(message: message, sender: sender, clientMsgId: clientMsgId, reply: reply))
+            if !repeated.isEmpty { answer(repeated) }
             scheduleFlush()
         }
     }
@@ -76,9 +110,10 @@ final class UserMailbox: @unchecked Sendable {
 
     /// A connection of `key` logged in: send it every waiting message (and how many were
     /// dropped), then deliver new ones to it as they are committed.
-    func attach(_ key: UserKey, connection: ConnectionRef) {
+    func attach(_ key: UserKey, connection: ConnectionRef, binary: Bool = false) {
         queue.async { [self] in
-            online[key] = connection
+            let receiver = Receiver(connection: connection, binary: binary)
+            online[key] = receiver
             do {
                 let dropped = try store.takeDropped(appId: key.appId, receiver: key.userId)
                 let notBefore = Self.wallMillis - maxAgeMillis
@@ -87,7 +122,7 @@ final class UserMailbox: @unchecked Sendable {
                 if dropped + droppedNow > 0 {
                     Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped + droppedNow), on: connection.channel)
                 }
-                for message in waiting { deliver(message, to: connection) }
+                deliver(waiting, to: receiver)
             } catch {
                 logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
             }
@@ -97,7 +132,7 @@ final class UserMailbox: @unchecked Sendable {
     /// That connection is gone: messages wait in the store until the next `attach`.
     func detach(_ key: UserKey, connection: ConnectionRef) {
         queue.async { [self] in
-            if online[key] === connection { online[key] = nil }
+            if online[key]?.connection === connection { online[key] = nil }
         }
     }
 
@@ -129,31 +164,169 @@ final class UserMailbox: @unchecked Sendable {
         acks = [:]
         let ids: [Int64]
         do {
-            ids = try store.commit(batch.map(\.message), acknowledgements: acknowledgements, cap: cap)
+            ids = try store.commit(batch.map(\.submission.message), acknowledgements: acknowledgements, cap: cap)
         } catch {
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
-            for item in batch { item.reply(.failure(error)) }
+            for item in batch {
+                switch item.submission.reply {
+                case .callback(let reply):
+                    reply(.failure(error))
+                case .binary(let connection, let requestID):
+                    Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)"),
+                             on: connection.channel)
+                }
+            }
             return
         }
+        var receipts: [(ReplyTo, Receipt)] = []
+        receipts.reserveCapacity(batch.count)
+        var deliveries: [(Receiver, StoredUserMessage)] = []
+        deliveries.reserveCapacity(batch.count)
         for (item, id) in zip(batch, ids) {
-            var message = item.message
+            var message = item.submission.message
             message.id = id
             let receiver = online[UserKey(appId: message.appId, userId: message.receiver)]
             let receipt = Receipt(id: id, receiverOnline: receiver != nil)
-            if let clientMsgId = item.clientMsgId {
+            if let clientMsgId = item.submission.clientMsgId {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
-            item.reply(.success(receipt))
-            if let receiver { deliver(message, to: receiver) }
+            receipts.append((item.submission.reply, receipt))
+            if let receiver { deliveries.append((receiver, message)) }
+        }
+        answer(receipts, deliveries: deliveries)
+    }
+
+    /// Sends receipts (callbacks at once) and deliveries. The binary replies and the deliveries
+    /// are gathered per connection (one frame each where they fit) and per event loop: one hop
+    /// per loop, whose task encodes and writes for every connection it serves, so a commit for
+    /// a thousand receivers costs two wake-ups, not two thousand.
+    private func answer(_ receipts: [(ReplyTo, Receipt)], deliveries: [(Receiver, StoredUserMessage)] = []) {
+        var work: [Int: LoopWork] = [:]
+        for (reply, receipt) in receipts {
+            switch reply {
+            case .callback(let callback):
+                callback(.success(receipt))
+            case .binary(let connection, let requestID):
+                work[connection.loopIndex, default: LoopWork()].reply(
+                    BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(receipt.id), receiverOnline: receipt.receiverOnline),
+                    on: connection)
+            }
+        }
+        for (receiver, message) in deliveries {
+            work[receiver.connection.loopIndex, default: LoopWork()].deliver(message, to: receiver)
+        }
+        let epoch = store.epoch
+        for (_, loopWork) in work {
+            guard let loop = loopWork.eventLoop else { continue }
+            loop.execute { loopWork.run(epoch: epoch) }
         }
     }
 
-    private func deliver(_ message: StoredUserMessage, to connection: ConnectionRef) {
-        Hub.send(Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
-                       text: message.text, data: message.data, customType: message.customType, ts: message.ts,
-                       msgId: UInt64(message.id), epoch: store.epoch), on: connection.channel)
+    /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
+    private func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
+        guard !messages.isEmpty else { return }
+        var work = LoopWork()
+        for message in messages { work.deliver(message, to: receiver) }
+        let epoch = store.epoch
+        let ready = work
+        receiver.connection.channel.eventLoop.execute { ready.run(epoch: epoch) }
     }
 
+    /// What one commit sends through one event loop, per connection in first-seen order.
+    private struct LoopWork: Sendable {
+        private var replies: [UInt64: (connection: ConnectionRef, replies: [BinaryFrame.SendUserReply])] = [:]
+        private var deliveries: [UInt64: (receiver: Receiver, messages: [StoredUserMessage])] = [:]
+        private var order: [UInt64] = []
+        private(set) var eventLoop: (any EventLoop)?
+
+        mutating func reply(_ reply: BinaryFrame.SendUserReply, on connection: ConnectionRef) {
+            eventLoop = connection.channel.eventLoop
+            if replies[connection.id] == nil {
+                replies[connection.id] = (connection, [])
+                if deliveries[connection.id] == nil { order.append(connection.id) }
+            }
+            replies[connection.id]!.replies.append(reply)
+        }
+
+        mutating func deliver(_ message: StoredUserMessage, to receiver: Receiver) {
+            let id = receiver.connection.id
+            eventLoop = receiver.connection.channel.eventLoop
+            if deliveries[id] == nil {
+                deliveries[id] = (receiver, [])
+                if replies[id] == nil { order.append(id) }
+            }
+            deliveries[id]!.messages.append(message)
+        }
+
+        /// On the loop: encodes and writes everything, one flush per connection.
+        func run(epoch: String) {
+            for id in order {
+                var channel: (any Channel)?
+                if let (connection, list) = replies[id] {
+                    channel = connection.channel
+                    Self.writeReplies(list, on: connection.channel)
+                }
+                if let (receiver, messages) = deliveries[id] {
+                    channel = receiver.connection.channel
+                    if receiver.binary {
+                        Self.writeBinary(messages, epoch: epoch, on: receiver.connection.channel)
+                    } else {
+                        for message in messages {
+                            Hub.sendEncoded(FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator),
+                                            on: receiver.connection.channel)
+                        }
+                    }
+                }
+                channel?.flush()
+            }
+        }
+
+        /// `0x83` frames (a u16 count each: a larger list takes several).
+        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on channel: any Channel) {
+            var start = 0
+            while start < replies.count {
+                let chunk = replies[start..<min(start + Int(UInt16.max), replies.count)]
+                var buffer = channel.allocator.buffer(capacity: 3 + 17 * chunk.count)
+                BinaryFrame.writeSendUserReplies(into: &buffer, chunk)
+                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                start += chunk.count
+            }
+        }
+
+        /// `0x84` frames of at most about 60 KB each.
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on channel: any Channel) {
+            var frame: [BinaryFrame.UserMessage] = []
+            var size = 0
+            func write() {
+                guard !frame.isEmpty else { return }
+                var buffer = channel.allocator.buffer(capacity: size + 3 + epoch.utf8.count)
+                BinaryFrame.writeUserMessages(into: &buffer, epoch: epoch, frame)
+                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                frame.removeAll(keepingCapacity: true)
+                size = 0
+            }
+            for message in messages {
+                let item = UserMailbox.binaryItem(message)
+                let itemSize = 24 + item.publisher.utf8.count + (item.customType?.utf8.count ?? 0) + item.payload.readableBytes
+                if size + itemSize > 60_000 { write() }
+                frame.append(item)
+                size += itemSize
+            }
+            write()
+        }
+    }
+
+    fileprivate static func binaryItem(_ message: StoredUserMessage) -> BinaryFrame.UserMessage {
+        let payload = message.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: message.data ?? Data())
+        return BinaryFrame.UserMessage(msgId: UInt64(message.id), ts: message.ts, publisher: message.sender,
+                                       customType: message.customType, isText: message.text != nil, payload: payload)
+    }
+
+    fileprivate static func jsonFrame(_ message: StoredUserMessage, epoch: String) -> Frame {
+        Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
+              text: message.text, data: message.data, customType: message.customType, ts: message.ts,
+              msgId: UInt64(message.id), epoch: epoch)
+    }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }
