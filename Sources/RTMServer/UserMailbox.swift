@@ -9,9 +9,11 @@ import RTMProtocol
 /// order, re-delivers everything unacknowledged when the receiver logs in again, and forgets a
 /// message only when the receiver's SDK acknowledges it.
 ///
-/// Every operation runs on one serial queue, so the store, the table of online receivers and
-/// the order of deliveries have a single owner. Writes that arrive while a commit is running
-/// are committed together in the next transaction (group commit).
+/// Bookkeeping (the table of online receivers, deduplication, the order of deliveries) runs on
+/// one serial queue; the store is used only from a second one, the writer, which runs one
+/// transaction at a time. The two form a pipeline: while the writer commits, the mailbox takes
+/// new messages and answers the previous commit. Whatever arrives while a commit runs goes into
+/// the next transaction (group commit sized by load: one message when idle, thousands when busy).
 final class UserMailbox: @unchecked Sendable {
     /// What the sender is told.
     struct Receipt: Sendable {
@@ -46,6 +48,9 @@ final class UserMailbox: @unchecked Sendable {
     private struct Receiver: Sendable {
         let connection: ConnectionRef
         let binary: Bool
+        /// Logging in: its waiting messages are being read; live deliveries wait here until they
+        /// are sent, so that everything arrives in store order.
+        var held: [StoredUserMessage]?
     }
 
     private struct Pending {
@@ -54,6 +59,8 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     private let queue = DispatchQueue(label: "rtm.mailbox")
+    /// The only user of `store`: one transaction (or login read) at a time, in submission order.
+    private let writer = DispatchQueue(label: "rtm.mailbox.writer")
     private let store: any UserMessageStore
     private let cap: Int
     private let maxAgeMillis: Int64
@@ -65,6 +72,9 @@ final class UserMailbox: @unchecked Sendable {
     private var pending: [Pending] = []
     private var acks: [UserKey: Int64] = [:]
     private var flushScheduled = false
+    /// A commit is running on `writer`; the next flush starts when it ends.
+    private var committing = false
+    private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
 
     init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger) {
@@ -112,20 +122,38 @@ final class UserMailbox: @unchecked Sendable {
     /// dropped), then deliver new ones to it as they are committed.
     func attach(_ key: UserKey, connection: ConnectionRef, binary: Bool = false) {
         queue.async { [self] in
-            let receiver = Receiver(connection: connection, binary: binary)
-            online[key] = receiver
-            do {
-                let dropped = try store.takeDropped(appId: key.appId, receiver: key.userId)
-                let notBefore = Self.wallMillis - maxAgeMillis
-                let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
-                let droppedNow = try store.takeDropped(appId: key.appId, receiver: key.userId)
-                if dropped + droppedNow > 0 {
-                    Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped + droppedNow), on: connection.channel)
+            // Online at once (receipts say so); live deliveries are held until the waiting
+            // messages, read on the writer after every commit already submitted, are sent.
+            online[key] = Receiver(connection: connection, binary: binary, held: [])
+            let notBefore = Self.wallMillis - maxAgeMillis
+            writer.async { [self] in
+                let result = Result { () throws -> (dropped: Int, waiting: [StoredUserMessage]) in
+                    let dropped = try store.takeDropped(appId: key.appId, receiver: key.userId)
+                    let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
+                    return (dropped + (try store.takeDropped(appId: key.appId, receiver: key.userId)), waiting)
                 }
-                deliver(waiting, to: receiver)
-            } catch {
-                logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+                queue.async { [self] in attached(key, connection: connection, result) }
             }
+        }
+    }
+
+    /// The waiting messages of a login were read: sends them, then what was held meanwhile.
+    private func attached(_ key: UserKey, connection: ConnectionRef, _ result: Result<(dropped: Int, waiting: [StoredUserMessage]), any Error>) {
+        guard var receiver = online[key], receiver.connection === connection else { return }   // gone or replaced meanwhile
+        let held = receiver.held ?? []
+        receiver.held = nil
+        online[key] = receiver
+        switch result {
+        case .success(let (dropped, waiting)):
+            if dropped > 0 {
+                Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped), on: connection.channel)
+            }
+            // Held messages were committed before the read too: send only those it missed.
+            let last = waiting.last?.id ?? 0
+            deliver(waiting + held.filter { $0.id > last }, to: receiver)
+        case .failure(let error):
+            logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+            deliver(held, to: receiver)
         }
     }
 
@@ -140,8 +168,9 @@ final class UserMailbox: @unchecked Sendable {
     func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async { [self] in
+                drainWaiters.append(continuation)
                 flush()
-                continuation.resume()
+                resumeDrainWaiters()
             }
         }
     }
@@ -149,23 +178,47 @@ final class UserMailbox: @unchecked Sendable {
     // MARK: internals (on `queue`)
 
     private func scheduleFlush() {
-        guard !flushScheduled else { return }
+        guard !flushScheduled, !committing else { return }   // a running commit flushes when it ends
         flushScheduled = true
         // Queued behind whatever is already waiting on the queue, so those join this commit.
         queue.async { [self] in flush() }
     }
 
+    private func resumeDrainWaiters() {
+        guard !committing, pending.isEmpty, acks.isEmpty else { return }
+        let waiters = drainWaiters
+        drainWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Hands everything gathered to the writer as one transaction, unless one is running.
     private func flush() {
         flushScheduled = false
-        guard !pending.isEmpty || !acks.isEmpty else { return }
+        guard !committing, !pending.isEmpty || !acks.isEmpty else { return }
         let batch = pending
         let acknowledgements = acks.map { (appId: $0.key.appId, receiver: $0.key.userId, upTo: $0.value) }
         pending = []
         acks = [:]
+        committing = true
+        let messages = batch.map(\.submission.message)
+        writer.async { [self] in
+            let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap) }
+            queue.async { [self] in
+                committing = false
+                committed(batch, result)
+                flush()   // what arrived meanwhile
+                resumeDrainWaiters()
+            }
+        }
+    }
+
+    /// A transaction ended: replies (only now), then deliveries.
+    private func committed(_ batch: [Pending], _ result: Result<[Int64], any Error>) {
         let ids: [Int64]
-        do {
-            ids = try store.commit(batch.map(\.submission.message), acknowledgements: acknowledgements, cap: cap)
-        } catch {
+        switch result {
+        case .success(let committed):
+            ids = committed
+        case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
             for item in batch {
                 switch item.submission.reply {
@@ -185,13 +238,20 @@ final class UserMailbox: @unchecked Sendable {
         for (item, id) in zip(batch, ids) {
             var message = item.submission.message
             message.id = id
-            let receiver = online[UserKey(appId: message.appId, userId: message.receiver)]
+            let key = UserKey(appId: message.appId, userId: message.receiver)
+            let receiver = online[key]
             let receipt = Receipt(id: id, receiverOnline: receiver != nil)
             if let clientMsgId = item.submission.clientMsgId {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
             receipts.append((item.submission.reply, receipt))
-            if let receiver { deliveries.append((receiver, message)) }
+            if let receiver {
+                if receiver.held != nil {
+                    online[key]!.held!.append(message)   // logging in: after its waiting messages
+                } else {
+                    deliveries.append((receiver, message))
+                }
+            }
         }
         answer(receipts, deliveries: deliveries)
     }
