@@ -46,6 +46,7 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
                                                  privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 3600)
         }
         let login = Frame(type: .login, id: 1, appId: appId, userId: userId, token: token, heartbeatInterval: 5, presenceTimeout: 5)
+            .with { $0.binaryUser = userMessages ? true : nil }   // user messages in the binary form (§2.3)
         socket.sendText(String(buffer: FrameCodec.encode(login)))
     }
 
@@ -131,19 +132,16 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
 
     override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
         guard opcode == 2 else {
-            if opcode == 1 {
-                if userMessages, let (id, sent, seq) = UserMessageText.parse(payload) {
-                    ackUpTo = max(ackUpTo, id)
-                    record(sent: sent, seq: seq, now: now)
-                } else {
-                    handshake(payload)
-                }
-            }
+            if opcode == 1 { handshake(payload) }
             return
         }
         payload.withUnsafeReadableBytes { bytes in
             guard isRTM else {
                 if bytes.count >= 16 { received(bytes.baseAddress!, now: now) }
+                return
+            }
+            if userMessages {
+                receivedUserMessages(bytes, now: now)
                 return
             }
             // A message frame (PROTOCOL.md §2.3): a header, then items (flags, [customType],
@@ -169,10 +167,39 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
         }
     }
 
-    /// User messages are acknowledged once per read, cumulatively (PROTOCOL.md §3.3).
+    /// A binary user-messages frame (PROTOCOL.md §2.3, `0x84`): a header, then items (msgId,
+    /// ts, publisher, flags, [customType], length, payload) to the end. The payloads are the
+    /// bench's texts (send time and sequence number in decimal).
+    private func receivedUserMessages(_ bytes: UnsafeRawBufferPointer, now: UInt64) {
+        guard bytes.count > 3, bytes[0] == BinaryFrame.userMessageOp else { return }
+        var at = 3 + Int(bytes[2])   // op, flags, epoch
+        while at < bytes.count {
+            guard let id = BinaryFrame.readVarint(bytes, at: &at), BinaryFrame.readVarint(bytes, at: &at) != nil, at < bytes.count else { return }
+            at += 1 + Int(bytes[at])   // publisher
+            guard at < bytes.count else { return }
+            let flags = bytes[at]
+            at += 1
+            if flags & BinaryFrame.Flag.hasCustomType != 0 {
+                guard at < bytes.count else { return }
+                at += 1 + Int(bytes[at])
+            }
+            guard let length = BinaryFrame.readVarint(bytes, at: &at), at + Int(length) <= bytes.count else { return }
+            if let (sent, seq) = UserMessageText.parse(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + Int(length))])) {
+                ackUpTo = max(ackUpTo, id)
+                record(sent: sent, seq: seq, now: now)
+            }
+            at += Int(length)
+        }
+    }
+
+    /// User messages are acknowledged once per read, cumulatively (PROTOCOL.md §3.3), in the
+    /// binary form.
     override func readComplete(_ socket: BenchSocket) {
-        guard ackUpTo > 0 else { return }
-        socket.sendText(#"{"type":"ackUser","msgId":"# + String(ackUpTo) + "}")
+        guard ackUpTo > 0, let channel = socket.channel else { return }
+        var buffer = channel.allocator.buffer(capacity: 20)
+        BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: 1 + BinaryFrame.varintSize(ackUpTo))
+        BinaryFrame.writeAckUser(into: &buffer, upTo: ackUpTo)
+        socket.send(buffer)
         ackUpTo = 0
     }
 
@@ -245,9 +272,10 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     override func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
         switch opcode {
         case 2:
-            if payload.getInteger(at: payload.readerIndex) == BinaryFrame.publishAckOp,
+            let op: UInt8? = payload.getInteger(at: payload.readerIndex)
+            if op == BinaryFrame.publishAckOp || op == BinaryFrame.sendUserReplyOp,
                let count: UInt16 = payload.getInteger(at: payload.readerIndex + 1, endianness: .little) {
-                acks += UInt64(count)
+                acks += UInt64(count)   // publish acks, or sendUser replies (§2.3)
             }
         case 1:
             if payload.readableBytesView.starts(with: #"{"code""#.utf8) || ByteSearch.contains(Self.typeError, in: payload) {
@@ -324,18 +352,19 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
 }
 
 extension BenchPublisher {
-    /// User messages: JSON `sendUser` requests (the server stores each durably before it
-    /// answers and delivers), the text carrying send time and sequence number.
+    /// User messages: binary `sendUser` requests (PROTOCOL.md §2.3, `0x03`; the server stores
+    /// each durably before it answers and delivers), the text carrying send time and sequence
+    /// number.
     fileprivate func sendUserMessages(count: Int, to receiver: String, on channel: any Channel, now: UInt64) {
-        var buffer = channel.allocator.buffer(capacity: count * (size + 128))
+        let body = 1 + 1 + 8 + 8 + 1 + receiver.utf8.count + size
+        var buffer = channel.allocator.buffer(capacity: count * (body + 14))
         for _ in 0..<count {
             published += 1
             requestID += 1
             msgId += 1
-            var json = #"{"type":"sendUser","id":"# + String(requestID) + #","userId":""# + receiver
-            json += #"","msgId":"# + String(msgId) + #","text":""# + UserMessageText.make(sent: now, seq: published, size: size) + #""}"#
-            BenchSocket.writeFrameHeader(into: &buffer, opcode: 1, length: json.utf8.count)
-            buffer.writeString(json)
+            BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: body)
+            BinaryFrame.writeSendUser(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil,
+                                      isText: true, payload: UserMessageText.make(sent: now, seq: published, size: size).utf8)
         }
         channel.writeAndFlush(buffer, promise: nil)
     }
@@ -356,32 +385,20 @@ enum UserMessageText {
         return text + String(repeating: "x", count: max(0, size - text.utf8.count))
     }
 
-    private static let typeMessage = Array(#""type":"message""#.utf8)
-    private static let msgIdKey = Array(#""msgId":"#.utf8)
-    private static let textKey = Array(#""text":""#.utf8)
-
-    /// (the server's msgId, send time, sequence number) of a user `message` frame.
-    static func parse(_ frame: ByteBuffer) -> (UInt64, UInt64, UInt64)? {
-        frame.withUnsafeReadableBytes { bytes -> (UInt64, UInt64, UInt64)? in
-            guard ByteSearch.end(of: typeMessage, in: bytes) != nil,
-                  let idAt = ByteSearch.end(of: msgIdKey, in: bytes), let textAt = ByteSearch.end(of: textKey, in: bytes) else { return nil }
-            func number(from index: Int, maxDigits: Int) -> UInt64? {
-                var value: UInt64 = 0
-                var i = index
-                var digits = 0
-                while i < bytes.count, digits < maxDigits, case let byte = bytes[i], byte >= 48, byte <= 57 {
-                    value = value * 10 + UInt64(byte - 48)
-                    i += 1
-                    digits += 1
-                }
-                return digits > 0 ? value : nil
+    /// (send time, sequence number) of a message text made by `make`.
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> (UInt64, UInt64)? {
+        guard bytes.count >= minimumSize else { return nil }
+        func number(from index: Int) -> UInt64? {
+            var value: UInt64 = 0
+            for i in index..<(index + 20) {
+                let byte = bytes[i]
+                guard byte >= 48, byte <= 57 else { return nil }
+                value = value &* 10 &+ UInt64(byte - 48)
             }
-            guard let id = number(from: idAt, maxDigits: 19), textAt + 41 <= bytes.count,
-                  let sent = number(from: textAt, maxDigits: 20), let seq = number(from: textAt + 21, maxDigits: 20) else {
-                return nil
-            }
-            return (id, sent, seq)
+            return value
         }
+        guard let sent = number(from: 0), let seq = number(from: 21) else { return nil }
+        return (sent, seq)
     }
 }
 

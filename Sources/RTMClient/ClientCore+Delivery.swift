@@ -31,7 +31,7 @@ extension ClientCore {
             lastUserMessageID = id
         }
         emit(.message(MessageEvent(
-            channelType: .user, channelName: frame.channel ?? "", publisher: frame.publisher ?? "",
+            channelType: .user, channelName: frame.channel ?? config.userId, publisher: frame.publisher ?? "",
             text: frame.text, data: frame.data, customType: frame.customType,
             seq: frame.msgId, timestamp: frame.ts ?? 0)))
     }

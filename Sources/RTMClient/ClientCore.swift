@@ -232,6 +232,7 @@ final class ClientCore: @unchecked Sendable {
                           heartbeatInterval: config.heartbeatInterval, presenceTimeout: config.presenceTimeout,
                           resumeToken: resume ? resumeToken : nil,
                           positions: resume && resumeToken != nil ? positions(for: subscriptions) : nil)
+            .with { $0.binaryUser = true }   // user messages in the binary form (PROTOCOL.md §2.3)
         ClientTransport.send(login, on: channel)
     }
 

@@ -111,24 +111,39 @@ enum ClientTransport {
         }
     }
 
-    /// Sends one frame, masked as a client must. A well-formed publish goes in the compact
-    /// binary form (PROTOCOL.md §2.3); everything else as JSON text.
+    /// Sends one frame, masked as a client must. A well-formed publish, user message or user
+    /// acknowledgement goes in the compact binary form (PROTOCOL.md §2.3); everything else as
+    /// JSON text.
     static func send(_ frame: Frame, on channel: any Channel) {
-        if frame.type == .publish, frame.storeInHistory != true, let id = frame.id, let name = frame.channel, (frame.text == nil) != (frame.data == nil),
-           name.utf8.count <= 255, (frame.customType?.utf8.count ?? 0) <= 255 {
-            var buffer = channel.allocator.buffer(capacity: 32 + name.utf8.count + frame.payloadSize)
-            if let text = frame.text {
-                BinaryFrame.writePublish(into: &buffer, requestID: id, msgId: frame.msgId, channel: name,
-                                         customType: frame.customType, isText: true, payload: text.utf8)
-            } else {
-                BinaryFrame.writePublish(into: &buffer, requestID: id, msgId: frame.msgId, channel: name,
-                                         customType: frame.customType, isText: false, payload: frame.data ?? Data())
-            }
+        if let buffer = binaryForm(frame, allocator: channel.allocator) {
             channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: buffer), promise: nil)
             return
         }
         let buffer = FrameCodec.encode(frame, allocator: channel.allocator)
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer), promise: nil)
+    }
+
+    /// The binary form of a `publish` or `sendUser` (without `storeInHistory`, which only JSON
+    /// carries) or of an `ackUser` without a request id; nil for anything else.
+    private static func binaryForm(_ frame: Frame, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        if frame.type == .ackUser, frame.id == nil, let upTo = frame.msgId {
+            var buffer = allocator.buffer(capacity: 11)
+            BinaryFrame.writeAckUser(into: &buffer, upTo: upTo)
+            return buffer
+        }
+        guard frame.type == .publish || frame.type == .sendUser, frame.storeInHistory != true, let id = frame.id,
+              let name = frame.type == .publish ? frame.channel : frame.userId, (frame.text == nil) != (frame.data == nil),
+              name.utf8.count <= 255, (frame.customType?.utf8.count ?? 0) <= 255 else { return nil }
+        var buffer = allocator.buffer(capacity: 32 + name.utf8.count + frame.payloadSize)
+        if frame.type == .publish {
+            BinaryFrame.writePublishHeader(into: &buffer, requestID: id, msgId: frame.msgId, channel: name,
+                                           customType: frame.customType, isText: frame.text != nil)
+        } else {
+            BinaryFrame.writeSendUserHeader(into: &buffer, requestID: id, msgId: frame.msgId, receiver: name,
+                                            customType: frame.customType, isText: frame.text != nil)
+        }
+        if let text = frame.text { buffer.writeString(text) } else { buffer.writeBytes(frame.data ?? Data()) }
+        return buffer
     }
 }
 
@@ -159,6 +174,21 @@ final class ClientFrameHandler: ChannelInboundHandler {
                     }
                 case .publishAcks(let acks):
                     for ack in acks { onFrame(Frame(type: .ok, id: ack.requestID, seq: ack.seq), nil) }
+                case .sendUserReplies(let replies):
+                    for reply in replies {
+                        // The JSON reply's fields: -11035 in `code` when the receiver is offline.
+                        onFrame(Frame(type: .ok, id: reply.requestID, receiverOnline: reply.receiverOnline,
+                                      code: reply.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
+                                      msgId: reply.msgId, stored: true), nil)
+                    }
+                case .userMessages(let epoch, let messages):
+                    for m in messages {
+                        var payload = m.payload
+                        let text = m.isText ? payload.readString(length: payload.readableBytes) : nil
+                        let data = m.isText ? nil : Data(payload.readableBytesView)
+                        onFrame(Frame(type: .message, channelType: "user", publisher: m.publisher, text: text, data: data,
+                                      customType: m.customType, ts: m.ts, msgId: m.msgId, epoch: epoch), nil)
+                    }
                 }
             } catch {
                 onFrame(nil, error.description)

@@ -89,6 +89,10 @@ public enum BinaryFrame {
         case messages([Message])
         /// Publish acknowledgements: (request id, sequence number) pairs.
         case publishAcks([(requestID: UInt64, seq: UInt64)])
+        /// Replies to binary `sendUser` requests, in request order.
+        case sendUserReplies([SendUserReply])
+        /// User messages (one or more, oldest first) from the store `epoch`.
+        case userMessages(epoch: String, [UserMessage])
     }
 
     // MARK: publish (client → server)
@@ -103,14 +107,21 @@ public enum BinaryFrame {
     /// Appends everything of a publish frame but the payload, which follows to the end.
     public static func writePublishHeader(into buffer: inout ByteBuffer, requestID: UInt64, msgId: UInt64?, channel: String,
                                           customType: String?, isText: Bool) {
+        writeRequestHeader(into: &buffer, op: publishOp, requestID: requestID, msgId: msgId, name: channel, customType: customType, isText: isText)
+    }
+
+    /// The common head of a publish or sendUser: op, flags, request id, [msgId], the channel or
+    /// receiver, [customType].
+    static func writeRequestHeader(into buffer: inout ByteBuffer, op: UInt8, requestID: UInt64, msgId: UInt64?, name: String,
+                                   customType: String?, isText: Bool) {
         var flags: UInt8 = isText ? Flag.text : 0
         if msgId != nil { flags |= Flag.hasMsgId }
         if customType != nil { flags |= Flag.hasCustomType }
-        buffer.writeInteger(publishOp)
+        buffer.writeInteger(op)
         buffer.writeInteger(flags)
         buffer.writeInteger(requestID, endianness: .little)
         if let msgId { buffer.writeInteger(msgId, endianness: .little) }
-        writeShortString(channel, into: &buffer)
+        writeShortString(name, into: &buffer)
         if let customType { writeShortString(customType, into: &buffer) }
     }
 
@@ -346,6 +357,11 @@ public enum BinaryFrame {
                 acks.append((id, seq))
             }
             return .publishAcks(acks)
+        case sendUserReplyOp:
+            return .sendUserReplies(try decodeSendUserReplies(&b))
+        case userMessageOp:
+            let (epoch, messages) = try decodeUserMessages(&b)
+            return .userMessages(epoch: epoch, messages)
         default:
             throw FrameDecodingError(reason: "unknown binary operation 0x\(String(op, radix: 16))")
         }

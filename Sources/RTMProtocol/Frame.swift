@@ -160,6 +160,9 @@ public struct Frame: Codable, Sendable, Equatable {
     public var messages: [HistoryMessage]?
     /// getMessages reply: pass as the next `start`; 0 = nothing older remains.
     public var newStart: Int64?
+    /// login: deliver user messages to this connection in the binary form (`0x84`, PROTOCOL.md
+    /// §2.3) instead of JSON `message` frames.
+    public var binaryUser: Bool?
 
     /// Creates a frame; only `type` is required.
     public init(
@@ -200,7 +203,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case expiresAt, topic, qos, priority, meta, topics, failed
         case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
-        case storeInHistory, start, end, messages, newStart
+        case storeInHistory, start, end, messages, newStart, binaryUser
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -268,6 +271,7 @@ public struct Frame: Codable, Sendable, Equatable {
         end = try c.decodeIfPresent(Int64.self, forKey: .end)
         messages = try c.decodeIfPresent([HistoryMessage].self, forKey: .messages)
         newStart = try c.decodeIfPresent(Int64.self, forKey: .newStart)
+        binaryUser = try c.decodeIfPresent(Bool.self, forKey: .binaryUser)
     }
 
     /// A copy changed by `body`: sets fields the initializer does not take.

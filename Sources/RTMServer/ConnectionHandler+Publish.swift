@@ -9,6 +9,16 @@ import RTMProtocol
 extension ConnectionHandler {
     /// A binary message from the client.
     func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
+        case BinaryFrame.sendUserOp?:
+            binarySendUser(payload, context: context)
+            return
+        case BinaryFrame.ackUserOp?:
+            binaryAckUser(payload, context: context)
+            return
+        default:
+            break
+        }
         switch BinaryFrame.readPublish(payload) {
         case .failure(let error):
             flushPublishes(context: context)
@@ -16,19 +26,26 @@ extension ConnectionHandler {
         case .success(let publish):
             // The hot path: one check of the state, the machine's words only for a refusal.
             guard lifecycle.session != nil else {
-                switch lifecycle.admit(.publish) {
-                case .rejected(let code, let reason): send(.error(id: publish.requestID, code, reason), context: context)
-                case .allowed: send(.error(id: publish.requestID, .notLogin, "binary publishes need a MESSAGE session (login), not a STREAM connection"), context: context)
-                case .ignored: break
-                }
+                refuseBinary(.publish, requestID: publish.requestID, context: context)
                 return
             }
             pendingPublishes.append(publish)
         }
     }
 
+    /// A binary request on a connection without a MESSAGE session: the state machine's refusal
+    /// (before login: notLogin; closing: nothing), or notLogin on a STREAM connection.
+    func refuseBinary(_ type: FrameType, requestID: UInt64?, context: ChannelHandlerContext) {
+        switch lifecycle.admit(type) {
+        case .rejected(let code, let reason): send(.error(id: requestID, code, reason), context: context)
+        case .allowed: send(.error(id: requestID, .notLogin, "binary '\(type)' needs a MESSAGE session (login), not a STREAM connection"), context: context)
+        case .ignored: break
+        }
+    }
+
     /// Runs the gathered binary publishes, in order.
     func flushPublishes(context: ChannelHandlerContext) {
+        flushUserSends()
         guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
         let batch = pendingPublishes
         pendingPublishes.removeAll(keepingCapacity: true)
@@ -62,21 +79,25 @@ extension ConnectionHandler {
 
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).
     private func publishChannel(_ publish: BinaryFrame.Publish, context: ChannelHandlerContext) -> String? {
-        if let last = lastPublishChannel, Self.sameBytes(publish.channelBytes, last.bytes) {
-            if let problem = last.problem {
-                send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
-                return nil
-            }
-            return last.name
-        }
-        let name = publish.channel
-        let problem = hub.configuration.limits.nameProblem(name, kind: "channel name")
-        lastPublishChannel = (Array(publish.channelBytes), name, problem)
+        let (name, problem) = Self.validatedName(publish.channelBytes, kind: "channel name", limits: hub.configuration.limits,
+                                                 cache: &lastPublishChannel)
         if let problem {
             send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
             return nil
         }
         return name
+    }
+
+    /// A name read from a binary frame and its validation problem (nil: valid). The last name
+    /// seen is cached by its bytes, so a run of frames naming the same channel or receiver is
+    /// neither validated nor turned into a String again.
+    static func validatedName(_ bytes: ByteBufferView, kind: String, limits: Limits,
+                              cache: inout (bytes: [UInt8], name: String, problem: String?)?) -> (String, String?) {
+        if let last = cache, sameBytes(bytes, last.bytes) { return (last.name, last.problem) }
+        let name = String(decoding: bytes, as: UTF8.self)
+        let problem = limits.nameProblem(name, kind: kind)
+        cache = (Array(bytes), name, problem)
+        return (name, problem)
     }
 
     /// Payload limits and the publish rate (SPEC §8); the error to answer, or nil.

@@ -108,7 +108,7 @@ extension ConnectionHandler {
             // A resumed session: what its channels published meanwhile (M-2).
             if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
             // Every user message still waiting for this user, then new ones as they come (M-1).
-            hub.mailbox.attach(key, connection: connection)
+            hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
         }
     }
 

@@ -38,6 +38,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var rawContext: ChannelHandlerContext?
     /// Binary publishes of the current read batch.
     var pendingPublishes: [BinaryFrame.Publish] = []
+    /// Binary user messages of the current read batch (one hop to the mailbox for all).
+    var pendingUserSends: [UserMailbox.Submission] = []
+    /// The last receiver of a binary user message: its id's bytes and validation result.
+    var lastUserReceiver: (bytes: [UInt8], name: String, problem: String?)?
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?

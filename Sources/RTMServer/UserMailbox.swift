@@ -9,9 +9,11 @@ import RTMProtocol
 /// order, re-delivers everything unacknowledged when the receiver logs in again, and forgets a
 /// message only when the receiver's SDK acknowledges it.
 ///
-/// Every operation runs on one serial queue, so the store, the table of online receivers and
-/// the order of deliveries have a single owner. Writes that arrive while a commit is running
-/// are committed together in the next transaction (group commit).
+/// Bookkeeping (the table of online receivers, deduplication, the order of deliveries) runs on
+/// one serial queue; the store is used only from a second one, the writer, which runs one
+/// transaction at a time. The two form a pipeline: while the writer commits, the mailbox takes
+/// new messages and answers the previous commit. Whatever arrives while a commit runs goes into
+/// the next transaction (group commit sized by load: one message when idle, thousands when busy).
 final class UserMailbox: @unchecked Sendable {
     /// What the sender is told.
     struct Receipt: Sendable {
@@ -23,14 +25,42 @@ final class UserMailbox: @unchecked Sendable {
 
     typealias Reply = @Sendable (Result<Receipt, any Error>) -> Void
 
+    /// Where a sender's answer goes.
+    enum ReplyTo: Sendable {
+        /// A callback (JSON requests, history stores).
+        case callback(Reply)
+        /// A binary `sendUser` reply (`0x83`) on this connection: the replies of one commit to
+        /// one connection travel in one frame, encoded on its event loop.
+        case binary(ConnectionRef, requestID: UInt64)
+    }
+
+    /// One `sendUser` to store.
+    struct Submission: Sendable {
+        /// The message (its `id` is assigned by the store).
+        var message: StoredUserMessage
+        /// The sender's message id (M-3), for deduplication of resends.
+        var clientMsgId: UInt64?
+        /// Where the receipt goes.
+        var reply: ReplyTo
+    }
+
+    /// An online receiver: its connection and the form its deliveries take.
+    private struct Receiver: Sendable {
+        let connection: ConnectionRef
+        let binary: Bool
+        /// Logging in: its waiting messages are being read; live deliveries wait here until they
+        /// are sent, so that everything arrives in store order.
+        var held: [StoredUserMessage]?
+    }
+
     private struct Pending {
-        let message: StoredUserMessage
+        let submission: Submission
         let sender: UserKey
-        let clientMsgId: UInt64?
-        let reply: Reply
     }
 
     private let queue = DispatchQueue(label: "rtm.mailbox")
+    /// The only user of `store`: one transaction (or login read) at a time, in submission order.
+    private let writer = DispatchQueue(label: "rtm.mailbox.writer")
     private let store: any UserMessageStore
     private let cap: Int
     private let maxAgeMillis: Int64
@@ -38,10 +68,13 @@ final class UserMailbox: @unchecked Sendable {
     private let dedupCapacity: Int
 
     // Confined to `queue`.
-    private var online: [UserKey: ConnectionRef] = [:]
+    private var online: [UserKey: Receiver] = [:]
     private var pending: [Pending] = []
     private var acks: [UserKey: Int64] = [:]
     private var flushScheduled = false
+    /// A commit is running on `writer`; the next flush starts when it ends.
+    private var committing = false
+    private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
 
     init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger) {
@@ -56,12 +89,23 @@ final class UserMailbox: @unchecked Sendable {
     /// is online. A resend with the same `clientMsgId` from the same sender is answered with the
     /// first receipt and not stored again (M-3).
     func send(_ message: StoredUserMessage, from sender: UserKey, clientMsgId: UInt64?, reply: @escaping Reply) {
+        send([Submission(message: message, clientMsgId: clientMsgId, reply: .callback(reply))], from: sender)
+    }
+
+    /// Stores several messages of one sender (what one read of its connection brought) with one
+    /// hop onto the mailbox's queue; each is answered after the commit that holds it.
+    func send(_ batch: [Submission], from sender: UserKey) {
+        guard !batch.isEmpty else { return }
         queue.async { [self] in
-            if let id = clientMsgId, let receipt = recent[sender]?[id] {
-                reply(.success(receipt))
-                return
+            var repeated: [(ReplyTo, Receipt)] = []
+            for submission in batch {
+                if let id = submission.clientMsgId, let receipt = recent[sender]?[id] {
+                    repeated.append((submission.reply, receipt))
+                } else {
+                    pending.append(Pending(submission: submission, sender: sender))
+                }
             }
-            pending.append(Pending(message: message, sender: sender, clientMsgId: clientMsgId, reply: reply))
+            if !repeated.isEmpty { answer(repeated) }
             scheduleFlush()
         }
     }
@@ -76,28 +120,47 @@ final class UserMailbox: @unchecked Sendable {
 
     /// A connection of `key` logged in: send it every waiting message (and how many were
     /// dropped), then deliver new ones to it as they are committed.
-    func attach(_ key: UserKey, connection: ConnectionRef) {
+    func attach(_ key: UserKey, connection: ConnectionRef, binary: Bool = false) {
         queue.async { [self] in
-            online[key] = connection
-            do {
-                let dropped = try store.takeDropped(appId: key.appId, receiver: key.userId)
-                let notBefore = Self.wallMillis - maxAgeMillis
-                let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
-                let droppedNow = try store.takeDropped(appId: key.appId, receiver: key.userId)
-                if dropped + droppedNow > 0 {
-                    Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped + droppedNow), on: connection.channel)
+            // Online at once (receipts say so); live deliveries are held until the waiting
+            // messages, read on the writer after every commit already submitted, are sent.
+            online[key] = Receiver(connection: connection, binary: binary, held: [])
+            let notBefore = Self.wallMillis - maxAgeMillis
+            writer.async { [self] in
+                let result = Result { () throws -> (dropped: Int, waiting: [StoredUserMessage]) in
+                    let dropped = try store.takeDropped(appId: key.appId, receiver: key.userId)
+                    let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
+                    return (dropped + (try store.takeDropped(appId: key.appId, receiver: key.userId)), waiting)
                 }
-                for message in waiting { deliver(message, to: connection) }
-            } catch {
-                logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+                queue.async { [self] in attached(key, connection: connection, result) }
             }
+        }
+    }
+
+    /// The waiting messages of a login were read: sends them, then what was held meanwhile.
+    private func attached(_ key: UserKey, connection: ConnectionRef, _ result: Result<(dropped: Int, waiting: [StoredUserMessage]), any Error>) {
+        guard var receiver = online[key], receiver.connection === connection else { return }   // gone or replaced meanwhile
+        let held = receiver.held ?? []
+        receiver.held = nil
+        online[key] = receiver
+        switch result {
+        case .success(let (dropped, waiting)):
+            if dropped > 0 {
+                Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: store.epoch, count: dropped), on: connection.channel)
+            }
+            // Held messages were committed before the read too: send only those it missed.
+            let last = waiting.last?.id ?? 0
+            deliver(waiting + held.filter { $0.id > last }, to: receiver)
+        case .failure(let error):
+            logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+            deliver(held, to: receiver)
         }
     }
 
     /// That connection is gone: messages wait in the store until the next `attach`.
     func detach(_ key: UserKey, connection: ConnectionRef) {
         queue.async { [self] in
-            if online[key] === connection { online[key] = nil }
+            if online[key]?.connection === connection { online[key] = nil }
         }
     }
 
@@ -105,8 +168,9 @@ final class UserMailbox: @unchecked Sendable {
     func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async { [self] in
+                drainWaiters.append(continuation)
                 flush()
-                continuation.resume()
+                resumeDrainWaiters()
             }
         }
     }
@@ -114,46 +178,215 @@ final class UserMailbox: @unchecked Sendable {
     // MARK: internals (on `queue`)
 
     private func scheduleFlush() {
-        guard !flushScheduled else { return }
+        guard !flushScheduled, !committing else { return }   // a running commit flushes when it ends
         flushScheduled = true
         // Queued behind whatever is already waiting on the queue, so those join this commit.
         queue.async { [self] in flush() }
     }
 
+    private func resumeDrainWaiters() {
+        guard !committing, pending.isEmpty, acks.isEmpty else { return }
+        let waiters = drainWaiters
+        drainWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Hands everything gathered to the writer as one transaction, unless one is running.
     private func flush() {
         flushScheduled = false
-        guard !pending.isEmpty || !acks.isEmpty else { return }
+        guard !committing, !pending.isEmpty || !acks.isEmpty else { return }
         let batch = pending
         let acknowledgements = acks.map { (appId: $0.key.appId, receiver: $0.key.userId, upTo: $0.value) }
         pending = []
         acks = [:]
+        committing = true
+        let messages = batch.map(\.submission.message)
+        writer.async { [self] in
+            let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap) }
+            queue.async { [self] in
+                committing = false
+                committed(batch, result)
+                flush()   // what arrived meanwhile
+                resumeDrainWaiters()
+            }
+        }
+    }
+
+    /// A transaction ended: replies (only now), then deliveries.
+    private func committed(_ batch: [Pending], _ result: Result<[Int64], any Error>) {
         let ids: [Int64]
-        do {
-            ids = try store.commit(batch.map(\.message), acknowledgements: acknowledgements, cap: cap)
-        } catch {
+        switch result {
+        case .success(let committed):
+            ids = committed
+        case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
-            for item in batch { item.reply(.failure(error)) }
+            for item in batch {
+                switch item.submission.reply {
+                case .callback(let reply):
+                    reply(.failure(error))
+                case .binary(let connection, let requestID):
+                    Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)"),
+                             on: connection.channel)
+                }
+            }
             return
         }
+        var receipts: [(ReplyTo, Receipt)] = []
+        receipts.reserveCapacity(batch.count)
+        var deliveries: [(Receiver, StoredUserMessage)] = []
+        deliveries.reserveCapacity(batch.count)
         for (item, id) in zip(batch, ids) {
-            var message = item.message
+            var message = item.submission.message
             message.id = id
-            let receiver = online[UserKey(appId: message.appId, userId: message.receiver)]
+            let key = UserKey(appId: message.appId, userId: message.receiver)
+            let receiver = online[key]
             let receipt = Receipt(id: id, receiverOnline: receiver != nil)
-            if let clientMsgId = item.clientMsgId {
+            if let clientMsgId = item.submission.clientMsgId {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
-            item.reply(.success(receipt))
-            if let receiver { deliver(message, to: receiver) }
+            receipts.append((item.submission.reply, receipt))
+            if let receiver {
+                if receiver.held != nil {
+                    online[key]!.held!.append(message)   // logging in: after its waiting messages
+                } else {
+                    deliveries.append((receiver, message))
+                }
+            }
+        }
+        answer(receipts, deliveries: deliveries)
+    }
+
+    /// Sends receipts (callbacks at once) and deliveries. The binary replies and the deliveries
+    /// are gathered per connection (one frame each where they fit) and per event loop: one hop
+    /// per loop, whose task encodes and writes for every connection it serves, so a commit for
+    /// a thousand receivers costs two wake-ups, not two thousand.
+    private func answer(_ receipts: [(ReplyTo, Receipt)], deliveries: [(Receiver, StoredUserMessage)] = []) {
+        var work: [Int: LoopWork] = [:]
+        for (reply, receipt) in receipts {
+            switch reply {
+            case .callback(let callback):
+                callback(.success(receipt))
+            case .binary(let connection, let requestID):
+                work[connection.loopIndex, default: LoopWork()].reply(
+                    BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(receipt.id), receiverOnline: receipt.receiverOnline),
+                    on: connection)
+            }
+        }
+        for (receiver, message) in deliveries {
+            work[receiver.connection.loopIndex, default: LoopWork()].deliver(message, to: receiver)
+        }
+        let epoch = store.epoch
+        for (_, loopWork) in work {
+            guard let loop = loopWork.eventLoop else { continue }
+            loop.execute { loopWork.run(epoch: epoch) }
         }
     }
 
-    private func deliver(_ message: StoredUserMessage, to connection: ConnectionRef) {
-        Hub.send(Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
-                       text: message.text, data: message.data, customType: message.customType, ts: message.ts,
-                       msgId: UInt64(message.id), epoch: store.epoch), on: connection.channel)
+    /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
+    private func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
+        guard !messages.isEmpty else { return }
+        var work = LoopWork()
+        for message in messages { work.deliver(message, to: receiver) }
+        let epoch = store.epoch
+        let ready = work
+        receiver.connection.channel.eventLoop.execute { ready.run(epoch: epoch) }
     }
 
+    /// What one commit sends through one event loop, per connection in first-seen order.
+    private struct LoopWork: Sendable {
+        private var replies: [UInt64: (connection: ConnectionRef, replies: [BinaryFrame.SendUserReply])] = [:]
+        private var deliveries: [UInt64: (receiver: Receiver, messages: [StoredUserMessage])] = [:]
+        private var order: [UInt64] = []
+        private(set) var eventLoop: (any EventLoop)?
+
+        mutating func reply(_ reply: BinaryFrame.SendUserReply, on connection: ConnectionRef) {
+            eventLoop = connection.channel.eventLoop
+            if replies[connection.id] == nil {
+                replies[connection.id] = (connection, [])
+                if deliveries[connection.id] == nil { order.append(connection.id) }
+            }
+            replies[connection.id]!.replies.append(reply)
+        }
+
+        mutating func deliver(_ message: StoredUserMessage, to receiver: Receiver) {
+            let id = receiver.connection.id
+            eventLoop = receiver.connection.channel.eventLoop
+            if deliveries[id] == nil {
+                deliveries[id] = (receiver, [])
+                if replies[id] == nil { order.append(id) }
+            }
+            deliveries[id]!.messages.append(message)
+        }
+
+        /// On the loop: encodes and writes everything, one flush per connection.
+        func run(epoch: String) {
+            for id in order {
+                var channel: (any Channel)?
+                if let (connection, list) = replies[id] {
+                    channel = connection.channel
+                    Self.writeReplies(list, on: connection.channel)
+                }
+                if let (receiver, messages) = deliveries[id] {
+                    channel = receiver.connection.channel
+                    if receiver.binary {
+                        Self.writeBinary(messages, epoch: epoch, on: receiver.connection.channel)
+                    } else {
+                        for message in messages {
+                            Hub.sendEncoded(FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator),
+                                            on: receiver.connection.channel)
+                        }
+                    }
+                }
+                channel?.flush()
+            }
+        }
+
+        /// `0x83` frames (a u16 count each: a larger list takes several).
+        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on channel: any Channel) {
+            var start = 0
+            while start < replies.count {
+                let chunk = replies[start..<min(start + Int(UInt16.max), replies.count)]
+                var buffer = channel.allocator.buffer(capacity: 3 + 17 * chunk.count)
+                BinaryFrame.writeSendUserReplies(into: &buffer, chunk)
+                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                start += chunk.count
+            }
+        }
+
+        /// `0x84` frames of at most about 60 KB each.
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on channel: any Channel) {
+            var frame: [BinaryFrame.UserMessage] = []
+            var size = 0
+            func write() {
+                guard !frame.isEmpty else { return }
+                var buffer = channel.allocator.buffer(capacity: size + 3 + epoch.utf8.count)
+                BinaryFrame.writeUserMessages(into: &buffer, epoch: epoch, frame)
+                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                frame.removeAll(keepingCapacity: true)
+                size = 0
+            }
+            for message in messages {
+                let item = UserMailbox.binaryItem(message)
+                let itemSize = 24 + item.publisher.utf8.count + (item.customType?.utf8.count ?? 0) + item.payload.readableBytes
+                if size + itemSize > 60_000 { write() }
+                frame.append(item)
+                size += itemSize
+            }
+            write()
+        }
+    }
+
+    fileprivate static func binaryItem(_ message: StoredUserMessage) -> BinaryFrame.UserMessage {
+        let payload = message.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: message.data ?? Data())
+        return BinaryFrame.UserMessage(msgId: UInt64(message.id), ts: message.ts, publisher: message.sender,
+                                       customType: message.customType, isText: message.text != nil, payload: payload)
+    }
+
+    fileprivate static func jsonFrame(_ message: StoredUserMessage, epoch: String) -> Frame {
+        Frame(type: .message, channel: message.receiver, channelType: "user", publisher: message.sender,
+              text: message.text, data: message.data, customType: message.customType, ts: message.ts,
+              msgId: UInt64(message.id), epoch: epoch)
+    }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }

@@ -39,6 +39,10 @@ final class RawConnection: Sendable {
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: ByteBuffer(string: text)), promise: nil)
     }
 
+    func sendBinary(_ buffer: ByteBuffer) {
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: buffer), promise: nil)
+    }
+
     /// The reply to request `id`.
     func reply(_ id: UInt64) async -> Frame? {
         await frames.first(within: soon) { $0.id == id }

@@ -109,6 +109,39 @@ final class RTMProcess: Sendable {
     }
 }
 
+/// `rtm serve` on a data directory that outlives the process: killed with SIGKILL and started
+/// again on the same port and directory (SPEC M-1).
+final class DurableServer: @unchecked Sendable {
+    let port: Int
+    let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-kill9-\(UUID().uuidString)").path
+    private(set) var process: RTMProcess
+
+    /// Started and listening.
+    init() async throws {
+        port = try RTMProcess.freePort()
+        process = try RTMProcess.server(port: port, dataDir: dataDir)
+        try await listening()
+    }
+
+    /// Kills it at once (no shutdown code runs) and starts it again on the same directory.
+    func killAndRestart() async throws {
+        process.kill9()
+        process = try RTMProcess.server(port: port, dataDir: dataDir)
+        try await listening()
+    }
+
+    /// Stops it and removes its directory.
+    func stop() {
+        process.stop()
+        try? FileManager.default.removeItem(atPath: dataDir)
+    }
+
+    private func listening() async throws {
+        let line = await process.waitForLine(containing: "listening")
+        try #require(line != nil, "\(process.output)")
+    }
+}
+
 @Suite(.serialized)
 struct ProcessTests {
     @Test("T-11: a client process stopped (SIGSTOP) and resumed (SIGCONT) keeps a healthy link, and is back within a round trip after a long stop")

@@ -6,8 +6,17 @@ import GRDB
 /// With `synchronous = NORMAL` (the default here) a committed message survives the server being
 /// killed at any moment (`kill -9`); `fullSync` adds an fsync per commit so it also survives a
 /// power loss.
-public final class SQLiteUserMessageStore: UserMessageStore {
+public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable {
     private let db: DatabaseQueue
+    /// Messages waiting per receiver, as far as known (loaded by one COUNT on first use, then
+    /// kept up to date), so a commit checks the cap without counting rows. Like every call,
+    /// confined to the one owner (`UserMailbox`'s queue): hence `@unchecked Sendable`.
+    private var waiting: [Receiver: Int] = [:]
+
+    private struct Receiver: Hashable {
+        let appId: String
+        let userId: String
+    }
     /// See `UserMessageStore.epoch`.
     public let epoch: String
 
@@ -31,44 +40,67 @@ public final class SQLiteUserMessageStore: UserMessageStore {
                            arguments: [String(UInt64.random(in: 1...UInt64.max), radix: 36)])
         }
         try migrator.migrate(db)
+        // A 64 MB page cache (instead of 2 MB): with a thousand busy receivers the pages a commit
+        // touches stay in memory instead of being read back from the WAL.
+        try db.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA cache_size = -65536") }
         epoch = try db.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'epoch'") } ?? "0"
     }
 
     public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64] {
-        try db.write { db in
-            for ack in acknowledgements {
-                try db.cachedStatement(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
-                    .execute(arguments: [ack.appId, ack.receiver, ack.upTo])
-            }
-            // Prepared once per connection (cached), not parsed per message.
-            let insert = try db.cachedStatement(sql: """
-                INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
-            var ids: [Int64] = []
-            ids.reserveCapacity(messages.count)
-            var receivers: Set<[String]> = []
-            for m in messages {
-                try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
-                ids.append(db.lastInsertedRowID)
-                receivers.insert([m.appId, m.receiver])
-            }
-            for receiver in receivers {
-                let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM user_message WHERE app = ? AND receiver = ?"),
-                                             arguments: [receiver[0], receiver[1]]) ?? 0
-                guard count > cap else { continue }
-                try db.execute(sql: """
-                    DELETE FROM user_message WHERE id IN (
-                        SELECT id FROM user_message WHERE app = ? AND receiver = ? ORDER BY id LIMIT ?)
-                    """, arguments: [receiver[0], receiver[1], count - cap])
-                try addDropped(db, appId: receiver[0], receiver: receiver[1], count: count - cap)
-            }
-            return ids
+        do {
+            return try db.write { db in try commit(db, messages, acknowledgements: acknowledgements, cap: cap) }
+        } catch {
+            waiting = [:]   // rolled back: recount
+            throw error
         }
     }
 
+    private func commit(_ db: Database, _ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)],
+                        cap: Int) throws -> [Int64] {
+        let delete = try db.cachedStatement(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
+        for ack in acknowledgements {
+            try delete.execute(arguments: [ack.appId, ack.receiver, ack.upTo])
+            let key = Receiver(appId: ack.appId, userId: ack.receiver)
+            if let known = waiting[key] { waiting[key] = max(0, known - db.changesCount) }
+        }
+        // Prepared once per connection (cached), not parsed per message.
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """)
+        var ids: [Int64] = []
+        ids.reserveCapacity(messages.count)
+        var added: [Receiver: Int] = [:]
+        for m in messages {
+            try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
+            ids.append(db.lastInsertedRowID)
+            added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
+        }
+        for (receiver, count) in added {
+            var total: Int
+            if let known = waiting[receiver] {
+                total = known + count
+            } else {
+                total = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM user_message WHERE app = ? AND receiver = ?"),
+                                         arguments: [receiver.appId, receiver.userId]) ?? 0
+            }
+            if total > cap {
+                try db.execute(sql: """
+                    DELETE FROM user_message WHERE id IN (
+                        SELECT id FROM user_message WHERE app = ? AND receiver = ? ORDER BY id LIMIT ?)
+                    """, arguments: [receiver.appId, receiver.userId, total - cap])
+                try addDropped(db, appId: receiver.appId, receiver: receiver.userId, count: total - cap)
+                total = cap
+            }
+            waiting[receiver] = total
+        }
+        if waiting.count > 100_000 { waiting = [:] }   // bounded: recounted as receivers come back
+        return ids
+    }
+
     public func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] {
-        try db.write { db in
+        waiting[Receiver(appId: appId, userId: receiver)] = nil   // recounted at its next message
+        return try db.write { db in
             try db.execute(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND ts < ?",
                            arguments: [appId, receiver, notBefore])
             if db.changesCount > 0 { try addDropped(db, appId: appId, receiver: receiver, count: db.changesCount) }

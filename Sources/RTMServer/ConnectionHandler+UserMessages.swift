@@ -1,0 +1,71 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+
+/// The binary form of user messages (SPEC M-1, PROTOCOL.md §2.3): the `sendUser` requests of one
+/// read are checked here, on the connection's loop, and handed to the mailbox in one hop; the
+/// mailbox stores them in one transaction and answers them in one `0x83` frame.
+extension ConnectionHandler {
+    /// A binary `sendUser` (`0x03`): the same checks and errors as the JSON request (errors as
+    /// JSON `error` frames with the request's id).
+    func binarySendUser(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        let request: BinaryFrame.SendUser
+        switch BinaryFrame.readSendUser(payload) {
+        case .failure(let error):
+            send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
+            return
+        case .success(let decoded):
+            request = decoded
+        }
+        guard let key = lifecycle.session else {
+            refuseBinary(.sendUser, requestID: request.requestID, context: context)
+            return
+        }
+        guard let receiver = receiverName(request, context: context) else { return }
+        if let (code, problem) = payloadProblem(size: request.payload.readableBytes, customType: request.customType) {
+            send(.error(id: request.requestID, code, problem), context: context)
+            return
+        }
+        var body = request.payload
+        let text = request.isText ? body.readString(length: body.readableBytes) : nil
+        let data = request.isText ? nil : Data(body.readableBytesView)
+        let message = StoredUserMessage(appId: key.appId, receiver: receiver, sender: key.userId, text: text, data: data,
+                                        customType: request.customType, ts: Hub.wallMillis)
+        pendingUserSends.append(UserMailbox.Submission(message: message, clientMsgId: request.msgId,
+                                                       reply: .binary(connection, requestID: request.requestID)))
+    }
+
+    /// A binary `ackUser` (`0x04`): every user message up to the id is acknowledged.
+    func binaryAckUser(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        switch BinaryFrame.readAckUser(payload) {
+        case .failure(let error):
+            send(.error(id: nil, .invalidFrame, error.description), context: context)
+        case .success(let upTo):
+            guard let key = lifecycle.session else {
+                refuseBinary(.ackUser, requestID: nil, context: context)
+                return
+            }
+            hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo))
+        }
+    }
+
+    /// Hands the read's binary user messages to the mailbox, in order.
+    func flushUserSends() {
+        guard !pendingUserSends.isEmpty else { return }
+        let batch = pendingUserSends
+        pendingUserSends.removeAll(keepingCapacity: true)
+        guard let key = lifecycle.session else { return }
+        hub.mailbox.send(batch, from: key)
+    }
+
+    /// The receiver's user id, validated (cached for a run of messages to the same receiver).
+    private func receiverName(_ request: BinaryFrame.SendUser, context: ChannelHandlerContext) -> String? {
+        let (name, problem) = Self.validatedName(request.receiverBytes, kind: "userId", limits: hub.configuration.limits,
+                                                 cache: &lastUserReceiver)
+        if let problem {
+            send(.error(id: request.requestID, .invalidUserId, problem), context: context)
+            return nil
+        }
+        return name
+    }
+}
