@@ -21,9 +21,9 @@ final class RTMProcess: Sendable {
         return URL(fileURLWithPath: ".build/debug/rtm")
     }
 
-    init(arguments: [String]) throws {
+    init(arguments: [String], executable: URL = RTMProcess.binary) throws {
         process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = executable
         process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
