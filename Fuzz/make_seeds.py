@@ -69,6 +69,8 @@ frames = {
 for name, frame in frames.items():
     put("FuzzFrameCodec", name, json.dumps(frame, separators=(",", ":")))
 put("FuzzFrameCodec", "ping-fast", '{"type":"ping"}')
+# Findings, kept as seeds so every run checks them again.
+put("FuzzFrameCodec", "finding-repeated-key", '{"type":"pgin","type":"ping","ts":100}')
 
 pub1 = publish(7, "room", b"hello", msg_id=42)
 pub2 = publish(8, "game", b"\x00\xff" * 10, custom="move", text=False)
