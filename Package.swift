@@ -1,6 +1,8 @@
 // swift-tools-version:6.2
 import PackageDescription
 
+let fuzzing = Context.environment["RTM_FUZZ"] != nil
+
 // Swift 6 language mode everywhere; CI (RTM_WARNINGS_AS_ERRORS=1) also turns every warning in
 // this package's own targets into an error (dependencies are not affected).
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -10,6 +12,10 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
     // a sixth of the publish path (NIO's inlined ByteBuffer code runs them per field). Left out
     // of ordinary builds so the libraries stay usable as dependencies.
     + (Context.environment["RTM_FAST"] != nil ? [.unsafeFlags(["-enforce-exclusivity=unchecked"])] : [])
+    // Fuzzing (`Fuzz/run.sh`, which sets RTM_FUZZ=1 and builds into .build-fuzz): this package's
+    // modules get libFuzzer's coverage instrumentation and the address sanitizer, so the fuzzer
+    // is guided by the code under test, not only by the harness.
+    + (fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : [])
 
 let package = Package(
     name: "swift-rtm",
@@ -116,3 +122,23 @@ let package = Package(
         ], swiftSettings: strict),
     ]
 )
+
+// libFuzzer targets, only with RTM_FUZZ=1 (they need a toolchain with libFuzzer, the swift.org
+// one on Linux): `Fuzz/run.sh` builds and runs them. Each is an executable whose `main` hands
+// control to libFuzzer (`FuzzSupport.fuzzMain`).
+if fuzzing {
+    let linkFuzzer: [LinkerSetting] = [.unsafeFlags(["-sanitize=fuzzer,address"])]
+    package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Sources/FuzzSupport", swiftSettings: strict))
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FuzzFrameCodec", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
+        ("FuzzBinaryFrame", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
+        ("FuzzTokens", ["RTMAuth"]),
+        ("FuzzServerFrameDecoder", ["RTMServer", .product(name: "NIOCore", package: "swift-nio"),
+                                    .product(name: "NIOEmbedded", package: "swift-nio")]),
+    ]
+    for target in fuzzTargets {
+        package.targets.append(.executableTarget(name: target.name, dependencies: ["FuzzSupport"] + target.dependencies,
+                                                 path: "Fuzz/Sources/\(target.name)", swiftSettings: strict, linkerSettings: linkFuzzer))
+        package.products.append(.executable(name: target.name, targets: [target.name]))
+    }
+}

@@ -33,9 +33,12 @@ public enum FrameCodec {
         for field in inner.split(separator: ",") {
             let parts = field.split(separator: ":", maxSplits: 1)
             guard parts.count == 2 else { return nil }
+            // A repeated key goes to the full decoder, which keeps the first value: the fast
+            // path must never read a frame differently (found by the FuzzFrameCodec fuzzer:
+            // `{"type":"pgin","type":"ping"}` was a ping here, an unknown type there).
             switch parts[0] {
-            case "\"type\"": type = parts[1]
-            case "\"ts\"":
+            case "\"type\"" where type == nil: type = parts[1]
+            case "\"ts\"" where ts == nil:
                 guard let value = Int64(parts[1]) else { return nil }
                 ts = value
             default: return nil

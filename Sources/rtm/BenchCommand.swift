@@ -14,7 +14,7 @@ struct Bench: AsyncParsableCommand {
             Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
-        subcommands: [Fanout.self, Pairs.self, Idle.self, Storm.self])
+        subcommands: [Fanout.self, Pairs.self, Idle.self, Storm.self, Soak.self])
 }
 
 /// Options shared by the load scenarios.

@@ -13,9 +13,7 @@ struct Idle: AsyncParsableCommand {
     @Option(help: "Seconds to hold them after all are connected.") var hold: Double = 20
     @Option(help: "Server process id (required).") var serverPid: Int32
     @Option(help: "Client event loops (default: cores).") var threads: Int?
-    @Option(help: "App id (default: the data directory's development app).") var appId: String?
-    @Option(help: "App certificate.") var appCertificate: String?
-    @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+    @OptionGroup var app: AppArguments
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
@@ -23,7 +21,7 @@ struct Idle: AsyncParsableCommand {
         var options = LoadOptions()
         try options.setURL(url)
         if options.path == "/" { options.path = "/v1" }
-        let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
+        let (appId, certificate) = try app.resolve()
         options.target = .rtm(appId: appId, certificate: certificate)
         options.serverPID = serverPid
         if let threads { options.threads = threads }

@@ -9,6 +9,7 @@ struct Listen: AsyncParsableCommand {
     @Argument(help: "Channels to subscribe to.") var channels: [String] = []
 
     func run() async throws {
+        Interrupt.install()
         let client = try await options.connect(printEvents: true)
         for channel in channels { try await client.subscribe(channel) }
         await Interrupt.logoutOnSignal(client)
@@ -21,6 +22,7 @@ struct Sub: AsyncParsableCommand {
     @Argument(help: "Channel name.") var channel: String
 
     func run() async throws {
+        Interrupt.install()
         let client = try await options.connect(printEvents: true)
         try await client.subscribe(channel)
         await Interrupt.logoutOnSignal(client)

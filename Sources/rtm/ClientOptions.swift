@@ -87,25 +87,70 @@ enum EventPrinter {
             line = "topic     #\(e.channelName) \(e.kind.rawValue) \(e.userId) \(topics)"
         }
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
-        // Unbuffered, so a watcher (or a test reading a pipe) sees each event as it happens.
-        FileHandle.standardOutput.write(Data("[\(stamp)] \(line)\n".utf8))
+        say("[\(stamp)] \(line)")
+    }
+
+    /// Prints a line unbuffered, so a watcher (or a test reading a pipe) sees it at once, in order
+    /// with the events (`print` buffers when the output is not a terminal).
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data("\(line)\n".utf8))
     }
 }
 
-/// Waits for SIGINT/SIGTERM, then logs out (an intentional leave) and exits.
+/// Ctrl-C (SIGINT) and SIGTERM for the commands that run until interrupted: the first signal
+/// makes `wait()` return (the command then logs out and exits 0); a second one, or a logout that
+/// takes longer than `grace`, exits at once with 130.
+///
+/// Why a handler of our own and not a dispatch signal source: a dispatch source needs the
+/// signal's disposition set to `SIG_IGN`, and on Linux libdispatch blocks the signal only on its
+/// own thread, so a signal the kernel hands to another thread is discarded. A background job of a
+/// non-interactive shell also starts with SIGINT ignored (`cmd & kill -INT $!` did nothing).
+/// `install()` sets a real handler, whatever the inherited disposition, that writes the signal
+/// number into a pipe (async-signal-safe); a thread reads the pipe.
 enum Interrupt {
-    static func logoutOnSignal(_ client: RTMClient) async {
-        let signals = AsyncStream<Int32> { continuation in
-            for sig in [SIGINT, SIGTERM] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: .main)
-                source.setEventHandler { continuation.yield(sig) }
-                source.resume()
-                nonisolated(unsafe) let keep = source
-                continuation.onTermination = { _ in keep.cancel() }
+    /// The pipe's write end, for the handler. Set before the handler is installed.
+    nonisolated(unsafe) private static var pipeWriteEnd: Int32 = -1
+    /// How long the logout after the first signal may take before the process exits anyway.
+    static let grace: Duration = .seconds(5)
+    private static let received: AsyncStream<Int32> = {
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { fatalError("pipe: errno \(errno)") }
+        pipeWriteEnd = fds[1]
+        let readEnd = fds[0]
+        let reader = Thread {
+            var count = 0
+            var byte: UInt8 = 0
+            while read(readEnd, &byte, 1) == 1 {
+                count += 1
+                if count > 1 { _exit(130) }
+                continuation.yield(Int32(byte))
+                DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(grace.components.seconds))) { _exit(130) }
             }
         }
-        for await _ in signals { break }
+        reader.name = "rtm-signals"
+        reader.start()
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig) { sig in
+                var byte = UInt8(truncatingIfNeeded: sig)
+                _ = write(Interrupt.pipeWriteEnd, &byte, 1)
+            }
+        }
+        return stream
+    }()
+
+    /// Catches SIGINT and SIGTERM from now on (call it before connecting, so a Ctrl-C during the
+    /// login is not lost). Idempotent.
+    static func install() { _ = received }
+
+    /// Returns at the first SIGINT or SIGTERM (installing the handlers if needed).
+    static func wait() async {
+        for await _ in received { return }
+    }
+
+    /// Waits for SIGINT/SIGTERM, then logs out (an intentional leave).
+    static func logoutOnSignal(_ client: RTMClient) async {
+        await wait()
         await client.logout()
     }
 }

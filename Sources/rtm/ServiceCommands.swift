@@ -21,25 +21,34 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: "Topics to subscribe to (repeatable).") var subscribe: [String] = []
 
     func run() async throws {
+        Interrupt.install()
         let client = try await options.connect(printEvents: true)
         let stream = try client.createStreamChannel(channel)
         let members = try await stream.join()
-        print("joined stream channel \(channel): members \(members)")
+        EventPrinter.say("joined stream channel \(channel): members \(members)")
         if let topic { try await stream.joinTopic(topic, options: JoinTopicOptions(meta: meta)) }
         for name in subscribe { try await stream.subscribeTopic(name) }
         guard let topic else {
             await Interrupt.logoutOnSignal(client)
             return
         }
-        let input = Task {
+        // Ctrl-D (end of input) leaves the channel, then logs out; Ctrl-C logs out at once. The
+        // line reader may stay blocked in readLine: returning from run() ends the process.
+        let (ends, end) = AsyncStream<Bool>.makeStream()
+        Task {
             while let line = readLine() {
                 do { try await stream.publishTopicMessage(topic: topic, message: line) } catch { print("publish failed: \(error)") }
             }
+            end.yield(true)
         }
-        let signal = Task { await Interrupt.logoutOnSignal(client) }
-        _ = await input.result
-        await stream.leave()
-        signal.cancel()
+        Task {
+            await Interrupt.wait()
+            end.yield(false)
+        }
+        for await endOfInput in ends {
+            if endOfInput { await stream.leave() }
+            break
+        }
         await client.logout()
     }
 }
@@ -68,6 +77,7 @@ struct MetaCommand: AsyncParsableCommand {
     @Flag(help: "Record the write time and author in the items.") var record = false
 
     func run() async throws {
+        if action == .watch { Interrupt.install() }
         let client = try await options.connect(printEvents: action == .watch)
         defer { Task { await client.logout() } }
         var metadata = Metadata(majorRevision: revision)
@@ -127,6 +137,7 @@ struct LockCommand: AsyncParsableCommand {
     @Option(help: "The holder to take it from (revoke).") var owner: String?
 
     func run() async throws {
+        if action == .acquire { Interrupt.install() }
         let client = try await options.connect(printEvents: action == .acquire)
         if action == .list {
             for lock in try await client.getLocks(channel: channel) {
@@ -140,7 +151,7 @@ struct LockCommand: AsyncParsableCommand {
         case .set: try await client.setLock(channel: channel, lockName: lockName, ttl: ttl)
         case .acquire:
             let token = try await client.acquireLock(channel: channel, lockName: lockName, retry: retry)
-            print("acquired \(lockName) in #\(channel): fencing token \(token) (Ctrl-C releases it)")
+            EventPrinter.say("acquired \(lockName) in #\(channel): fencing token \(token) (Ctrl-C releases it)")
             try await client.subscribe(channel, options: SubscribeOptions(withPresence: false, withLock: true))
             await Interrupt.logoutOnSignal(client)   // logout releases it at once
             return

@@ -189,4 +189,16 @@ extension FrameCodecTests {
         #expect(FrameCodec.encodePong(ts: 7, allocator: ByteBufferAllocator()) == FrameCodec.encode(Frame(type: .pong, ts: 7)))
         #expect(FrameCodec.encodePong(ts: nil, allocator: ByteBufferAllocator()) == FrameCodec.encode(Frame(type: .pong)))
     }
+
+    @Test("H-1: a repeated key goes to the full decoder, so the fast path never reads a frame otherwise (found by fuzzing)")
+    func fastPingRepeatedKeys() throws {
+        for text in [#"{"type":"pgin","type":"ping","ts":100}"#, #"{"type":"ping","type":"pong"}"#,
+                     #"{"type":"ping","ts":1,"ts":2}"#, #"{"ts":1,"type":"ping","ts":2}"#] {
+            let buffer = ByteBuffer(string: text)
+            #expect(FrameCodec.fastPing(buffer) == nil, "\(text)")
+            if let frame = try? FrameCodec.decode(buffer), let ping = FrameCodec.fastPing(buffer) {
+                #expect(frame.type == .ping && frame.ts == ping)
+            }
+        }
+    }
 }

@@ -1,0 +1,23 @@
+import FuzzSupport
+import NIOCore
+import RTMProtocol
+
+// The binary frame codec: publishes as the server reads them, `message` / ack frames as the SDK
+// reads them, and the varint reader in both forms. Any bytes give a value or an error, never a
+// trap or a read outside the buffer.
+fuzzMain { bytes in
+    let buffer = ByteBuffer(bytes: bytes)
+    if case .success(let publish) = BinaryFrame.readPublish(buffer) {
+        precondition(publish.payload.readableBytes <= buffer.readableBytes)
+        precondition(publish.channelBytes.count <= buffer.readableBytes)
+    }
+    if case .messages(let messages)? = try? BinaryFrame.decode(buffer) {
+        precondition(messages.reduce(0) { $0 + $1.payload.readableBytes } <= buffer.readableBytes)
+    }
+    var cursor = buffer
+    let fromBuffer = BinaryFrame.readVarint(&cursor)
+    var offset = 0
+    let fromBytes = BinaryFrame.readVarint(bytes, at: &offset)
+    precondition(fromBuffer == fromBytes, "the two varint readers disagree")
+    precondition(offset <= bytes.count)
+}
