@@ -123,9 +123,11 @@ public final class RawPeer: Sendable {
         return out
     }
 
-    /// Appends a client frame to `out` (to pipeline many frames in one write).
-    public static func appendFrame(to out: inout ByteBuffer, opcode: UInt8, _ payload: some Collection<UInt8>, fin: Bool = true, masked: Bool = true) {
-        out.writeInteger((fin ? 0x80 : 0) | opcode)
+    /// Appends a client frame to `out` (to pipeline many frames in one write), masked with
+    /// `key` (a random one when nil) unless `masked` is false; `rsv` sets reserved bits.
+    public static func appendFrame(to out: inout ByteBuffer, opcode: UInt8, _ payload: some Collection<UInt8>, fin: Bool = true,
+                                   masked: Bool = true, key fixedKey: [UInt8]? = nil, rsv: UInt8 = 0) {
+        out.writeInteger((fin ? 0x80 : 0) | rsv | opcode)
         let maskBit: UInt8 = masked ? 0x80 : 0
         if payload.count < 126 {
             out.writeInteger(maskBit | UInt8(payload.count))
@@ -140,7 +142,7 @@ public final class RawPeer: Sendable {
             out.writeBytes(payload)
             return
         }
-        let key = (0..<4).map { _ in UInt8.random(in: 0...255) }
+        let key = fixedKey ?? (0..<4).map { _ in UInt8.random(in: 0...255) }
         out.writeBytes(key)
         var i = 0
         for byte in payload {

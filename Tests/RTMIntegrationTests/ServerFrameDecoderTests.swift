@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOEmbedded
 import NIOWebSocket
+import RTMTestSupport
 import Testing
 @testable import RTMServer
 import RTMWebSocket
@@ -13,23 +14,7 @@ struct ServerFrameDecoderTests {
     /// A client frame: masked with `key` (nil: unmasked).
     static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = [1, 2, 3, 4], rsv: UInt8 = 0) -> ByteBuffer {
         var out = ByteBuffer()
-        out.writeInteger((fin ? 0x80 : 0) | rsv | opcode)
-        let maskBit: UInt8 = key == nil ? 0 : 0x80
-        if payload.count < 126 {
-            out.writeInteger(maskBit | UInt8(payload.count))
-        } else if payload.count <= Int(UInt16.max) {
-            out.writeInteger(maskBit | 126)
-            out.writeInteger(UInt16(payload.count))
-        } else {
-            out.writeInteger(maskBit | 127)
-            out.writeInteger(UInt64(payload.count))
-        }
-        var body = ByteBuffer(bytes: payload)
-        if let key {
-            out.writeBytes(key)
-            body.webSocketMask(WebSocketMaskingKey(key)!)
-        }
-        out.writeBuffer(&body)
+        RawPeer.appendFrame(to: &out, opcode: opcode, payload, fin: fin, masked: key != nil, key: key, rsv: rsv)
         return out
     }
 
