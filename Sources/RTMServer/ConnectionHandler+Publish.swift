@@ -3,10 +3,19 @@ import NIOCore
 import NIOWebSocket
 import RTMProtocol
 
-/// The publish fast path: binary publish frames of one read batch are validated, sequenced and
-/// fanned out together (one lock, one encoded buffer and one hop per event loop for the whole
-/// batch), and acknowledged with one binary ack frame.
+/// The publish fast path: the publishes of one read batch, binary ones and JSON ones alike
+/// (PROTOCOL.md §2.3), are validated, sequenced and fanned out together (one lock, one encoded
+/// buffer and one hop per event loop for each run of publishes to one channel), and acknowledged
+/// together: the binary ones with one binary ack frame, the JSON ones with their `ok` replies in
+/// one write.
 extension ConnectionHandler {
+    /// A publish of the current read batch, and how to answer it.
+    struct PendingPublish {
+        var publish: BinaryFrame.Publish
+        /// Sent as JSON (answered with a JSON `ok`), else binary (answered in a `0x82` frame).
+        var json: Bool
+    }
+
     /// A binary message from the client.
     func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
         switch BinaryFrame.readPublish(payload) {
@@ -18,41 +27,73 @@ extension ConnectionHandler {
                 send(.error(id: publish.requestID, .notLogin, "'publish' needs a login first"), context: context)
                 return
             }
-            pendingPublishes.append(publish)
+            pendingPublishes.append(PendingPublish(publish: publish, json: false))
         }
     }
 
-    /// Runs the gathered binary publishes, in order.
+    /// A JSON text message that is a plain publish (`FrameCodec.readPublish`) of a logged-in
+    /// MESSAGE session joins the batch; false for anything else (decode it as usual).
+    func gatherJSONPublish(_ payload: ByteBuffer) -> Bool {
+        guard case .active = phase, let publish = FrameCodec.readPublish(payload) else { return false }
+        pendingPublishes.append(PendingPublish(publish: publish, json: true))
+        return true
+    }
+
+    /// Runs the gathered publishes, in order.
     func flushPublishes(context: ChannelHandlerContext) {
         guard !pendingPublishes.isEmpty, case .active(let key) = phase else { return }
         let batch = pendingPublishes
         pendingPublishes.removeAll(keepingCapacity: true)
         var acks: [(requestID: UInt64, seq: UInt64)] = []
-        acks.reserveCapacity(batch.count)
+        var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
+        var runJSON: [Bool] = []
         var runChannel: String?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
-            for (item, seq) in zip(run, seqs) { acks.append((item.requestID, seq)) }
+            for ((item, json), seq) in zip(zip(run, runJSON), seqs) {
+                if json {
+                    // Framed here, written below the frame encoder in one buffer for the batch.
+                    let length = FrameCodec.publishOKLength(id: item.requestID, seq: seq)
+                    if replies == nil { replies = context.channel.allocator.buffer(capacity: (length + 2) * batch.count) }
+                    BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
+                    FrameCodec.writePublishOK(id: item.requestID, seq: seq, into: &replies!)
+                } else {
+                    acks.append((item.requestID, seq))
+                }
+            }
             run.removeAll(keepingCapacity: true)
+            runJSON.removeAll(keepingCapacity: true)
         }
-        for publish in batch {
+        for pending in batch {
+            let publish = pending.publish
             guard let channel = publishChannel(publish, context: context) else { continue }
             if let problem = payloadProblem(size: publish.payload.readableBytes, customType: publish.customType) {
                 publishRun()
+                writeReplies(&replies, context: context)
                 send(.error(id: publish.requestID, problem.0, problem.1), context: context)
                 continue
             }
             if channel != runChannel { publishRun(); runChannel = channel }
             run.append(Hub.Outgoing(requestID: publish.requestID, msgId: publish.msgId, customType: publish.customType,
                                     isText: publish.isText, payload: publish.payload))
+            runJSON.append(pending.json)
         }
         publishRun()
+        writeReplies(&replies, context: context)
         guard !acks.isEmpty else { return }
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
+    }
+
+    /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the
+    /// fan-out does) and flushes.
+    private func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
+        guard let buffer = replies else { return }
+        replies = nil
+        (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
     }
 
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).

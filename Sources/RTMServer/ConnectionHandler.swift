@@ -32,8 +32,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     var context: ChannelHandlerContext?
     /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
     var rawContext: ChannelHandlerContext?
-    /// Binary publishes of the current read batch.
-    var pendingPublishes: [BinaryFrame.Publish] = []
+    /// Publishes of the current read batch (binary, and JSON ones the fast reader took).
+    var pendingPublishes: [PendingPublish] = []
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
@@ -73,11 +73,13 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .frame(let whole):
             frame = whole
         }
-        // SPEC T-3: every inbound frame refreshes liveness. Binary publishes (the hot path) are
+        // SPEC T-3: every inbound frame refreshes liveness. Publishes (the hot path) are
         // stamped once per read batch, in channelReadComplete; anything else at once. Frames
         // arrive unmasked (`ServerFrameDecoder`); binary ones only in `.binary` batches.
         switch frame.opcode {
         case .text:
+            // A JSON publish joins the read's batch, like a binary one (stamped in channelReadComplete).
+            if gatherJSONPublish(frame.data) { return }
             lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.data
