@@ -60,9 +60,13 @@ public struct LoadResult: Codable, Sendable {
 
 /// Latency percentiles of a run, µs.
 public struct LatencyFigures: Codable, Sendable {
+    /// Median.
     public var p50Micros: Double
+    /// 99th percentile.
     public var p99Micros: Double
+    /// 99.9th percentile.
     public var p999Micros: Double
+    /// The largest seen.
     public var maxMicros: Double
 
     init(p50Micros: Double, p99Micros: Double, p999Micros: Double, maxMicros: Double) {

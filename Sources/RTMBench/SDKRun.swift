@@ -13,11 +13,13 @@ import RTMClient
 public enum SDKRun {
     /// How the run is shaped.
     public struct Options: Sendable {
-        /// Server host and port (ws://host:port).
+        /// Server host (ws://host:port).
         public var host = "127.0.0.1"
+        /// Server port.
         public var port = 9600
-        /// App id and certificate (tokens are minted per user when a certificate is given).
+        /// App id.
         public var appId = ""
+        /// App certificate: tokens are minted per user when given.
         public var certificate: String?
         /// Subscribers.
         public var subscribers = 10
@@ -29,6 +31,7 @@ public enum SDKRun {
         public var size = 100
         /// Measured seconds, after `warmup` seconds.
         public var seconds: Double = 5
+        /// Warm-up seconds, not measured.
         public var warmup: Double = 1
         /// Server process to sample (CPU) if known.
         public var serverPID: Int32?
@@ -41,21 +44,32 @@ public enum SDKRun {
 
     /// The figures.
     public struct Result: Codable, Sendable {
+        /// SDK subscribers.
         public var subscribers: Int
+        /// Asked publish rate (0: max).
         public var rate: Double
+        /// Payload bytes.
         public var size: Int
+        /// Length of the measured interval.
         public var measuredSeconds: Double
         /// Acknowledged publishes per second over the measured interval.
         public var publishedPerSecond: Double
+        /// Messages handed to the subscribers' delegates per second (sent in the interval).
         public var deliveriesPerSecond: Double
-        /// Publish → delegate.
+        /// Publish call → delegate.
         public var latency: LatencyFigures
+        /// `publish` calls made (warm-up included).
         public var published: UInt64
+        /// `publish` calls that threw, and the first error.
         public var publishErrors: UInt64
         public var firstError: String?
+        /// Acknowledged publishes a subscriber never got (summed over subscribers).
         public var lost: UInt64
+        /// Messages a subscriber got twice.
         public var duplicated: UInt64
+        /// Messages that came after a higher channel sequence number.
         public var reordered: UInt64
+        /// Cores used by this process and by the server (if its pid was given).
         public var clientCores: Double
         public var serverCores: Double?
 
