@@ -215,6 +215,7 @@ struct PublishScanner {
         let start = at
         var escaped = false
         var high: UInt8 = 0
+        skipPlainWords()
         while at < bytes.count {
             let byte = bytes[at]
             if byte == Self.quote {
@@ -238,6 +239,23 @@ struct PublishScanner {
             at += 1
         }
         return nil
+    }
+
+    /// Skips eight bytes at a time while none of them is a quote, a backslash, a control
+    /// character or a non-ASCII byte (the byte loop decides about those). Each test is the exact
+    /// "has a zero byte" word test, so no such byte is ever skipped.
+    private mutating func skipPlainWords() {
+        guard let base = bytes.baseAddress else { return }
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        while at + 8 <= bytes.count {
+            let word = base.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+            if word & highs != 0 || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
+                || (word &- ones &* 0x20) & ~word & highs != 0 {
+                return
+            }
+            at += 8
+        }
     }
 
     /// A non-negative integer of at most 19 digits, no leading zero, up to `Int64.max` (the

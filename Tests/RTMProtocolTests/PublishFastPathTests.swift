@@ -135,6 +135,25 @@ struct PublishFastPathTests {
         #expect(taken > 100, "the fast path should still take many harmless variants (\(taken))")
     }
 
+    @Test("Long texts (read eight bytes at a time): a quote, backslash, control, DEL or non-ASCII byte at any position is seen")
+    func longTexts() {
+        let specials: [[UInt8]] = [[0x5C, 0x22], [0x5C, 0x6E], [0x5C, 0x75, 0x30, 0x30, 0x34, 0x31], [0x01], [0x1F], [0x7F], [0xC3, 0xA9], [0xC3], [0x22], [0x20]]
+        var taken = 0
+        for length in [7, 8, 9, 16, 23, 24, 33] {
+            for position in 0...length {
+                for special in specials {
+                    var text = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    text.insert(contentsOf: special, at: position)
+                    var frame = ByteBuffer(string: #"{"type":"publish","id":1,"channel":"room","text":""#)
+                    frame.writeBytes(text)
+                    frame.writeString(#""}"#)
+                    if Self.agree(frame) { taken += 1 }
+                }
+            }
+        }
+        #expect(taken > 500)
+    }
+
     @Test("The publish reply written by hand has the general encoder's bytes")
     func okReply() {
         for (id, seq) in [(UInt64(0), UInt64(0)), (7, 300), (9, 10), (123_456_789, 9_876_543_210), (UInt64(Int64.max), UInt64.max)] {
