@@ -47,13 +47,12 @@ extension ConnectionHandler {
         var acks: [(requestID: UInt64, seq: UInt64)] = []
         var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
-        var runJSON: [Bool] = []
         var runChannel: String?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
-            for ((item, json), seq) in zip(zip(run, runJSON), seqs) {
-                if json {
+            for (item, seq) in zip(run, seqs) {
+                if item.repliesInJSON {
                     // Framed here, written below the frame encoder in one buffer for the batch.
                     let length = FrameCodec.publishOKLength(id: item.requestID, seq: seq)
                     if replies == nil { replies = context.channel.allocator.buffer(capacity: (length + 2) * batch.count) }
@@ -64,7 +63,6 @@ extension ConnectionHandler {
                 }
             }
             run.removeAll(keepingCapacity: true)
-            runJSON.removeAll(keepingCapacity: true)
         }
         for pending in batch {
             let publish = pending.publish
@@ -77,8 +75,7 @@ extension ConnectionHandler {
             }
             if channel != runChannel { publishRun(); runChannel = channel }
             run.append(Hub.Outgoing(requestID: publish.requestID, msgId: publish.msgId, customType: publish.customType,
-                                    isText: publish.isText, payload: publish.payload))
-            runJSON.append(pending.json)
+                                    isText: publish.isText, payload: publish.payload, repliesInJSON: pending.json))
         }
         publishRun()
         writeReplies(&replies, context: context)
