@@ -53,11 +53,7 @@ extension ConnectionHandler {
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
             for (item, seq) in zip(run, seqs) {
                 if item.repliesInJSON {
-                    // Framed here, written below the frame encoder in one buffer for the batch.
-                    let length = FrameCodec.publishOKLength(id: item.requestID, seq: seq)
-                    if replies == nil { replies = context.channel.allocator.buffer(capacity: (length + 2) * batch.count) }
-                    BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
-                    FrameCodec.writePublishOK(id: item.requestID, seq: seq, into: &replies!)
+                    Self.appendPublishOK(id: item.requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
                 } else {
                     acks.append((item.requestID, seq))
                 }
@@ -83,6 +79,16 @@ extension ConnectionHandler {
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
+    }
+
+    /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
+    /// encoder in one buffer). Kept out of line: the binary path does not pay for its code.
+    @inline(never)
+    private static func appendPublishOK(id: UInt64, seq: UInt64, to replies: inout ByteBuffer?, expected: Int, allocator: ByteBufferAllocator) {
+        let length = FrameCodec.publishOKLength(id: id, seq: seq)
+        if replies == nil { replies = allocator.buffer(capacity: (length + 2) * expected) }
+        BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
+        FrameCodec.writePublishOK(id: id, seq: seq, into: &replies!)
     }
 
     /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the
