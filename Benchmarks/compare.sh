@@ -12,6 +12,10 @@
 # of the reference harness, default ../shared/tools/fanout-bench), OUT (results directory),
 # SKIP_BUILD=1 (use the binaries already built).
 #
+# The generator runs on its honest defaults, what real clients send: every frame masked with its
+# own random key (RFC 6455 §5.3), one publish per frame, client message ids. Pass none of the
+# shortcut flags (--unmasked-shortcut, --no-msg-id) here: summarize.py flags any run that took one.
+#
 # Both Swift servers are built the same way: release, and without run-time exclusivity checks in
 # every module, dependencies included (`-Xswiftc -enforce-exclusivity=unchecked`; `RTM_FAST=1`
 # does the same for this package's own modules). That is how `rtm serve` should be built for

@@ -21,6 +21,12 @@ def norm(r):
 
 def main(path):
     runs = [json.loads(line) for line in open(path) if line.strip()]
+    # A run that took a benchmark shortcut (zero masking key, no msgIds…) is not what real
+    # clients send: say so loudly, in the table itself.
+    shortcuts = sorted({s for r in runs for s in r.get("shortcuts", [])})
+    if shortcuts:
+        print(f"**!!! SHORTCUTS TAKEN, NOT WHAT REAL CLIENTS SEND (never for published figures): {', '.join(shortcuts)}**")
+        print()
     by = defaultdict(list)
     reps = defaultdict(dict)
     for r in runs:

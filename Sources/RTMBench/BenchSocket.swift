@@ -39,9 +39,13 @@ final class BenchSocket: ChannelInboundHandler {
     private var pending: ByteBuffer?
     let index: Int
     private let request: String
+    /// Masks what this socket sends: a random key per frame, unless the run takes the
+    /// `--unmasked-shortcut`.
+    var masker: FrameMasker
 
-    init(index: Int, host: String, port: Int, path: String, subprotocol: String?) {
+    init(index: Int, host: String, port: Int, path: String, subprotocol: String?, unmasked: Bool = false) {
         self.index = index
+        self.masker = FrameMasker(unmasked: unmasked)
         var request = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
@@ -124,27 +128,12 @@ final class BenchSocket: ChannelInboundHandler {
         return (b0 & 0x0F, payload)
     }
 
-    /// Appends a client frame (masked with a zero key, which leaves the payload as is) to `buffer`.
-    static func writeFrameHeader(into buffer: inout ByteBuffer, opcode: UInt8, length: Int) {
-        buffer.writeInteger(0x80 | opcode)
-        if length < 126 {
-            buffer.writeInteger(UInt8(0x80 | length))
-        } else if length <= Int(UInt16.max) {
-            buffer.writeInteger(UInt8(0x80 | 126))
-            buffer.writeInteger(UInt16(length))
-        } else {
-            buffer.writeInteger(UInt8(0x80 | 127))
-            buffer.writeInteger(UInt64(length))
-        }
-        buffer.writeInteger(UInt32(0))   // mask key
-    }
-
-    /// Sends one text frame.
+    /// Sends one text frame (masked, as every frame this socket sends).
     func sendText(_ text: String) {
         guard let channel else { return }
-        var buffer = channel.allocator.buffer(capacity: text.utf8.count + 14)
-        Self.writeFrameHeader(into: &buffer, opcode: 1, length: text.utf8.count)
-        buffer.writeString(text)
+        let length = text.utf8.count
+        var buffer = channel.allocator.buffer(capacity: length + 14)
+        masker.writeFrame(into: &buffer, opcode: 1, length: length) { $0.writeString(text) }
         channel.writeAndFlush(buffer, promise: nil)
     }
 

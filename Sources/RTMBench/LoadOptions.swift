@@ -46,6 +46,27 @@ public struct LoadOptions: Sendable {
     /// Pairs: user-to-user messages (`sendUser`, stored, acknowledged by the receiver) instead
     /// of channel messages.
     public var userMessages = false
+    /// Publish JSON `publish` requests (text payloads, one per frame, masked: what browsers and
+    /// other-language clients send) instead of binary publishes. Subscribers read whatever the
+    /// server delivers.
+    public var jsonPublish = false
+    /// Shortcut, never for published figures: frames masked with the zero key (which leaves the
+    /// payload as is and saves the server its unmasking). Real clients mask with a random key per
+    /// frame (RFC 6455 §5.3), which is the default.
+    public var unmaskedShortcut = false
+
+    /// The payload size every publish has: at least 16 bytes (send time and sequence number),
+    /// 41 for text payloads (the same as fixed-width decimals).
+    public var payloadSize: Int { max(userMessages || jsonPublish ? UserMessageText.minimumSize : 16, size) }
+
+    /// The shortcuts this run takes (what real clients do not do), named in every figure it
+    /// prints; empty for an honest run.
+    public var shortcuts: [String] {
+        var taken: [String] = []
+        if unmaskedShortcut { taken.append("unmasked-shortcut (zero masking key)") }
+        if !msgIds { taken.append("no-msg-id (publishes without client message ids)") }
+        return taken
+    }
 
     public init() {}
 

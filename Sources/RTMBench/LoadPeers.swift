@@ -161,7 +161,13 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
                     at += 1 + Int(bytes[at])
                 }
                 guard let length = BinaryFrame.readVarint(bytes, at: &at), length == payloadSize, at + payloadSize <= bytes.count else { return }
-                received(bytes.baseAddress! + at, now: now)
+                if flags & BinaryFrame.Flag.text != 0 {
+                    // Published as JSON text: fixed-width decimals.
+                    guard let (sent, seq) = UserMessageText.parse(bytes.baseAddress! + at) else { return }
+                    record(sent: sent, seq: seq, now: now)
+                } else {
+                    received(bytes.baseAddress! + at, now: now)
+                }
                 at += payloadSize
             }
         }
@@ -197,8 +203,10 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
     override func readComplete(_ socket: BenchSocket) {
         guard ackUpTo > 0, let channel = socket.channel else { return }
         var buffer = channel.allocator.buffer(capacity: 20)
-        BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: 1 + BinaryFrame.varintSize(ackUpTo))
-        BinaryFrame.writeAckUser(into: &buffer, upTo: ackUpTo)
+        let upTo = ackUpTo
+        socket.masker.writeFrame(into: &buffer, opcode: 2, length: 1 + BinaryFrame.varintSize(upTo)) {
+            BinaryFrame.writeAckUser(into: &$0, upTo: upTo)
+        }
         socket.send(buffer)
         ackUpTo = 0
     }
@@ -241,6 +249,8 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     let rate: Double
     let window: UInt64
     let msgIds: Bool
+    /// JSON `publish` requests instead of binary publishes.
+    let json: Bool
     /// Max rate: how often the window is checked (longer with many publishers, whose timers
     /// would otherwise keep the generator busy).
     let pumpInterval: TimeAmount
@@ -257,9 +267,10 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     private static let typeError = Array(#""type":"error""#.utf8)
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, receiver: String? = nil, loop: any EventLoop,
-         size: Int, rate: Double, window: Int, msgIds: Bool, pumpInterval: TimeAmount = .microseconds(200)) {
+         size: Int, rate: Double, window: Int, msgIds: Bool, json: Bool = false, pumpInterval: TimeAmount = .microseconds(200)) {
         self.receiver = receiver
-        self.size = max(receiver != nil ? UserMessageText.minimumSize : 16, size)
+        self.json = json
+        self.size = max(receiver != nil || json ? UserMessageText.minimumSize : 16, size)
         self.rate = rate
         self.window = UInt64(max(16, window))
         self.msgIds = msgIds
@@ -328,30 +339,73 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             sendUserMessages(count: count, to: receiver, on: channel, now: now)
             return
         }
+        if json {
+            sendJSONPublishes(count: count, on: channel, now: now)
+            return
+        }
+        // One publish per WebSocket frame, each masked with its own key, all in one write.
         let header = 14 + (msgIds ? 8 : 0) + 11 + channelBytes
         var buffer = channel.allocator.buffer(capacity: count * (size + header))
         for _ in 0..<count {
             published += 1
+            let seq = published
             switch target {
             case .floor:
-                BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: size)
+                socket.masker.writeFrame(into: &buffer, opcode: 2, length: size) { buffer in
+                    Self.writePayload(into: &buffer, sent: now, seq: seq, size: size)
+                }
             case .rtm:
                 let body = 1 + 1 + 8 + (msgIds ? 8 : 0) + 1 + channelBytes + size
-                BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: body)
                 requestID += 1
                 msgId += 1
-                BinaryFrame.writePublishHeader(into: &buffer, requestID: requestID, msgId: msgIds ? msgId : nil,
-                                               channel: self.channel, customType: nil, isText: false)
+                let (requestID, msgId, name) = (requestID, msgIds ? msgId : nil, self.channel)
+                socket.masker.writeFrame(into: &buffer, opcode: 2, length: body) { buffer in
+                    BinaryFrame.writePublishHeader(into: &buffer, requestID: requestID, msgId: msgId, channel: name, customType: nil, isText: false)
+                    Self.writePayload(into: &buffer, sent: now, seq: seq, size: size)
+                }
             }
-            buffer.writeInteger(now, endianness: .little)
-            buffer.writeInteger(published, endianness: .little)
-            buffer.writeRepeatingByte(0, count: size - 16)
         }
         channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    /// The bench's binary payload: send time, sequence number, zero padding.
+    @inline(__always)
+    private static func writePayload(into buffer: inout ByteBuffer, sent: UInt64, seq: UInt64, size: Int) {
+        buffer.writeInteger(sent, endianness: .little)
+        buffer.writeInteger(seq, endianness: .little)
+        buffer.writeRepeatingByte(0, count: size - 16)
     }
 }
 
 extension BenchPublisher {
+    /// JSON `publish` requests, as a browser sends them: one per text frame, masked, the text
+    /// carrying send time and sequence number (`UserMessageText`); answered with JSON `ok`s.
+    fileprivate func sendJSONPublishes(count: Int, on channel: any Channel, now: UInt64) {
+        let prefix = #"{"type":"publish","channel":""# + self.channel + #"","id":"#
+        let prefixBytes = prefix.utf8.count
+        var buffer = channel.allocator.buffer(capacity: count * (size + prefixBytes + 80))
+        for _ in 0..<count {
+            published += 1
+            requestID += 1
+            msgId += 1
+            let (seq, requestID, msgId) = (published, requestID, msgIds ? msgId : nil)
+            var length = prefixBytes + FrameCodec.decimalDigits(requestID) + 9 + size + 2
+            if let msgId { length += 9 + FrameCodec.decimalDigits(msgId) }
+            socket.masker.writeFrame(into: &buffer, opcode: 1, length: length) { buffer in
+                buffer.writeString(prefix)
+                FrameCodec.writeDecimal(requestID, into: &buffer)
+                if let msgId {
+                    buffer.writeStaticString(#","msgId":"#)
+                    FrameCodec.writeDecimal(msgId, into: &buffer)
+                }
+                buffer.writeStaticString(#","text":""#)
+                UserMessageText.write(sent: now, seq: seq, size: size, into: &buffer)
+                buffer.writeStaticString(#""}"#)
+            }
+        }
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
     /// User messages: binary `sendUser` requests (PROTOCOL.md §2.3, `0x03`; the server stores
     /// each durably before it answers and delivers), the text carrying send time and sequence
     /// number.
@@ -362,9 +416,11 @@ extension BenchPublisher {
             published += 1
             requestID += 1
             msgId += 1
-            BenchSocket.writeFrameHeader(into: &buffer, opcode: 2, length: body)
-            BinaryFrame.writeSendUser(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil,
-                                      isText: true, payload: UserMessageText.make(sent: now, seq: published, size: size).utf8)
+            let (requestID, msgId, seq) = (requestID, msgId, published)
+            socket.masker.writeFrame(into: &buffer, opcode: 2, length: body) { buffer in
+                BinaryFrame.writeSendUser(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil,
+                                          isText: true, payload: UserMessageText.make(sent: now, seq: seq, size: size).utf8)
+            }
         }
         channel.writeAndFlush(buffer, promise: nil)
     }
@@ -375,6 +431,29 @@ extension BenchPublisher {
 enum UserMessageText {
     /// Smallest payload: two 20-digit numbers and a separator.
     static let minimumSize = 41
+
+    /// Writes `make(sent:seq:size:)`'s bytes without making a String.
+    static func write(sent: UInt64, seq: UInt64, size: Int, into buffer: inout ByteBuffer) {
+        FrameCodec.writeDecimal(sent, width: 20, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "."))
+        FrameCodec.writeDecimal(seq, width: 20, into: &buffer)
+        buffer.writeRepeatingByte(UInt8(ascii: "x"), count: max(0, size - minimumSize))
+    }
+
+    /// Send time and sequence number of a text payload made by `make` / `write` (at least
+    /// `minimumSize` bytes), or nil.
+    @inline(__always)
+    static func parse(_ payload: UnsafeRawPointer) -> (sent: UInt64, seq: UInt64)? {
+        var sent: UInt64 = 0, seq: UInt64 = 0
+        for i in 0..<20 {
+            let a = payload.load(fromByteOffset: i, as: UInt8.self) &- 0x30
+            let b = payload.load(fromByteOffset: 21 + i, as: UInt8.self) &- 0x30
+            guard a < 10, b < 10 else { return nil }
+            sent = sent &* 10 &+ UInt64(a)
+            seq = seq &* 10 &+ UInt64(b)
+        }
+        return (sent, seq)
+    }
 
     static func make(sent: UInt64, seq: UInt64, size: Int) -> String {
         func padded(_ value: UInt64) -> String {

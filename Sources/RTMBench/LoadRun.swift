@@ -39,12 +39,13 @@ public enum LoadRun {
                 let groupIndex = i / options.subscribersPerGroup
                 let loopIndex = (groupIndex + 1 + i) % loops.count
                 let loop = loops[loopIndex]
-                let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol)
+                let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol,
+                                         unmasked: options.unmaskedShortcut)
                 let list = lists[loopIndex]
                 let subscriber = try await loop.submit {
                     let subscriber = BenchSubscriber(socket: socket, target: options.target, userId: "bench-sub-\(i)",
                                                      channel: "bench-\(groupIndex)", userMessages: options.userMessages, loop: loop,
-                                                     stats: stats[loopIndex], payloadSize: max(16, options.size))
+                                                     stats: stats[loopIndex], payloadSize: options.payloadSize)
                     list.peers.append(subscriber)
                     return subscriber
                 }.get()
@@ -60,13 +61,14 @@ public enum LoadRun {
         var publishers: [BenchPublisher] = []
         for g in 0..<options.groups {
             let loop = loops[g % loops.count]
-            let socket = BenchSocket(index: total + g, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol)
+            let socket = BenchSocket(index: total + g, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol,
+                                     unmasked: options.unmaskedShortcut)
             let list = lists[g % loops.count]
             let publisher = try await loop.submit {
                 let publisher = BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)",
                                                receiver: options.userMessages ? "bench-sub-\(g * options.subscribersPerGroup)" : nil,
                                                loop: loop, size: options.size, rate: options.rate / Double(options.groups),
-                                               window: options.window ?? options.automaticWindow, msgIds: options.msgIds,
+                                               window: options.window ?? options.automaticWindow, msgIds: options.msgIds, json: options.jsonPublish,
                                                pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))))
                 list.peers.append(publisher)
                 return publisher
@@ -150,13 +152,14 @@ public enum LoadRun {
         let measured = Double(measureEnd - measureStart) / 1e9
         let cores = sampler.cores(from: cpuStart, to: cpuEnd)
         let publishedInWindow = Double(published) * options.seconds / (options.seconds + options.warmup)
+        let latency = LatencyFigures(histogram)
         let result = LoadResult(
             target: "\(options.target == .floor ? "floor" : "rtm") ws://\(options.host):\(options.port)\(options.path)\(options.userMessages ? " user messages" : "")",
-            groups: options.groups, subscribersPerGroup: options.subscribersPerGroup, size: options.size, rate: options.rate,
+            publishes: options.userMessages ? "json sendUser" : options.jsonPublish ? "json" : "binary", shortcuts: options.shortcuts,
+            groups: options.groups, subscribersPerGroup: options.subscribersPerGroup, size: options.payloadSize, rate: options.rate,
             measuredSeconds: measured, publishedPerSecond: publishedInWindow / measured,
             deliveriesPerSecond: Double(deliveries) / measured,
-            p50Micros: Double(histogram.valueAtPercentile(50)), p99Micros: Double(histogram.valueAtPercentile(99)),
-            p999Micros: Double(histogram.valueAtPercentile(99.9)), maxMicros: Double(histogram.max),
+            p50Micros: latency.p50Micros, p99Micros: latency.p99Micros, p999Micros: latency.p999Micros, maxMicros: latency.maxMicros,
             lost: lost, outOfOrder: outOfOrder, undelivered: undelivered(), disconnected: disconnected,
             published: published, errors: errors.map(\.0).reduce(0, +),
             clientCores: cores.client, serverCores: cores.server, machineCores: cores.machine)

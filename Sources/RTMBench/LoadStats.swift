@@ -14,6 +14,12 @@ final class LoopStats: @unchecked Sendable {
 /// A run's figures.
 public struct LoadResult: Codable, Sendable {
     public var target: String
+    /// How the publisher sent: `binary` (PROTOCOL.md §2.3), `json` (`publish` requests) or
+    /// `json sendUser` (user messages).
+    public var publishes: String
+    /// Shortcuts the run took that real clients do not (`LoadOptions.shortcuts`): a figure with
+    /// any is not comparable to honest ones and never goes in the README.
+    public var shortcuts: [String]
     public var groups: Int
     public var subscribersPerGroup: Int
     public var size: Int
@@ -37,15 +43,46 @@ public struct LoadResult: Codable, Sendable {
 
     /// The human-readable table.
     public var text: String {
-        func f(_ v: Double) -> String { v >= 100 ? String(Int(v.rounded())) : String(format: "%.1f", v) }
         let load = rate > 0 ? "rate=\(Int(rate)) msg/s" : "rate=max"
-        var lines = ["\(target)  groups=\(groups) subs/group=\(subscribersPerGroup) size=\(size)B \(load) measured=\(String(format: "%.2f", measuredSeconds))s"]
+        var lines = ["\(target)  publishes=\(publishes) groups=\(groups) subs/group=\(subscribersPerGroup) size=\(size)B \(load) measured=\(String(format: "%.2f", measuredSeconds))s"]
+        if !shortcuts.isEmpty {
+            lines.append("  !!! SHORTCUTS TAKEN, NOT WHAT REAL CLIENTS SEND (not comparable, never for published figures): \(shortcuts.joined(separator: ", "))")
+        }
         lines.append("  published/s   \(Int(publishedPerSecond))")
         lines.append("  deliveries/s  \(Int(deliveriesPerSecond))")
-        lines.append("  latency us    p50=\(f(p50Micros)) p99=\(f(p99Micros)) p999=\(f(p999Micros)) max=\(f(maxMicros))")
+        lines.append("  " + LatencyFigures(p50Micros: p50Micros, p99Micros: p99Micros, p999Micros: p999Micros, maxMicros: maxMicros).text)
         lines.append("  lost=\(lost) out-of-order=\(outOfOrder) undelivered=\(undelivered) disconnected=\(disconnected) published=\(published) errors=\(errors)")
         let server = serverCores.map { String(format: "%.2f", $0) } ?? "?"
         lines.append("  cpu cores     client=\(String(format: "%.2f", clientCores)) server=\(server) machine=\(String(format: "%.2f", machineCores))")
         return lines.joined(separator: "\n")
+    }
+}
+
+/// Latency percentiles of a run, µs.
+public struct LatencyFigures: Codable, Sendable {
+    /// Median.
+    public var p50Micros: Double
+    /// 99th percentile.
+    public var p99Micros: Double
+    /// 99.9th percentile.
+    public var p999Micros: Double
+    /// The largest seen.
+    public var maxMicros: Double
+
+    init(p50Micros: Double, p99Micros: Double, p999Micros: Double, maxMicros: Double) {
+        self.p50Micros = p50Micros; self.p99Micros = p99Micros; self.p999Micros = p999Micros; self.maxMicros = maxMicros
+    }
+
+    init(_ histogram: Histogram<UInt64>) {
+        p50Micros = Double(histogram.valueAtPercentile(50))
+        p99Micros = Double(histogram.valueAtPercentile(99))
+        p999Micros = Double(histogram.valueAtPercentile(99.9))
+        maxMicros = Double(histogram.max)
+    }
+
+    /// `latency us    p50=… p99=… p999=… max=…`.
+    public var text: String {
+        func f(_ v: Double) -> String { v >= 100 ? String(Int(v.rounded())) : String(format: "%.1f", v) }
+        return "latency us    p50=\(f(p50Micros)) p99=\(f(p99Micros)) p999=\(f(p999Micros)) max=\(f(maxMicros))"
     }
 }

@@ -45,6 +45,12 @@ public enum BinaryFrame {
 
         /// The channel name.
         public var channel: String { String(decoding: channelBytes, as: UTF8.self) }
+
+        /// A publish (also what `FrameCodec.readPublish` makes of a JSON one).
+        public init(requestID: UInt64, msgId: UInt64?, channelBytes: ByteBufferView, customType: String?, isText: Bool, payload: ByteBuffer) {
+            self.requestID = requestID; self.msgId = msgId; self.channelBytes = channelBytes
+            self.customType = customType; self.isText = isText; self.payload = payload
+        }
     }
 
     /// A decoded channel message.

@@ -3,10 +3,19 @@ import NIOCore
 import NIOWebSocket
 import RTMProtocol
 
-/// The publish fast path: binary publish frames of one read batch are validated, sequenced and
-/// fanned out together (one lock, one encoded buffer and one hop per event loop for the whole
-/// batch), and acknowledged with one binary ack frame.
+/// The publish fast path: the publishes of one read batch, binary ones and JSON ones alike
+/// (PROTOCOL.md §2.3), are validated, sequenced and fanned out together (one lock, one encoded
+/// buffer and one hop per event loop for each run of publishes to one channel), and acknowledged
+/// together: the binary ones with one binary ack frame, the JSON ones with their `ok` replies in
+/// one write.
 extension ConnectionHandler {
+    /// A publish of the current read batch, and how to answer it.
+    struct PendingPublish {
+        var publish: BinaryFrame.Publish
+        /// Sent as JSON (answered with a JSON `ok`), else binary (answered in a `0x82` frame).
+        var json: Bool
+    }
+
     /// A binary message from the client.
     func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
         switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
@@ -29,7 +38,7 @@ extension ConnectionHandler {
                 refuseBinary(.publish, requestID: publish.requestID, context: context)
                 return
             }
-            pendingPublishes.append(publish)
+            pendingPublishes.append(PendingPublish(publish: publish, json: false))
         }
     }
 
@@ -43,38 +52,73 @@ extension ConnectionHandler {
         }
     }
 
-    /// Runs the gathered binary publishes, in order.
+    /// A JSON text message that is a plain publish (`FrameCodec.readPublish`) of a logged-in
+    /// MESSAGE session joins the batch; false for anything else (decode it as usual).
+    func gatherJSONPublish(_ payload: ByteBuffer) -> Bool {
+        guard lifecycle.session != nil, let publish = FrameCodec.readPublish(payload) else { return false }
+        pendingPublishes.append(PendingPublish(publish: publish, json: true))
+        return true
+    }
+
+    /// Runs the gathered publishes, in order.
     func flushPublishes(context: ChannelHandlerContext) {
         flushUserSends()
         guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
         let batch = pendingPublishes
         pendingPublishes.removeAll(keepingCapacity: true)
         var acks: [(requestID: UInt64, seq: UInt64)] = []
-        acks.reserveCapacity(batch.count)
+        var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
         var runChannel: String?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
-            for (item, seq) in zip(run, seqs) { acks.append((item.requestID, seq)) }
+            for (item, seq) in zip(run, seqs) {
+                if item.repliesInJSON {
+                    Self.appendPublishOK(id: item.requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
+                } else {
+                    acks.append((item.requestID, seq))
+                }
+            }
             run.removeAll(keepingCapacity: true)
         }
-        for publish in batch {
+        for pending in batch {
+            let publish = pending.publish
             guard let channel = publishChannel(publish, context: context) else { continue }
             if let problem = payloadProblem(size: publish.payload.readableBytes, customType: publish.customType) {
                 publishRun()
+                writeReplies(&replies, context: context)
                 send(.error(id: publish.requestID, problem.0, problem.1), context: context)
                 continue
             }
             if channel != runChannel { publishRun(); runChannel = channel }
             run.append(Hub.Outgoing(requestID: publish.requestID, msgId: publish.msgId, customType: publish.customType,
-                                    isText: publish.isText, payload: publish.payload))
+                                    isText: publish.isText, payload: publish.payload, repliesInJSON: pending.json))
         }
         publishRun()
+        writeReplies(&replies, context: context)
         guard !acks.isEmpty else { return }
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
+    }
+
+    /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
+    /// encoder in one buffer). Kept out of line: the binary path does not pay for its code.
+    @inline(never)
+    private static func appendPublishOK(id: UInt64, seq: UInt64, to replies: inout ByteBuffer?, expected: Int, allocator: ByteBufferAllocator) {
+        let length = FrameCodec.publishOKLength(id: id, seq: seq)
+        if replies == nil { replies = allocator.buffer(capacity: (length + 2) * expected) }
+        BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
+        FrameCodec.writePublishOK(id: id, seq: seq, into: &replies!)
+    }
+
+    /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the
+    /// fan-out does) and flushes.
+    private func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
+        guard let buffer = replies else { return }
+        replies = nil
+        (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
     }
 
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).

@@ -36,8 +36,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var context: ChannelHandlerContext?
     /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
     var rawContext: ChannelHandlerContext?
-    /// Binary publishes of the current read batch.
-    var pendingPublishes: [BinaryFrame.Publish] = []
+    /// Publishes of the current read batch (binary, and JSON ones the fast reader took).
+    var pendingPublishes: [PendingPublish] = []
     /// Binary user messages of the current read batch (one hop to the mailbox for all).
     var pendingUserSends: [UserMailbox.Submission] = []
     /// The last receiver of a binary user message: its id's bytes and validation result.
@@ -104,11 +104,13 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .frame(let whole):
             frame = whole
         }
-        // SPEC T-3: every inbound frame refreshes liveness. Binary publishes (the hot path) are
+        // SPEC T-3: every inbound frame refreshes liveness. Publishes (the hot path) are
         // stamped once per read batch, in channelReadComplete; anything else at once. Frames
         // arrive unmasked (`ServerFrameDecoder`); binary ones only in `.binary` batches.
         switch frame.opcode {
         case .text:
+            // A JSON publish joins the read's batch, like a binary one (stamped in channelReadComplete).
+            if gatherJSONPublish(frame.data) { return }
             lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
             let payload = frame.data

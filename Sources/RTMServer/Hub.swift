@@ -207,6 +207,8 @@ final class Hub: Sendable {
         let customType: String?
         let isText: Bool
         let payload: ByteBuffer
+        /// Answered with a JSON `ok` (a JSON publish), else in a binary ack frame.
+        var repliesInJSON = false
     }
 
     /// Publishes messages of one publisher to one channel: one lock, one encoded buffer, one hop

@@ -7,14 +7,16 @@ struct Bench: AsyncParsableCommand {
         abstract: "Measure the server: fan-out, many small channels, idle connections, reconnect storm.",
         discussion: """
             Every scenario ends by itself (60 s at most by default) and prints a table; --json \
-            prints one JSON object instead. Run the server with its per-client rate limits raised \
+            prints one JSON object instead. By default the generator sends what real clients \
+            send: every frame masked with its own random key, one request per frame; a shortcut \
+            (--unmasked-shortcut, --no-msg-id) is opt-in and named in every figure printed. Run the server with its per-client rate limits raised \
             for load (rtm serve --publish-rate 0 --login-rate 0), built for deployment: \
             RTM_FAST=1 swift build -c release -Xswiftc -enforce-exclusivity=unchecked.
 
             Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
-        subcommands: [Fanout.self, Pairs.self, Idle.self, Storm.self, Soak.self])
+        subcommands: [Fanout.self, Pairs.self, SDK.self, Idle.self, Storm.self, Soak.self])
 }
 
 /// Options shared by the load scenarios.
@@ -31,7 +33,11 @@ struct LoadArguments: ParsableArguments {
     @Option(help: "Server process id, to report its CPU.") var serverPid: Int32?
     @Option(help: "Server process id of the baseline server.") var baselinePid: Int32?
     @Flag(help: "Print one JSON object instead of the table.") var json = false
-    @Flag(help: "Publish without client message ids (the SDK always sends them).") var noMsgId = false
+    @Flag(help: "Shortcut (labelled in the output): publish without client message ids, which the SDK always sends.") var noMsgId = false
+    @Flag(help: "Shortcut (labelled in the output): mask every frame with the zero key, which no real client does (the default is a random key per frame, RFC 6455 §5.3).")
+    var unmaskedShortcut = false
+    @Flag(help: "Publish JSON `publish` requests (text, one per frame, masked), as browsers and other-language clients do, instead of binary publishes.")
+    var jsonPublish = false
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
     @Option(help: "App certificate (default: the data directory's development app).") var appCertificate: String?
     @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
@@ -57,6 +63,9 @@ struct LoadArguments: ParsableArguments {
         options.serverPID = serverPid
         options.progress = !json
         options.msgIds = !noMsgId
+        options.unmaskedShortcut = unmaskedShortcut
+        options.jsonPublish = jsonPublish
+        if jsonPublish && `protocol` != "rtm" { throw ValidationError("--json-publish needs this server's protocol") }
         return options
     }
 
@@ -71,6 +80,7 @@ struct LoadArguments: ParsableArguments {
             try floor.setURL(baseline)
             floor.target = .floor
             floor.serverPID = baselinePid
+            floor.jsonPublish = false   // the floor has one format: compare with --json-publish off
             results.append(try await LoadRun.run(floor, log: log))
         }
         if json {
@@ -113,5 +123,47 @@ struct Pairs: AsyncParsableCommand {
             throw ValidationError("--users needs this server's protocol (the floor server has no user messages)")
         }
         try await load.run(groups: pairs, subscribersPerGroup: 1, userMessages: users)
+    }
+}
+
+struct SDK: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sdk",
+        abstract: "One SDK publisher (RTMClient.publish), N SDK subscribers: the Swift SDK's own send and receive paths.",
+        discussion: "Deliveries/s, publish → delegate latency, lost / duplicated / reordered, all through the SDK's public API. Each publish is one awaited RTMClient.publish call; --window of them run at once.")
+    @Option(help: "Server URL (ws://host:port).") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Subscribers.") var subs = 10
+    @Option(help: "Publishes per second; 0 = as fast as the window allows.") var rate: Double = 0
+    @Option(help: "Publishes awaiting their acknowledgement at most.") var window = 256
+    @Option(help: "Payload bytes (at least 16).") var size = 100
+    @Option(help: "Measured seconds (after the warm-up).") var seconds: Double = 5
+    @Option(help: "Warm-up seconds, not measured.") var warmup: Double = 1
+    @Option(help: "Server process id, to report its CPU.") var serverPid: Int32?
+    @Option(help: "App id (default: the data directory's development app).") var appId: String?
+    @Option(help: "App certificate (default: the data directory's development app).") var appCertificate: String?
+    @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+    @Flag(help: "Print one JSON object instead of the table.") var json = false
+
+    func run() async throws {
+        FileLimit.raise()
+        var load = LoadOptions()
+        try load.setURL(url)
+        let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
+        var options = SDKRun.Options()
+        options.host = load.host
+        options.port = load.port
+        options.appId = appId
+        options.certificate = certificate
+        options.subscribers = subs
+        options.rate = rate
+        options.window = max(1, window)
+        options.size = size
+        options.seconds = seconds
+        options.warmup = warmup
+        options.serverPID = serverPid
+        options.progress = !json
+        let result = try await SDKRun.run(options, log: BenchOutput.log)
+        try BenchOutput.print(result, text: result.text, json: json)
+        if result.lost + result.duplicated + result.reordered > 0 { throw ExitCode(2) }
     }
 }

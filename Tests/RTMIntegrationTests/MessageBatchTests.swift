@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 @testable import RTMBench
 import RTMProtocol
@@ -139,19 +140,102 @@ struct BenchCounterTests {
         await client.logout()
     }
 
-    @Test("M-1: rtm bench pairs --users: user messages stored, delivered, acknowledged per read (cumulatively); none lost or reordered, no errors")
-    func benchUserMessages() async throws {
+    /// A short run against a fresh test server, shaped by `configure`.
+    static func run(_ configure: (inout LoadOptions) -> Void) async throws -> LoadResult {
         let harness = try await Harness.start()
         defer { Task { await harness.stop() } }
         var options = Self.shortRun(port: harness.port)
-        options.groups = 4
-        options.subscribersPerGroup = 1
-        options.userMessages = true
-        let result = try await LoadRun.run(options) { _ in }
-        #expect(result.published > 40)
-        #expect(result.errors == 0)
-        #expect(result.lost == 0 && result.outOfOrder == 0 && result.undelivered == 0 && result.disconnected == 0)
+        configure(&options)
+        return try await LoadRun.run(options) { _ in }
+    }
+
+    @Test("M-1: rtm bench pairs --users: user messages stored, delivered, acknowledged per read (cumulatively); none lost or reordered, no errors")
+    func benchUserMessages() async throws {
+        let result = try await Self.run { options in
+            options.groups = 4
+            options.subscribersPerGroup = 1
+            options.userMessages = true
+        }
+        Self.expectClean(result, published: 40)
         #expect(result.deliveriesPerSecond > 0)
+    }
+
+    /// More than `published` messages, no error, none lost, reordered, undelivered or cut off.
+    static func expectClean(_ result: LoadResult, published: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.published > published, sourceLocation: sourceLocation)
+        #expect(result.errors == 0, sourceLocation: sourceLocation)
+        #expect(result.lost == 0 && result.outOfOrder == 0 && result.undelivered == 0 && result.disconnected == 0, sourceLocation: sourceLocation)
+    }
+
+    @Test("rtm bench fanout --json-publish: JSON publish requests (masked, one per frame) delivered in order, none lost, no error; an honest run lists no shortcut")
+    func benchJSONPublish() async throws {
+        let result = try await Self.run { options in
+            options.subscribersPerGroup = 3
+            options.window = 64
+            options.jsonPublish = true
+        }
+        Self.expectClean(result, published: 100)
+        #expect(result.publishes == "json" && result.shortcuts.isEmpty && !result.text.contains("SHORTCUTS"))
+    }
+
+    @Test("rtm bench --unmasked-shortcut / --no-msg-id: the run still works and every figure it prints names the shortcut")
+    func benchShortcutsAreLabelled() async throws {
+        let result = try await Self.run { options in
+            options.subscribersPerGroup = 1
+            options.unmaskedShortcut = true
+            options.msgIds = false
+        }
+        #expect(result.lost == 0 && result.outOfOrder == 0 && result.undelivered == 0)
+        #expect(result.shortcuts.count == 2)
+        #expect(result.text.contains("SHORTCUTS") && result.text.contains("unmasked-shortcut") && result.text.contains("no-msg-id"))
+        let json = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+        #expect(json.contains("\"shortcuts\":[\"unmasked-shortcut"))
+    }
+
+    @Test("the generator masks as RFC 6455 §5.3 says: a random key per frame (never zero in practice), payload XORed with key byte i mod 4, at every length")
+    func masking() {
+        var masker = FrameMasker()
+        let keys = (0..<1000).map { _ in masker.nextKey() }
+        #expect(Set(keys).count > 990 && !keys.contains(0))
+        for length in [0, 1, 7, 8, 9, 15, 16, 17, 100, 125, 126, 1000, 70_000] {
+            var buffer = ByteBuffer()
+            let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 31 + 7) }
+            masker.writeFrame(into: &buffer, opcode: 2, length: length) { $0.writeBytes(payload) }
+            var frame = buffer
+            let b0: UInt8 = frame.readInteger()!
+            let b1: UInt8 = frame.readInteger()!
+            #expect(b0 == 0x82 && b1 & 0x80 != 0)
+            var size = Int(b1 & 0x7F)
+            if size == 126 { size = Int(frame.readInteger(as: UInt16.self)!) } else if size == 127 { size = Int(frame.readInteger(as: UInt64.self)!) }
+            #expect(size == length)
+            let key: [UInt8] = frame.readBytes(length: 4)!
+            let masked: [UInt8] = frame.readBytes(length: length)!
+            #expect(masked.enumerated().map { $0.element ^ key[$0.offset % 4] } == payload)
+        }
+        var unmasked = FrameMasker(unmasked: true)
+        var buffer = ByteBuffer()
+        unmasked.writeFrame(into: &buffer, opcode: 1, length: 2) { $0.writeString("hi") }
+        #expect(Array(buffer.readableBytesView) == [0x81, 0x82, 0, 0, 0, 0, UInt8(ascii: "h"), UInt8(ascii: "i")])
+    }
+
+    @Test("rtm bench sdk: SDK publisher and SDK subscribers through the public API; every acknowledged publish delivered once, in order")
+    func benchSDK() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.stop() } }
+        var options = SDKRun.Options()
+        options.port = harness.port
+        options.appId = Harness.appId
+        options.certificate = Harness.certificate
+        options.subscribers = 3
+        options.window = 32
+        options.seconds = 0.3
+        options.warmup = 0.1
+        options.progress = false
+        let result = try await SDKRun.run(options) { _ in }
+        #expect(result.published > 50)
+        #expect(result.publishErrors == 0, "\(result.firstError ?? "")")
+        #expect(result.lost == 0 && result.duplicated == 0 && result.reordered == 0)
+        #expect(result.deliveriesPerSecond > 0 && result.latency.p50Micros > 0)
     }
 
     @Test("the bench's user-message text carries send time and sequence number, read back from a delivered payload")

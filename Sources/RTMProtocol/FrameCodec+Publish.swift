@@ -1,0 +1,286 @@
+import struct Foundation.Data
+import NIOCore
+
+/// The JSON `publish` request and its `ok` reply without the general coder: what browsers and
+/// other-language clients send most. `JSONDecoder` builds a keyed container, a `Frame` of sixty
+/// optional fields and a `String` per value for every publish; this reads the one flat shape a
+/// publish has and hands the payload on as a slice of the frame (no copy) when it needs no
+/// unescaping.
+///
+/// The general codec stays the reference: anything this reader is not sure of (an unknown or
+/// repeated key, `null`, a `\u` escape, a number with a sign, fraction, exponent or leading
+/// zero, one above `Int64.max`, invalid UTF-8, a missing `id`, not exactly one of `text` /
+/// `data`, `storeInHistory`, bytes after the object…) makes it answer nil, and the frame goes to
+/// `decode(_:)`, which accepts it or names the problem. It never reads a frame differently from
+/// `decode(_:)`.
+extension FrameCodec {
+    /// Reads `{"type":"publish","id":…,"channel":…,"text"|"data":…[,"customType":…][,"msgId":…]}`
+    /// (keys in any order, JSON whitespace anywhere) as the equivalent binary publish; nil for
+    /// anything else (decode it with `decode(_:)`).
+    public static func readPublish(_ buffer: ByteBuffer) -> BinaryFrame.Publish? {
+        guard let fields = buffer.withUnsafeReadableBytes({ bytes -> PublishScanner.Fields? in
+            var scanner = PublishScanner(bytes: bytes)
+            return scanner.scan()
+        }) else { return nil }
+        guard let id = fields.id, let channel = fields.channel, !channel.escaped, channel.ascii,
+              (fields.text == nil) != (fields.data == nil) else { return nil }
+        let base = buffer.readerIndex
+        guard let channelSlice = buffer.getSlice(at: base + channel.start, length: channel.length) else { return nil }
+        var customType: String?
+        if let span = fields.customType {
+            guard let value = string(span, in: buffer) else { return nil }
+            customType = value
+        }
+        let payload: ByteBuffer
+        if let text = fields.text {
+            if !text.escaped && text.ascii {
+                guard let slice = buffer.getSlice(at: base + text.start, length: text.length) else { return nil }
+                payload = slice
+            } else {
+                guard let bytes = unescaped(text, in: buffer), text.ascii || String(validating: bytes, as: UTF8.self) != nil else { return nil }
+                payload = ByteBuffer(bytes: bytes)
+            }
+        } else {
+            guard let span = fields.data, span.ascii, let encoded = unescaped(span, in: buffer),
+                  let data = Data(base64Encoded: Data(encoded)) else { return nil }
+            payload = ByteBuffer(bytes: data)
+        }
+        return BinaryFrame.Publish(requestID: id, msgId: fields.msgId, channelBytes: channelSlice.readableBytesView,
+                                   customType: customType, isText: fields.text != nil, payload: payload)
+    }
+
+    /// Appends the reply to a publish, `{"id":…,"seq":…,"type":"ok"}`: the same bytes as
+    /// `encode(Frame(type: .ok, id: id, seq: seq))`.
+    public static func writePublishOK(id: UInt64, seq: UInt64, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString(#"{"id":"#)
+        writeDecimal(id, into: &buffer)
+        buffer.writeStaticString(#","seq":"#)
+        writeDecimal(seq, into: &buffer)
+        buffer.writeStaticString(#","type":"ok"}"#)
+    }
+
+    /// The length of `writePublishOK`'s output.
+    public static func publishOKLength(id: UInt64, seq: UInt64) -> Int {
+        26 + decimalDigits(id) + decimalDigits(seq)
+    }
+
+    /// How many decimal digits `value` has.
+    public static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var v = value
+        while v >= 10 { v /= 10; digits += 1 }
+        return digits
+    }
+
+    /// Appends `value` in decimal, left-padded with zeros to `width` digits (0: no padding).
+    public static func writeDecimal(_ value: UInt64, width: Int = 0, into buffer: inout ByteBuffer) {
+        let count = max(width, decimalDigits(value))
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
+            var v = value
+            for i in stride(from: count - 1, through: 0, by: -1) {
+                out[i] = UInt8(truncatingIfNeeded: v % 10) + 0x30
+                v /= 10
+            }
+            return count
+        }
+    }
+
+    /// A string value's bytes, unescaped (the scanner let only the two-character escapes through).
+    private static func unescaped(_ span: PublishScanner.Span, in buffer: ByteBuffer) -> [UInt8]? {
+        buffer.withUnsafeReadableBytes { bytes -> [UInt8]? in
+            var out: [UInt8] = []
+            out.reserveCapacity(span.length)
+            var i = span.start
+            while i < span.end {
+                let byte = bytes[i]
+                guard byte == PublishScanner.backslash else { out.append(byte); i += 1; continue }
+                switch bytes[i + 1] {
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case let other: out.append(other)   // \" \\ \/
+                }
+                i += 2
+            }
+            return out
+        }
+    }
+
+    /// A string value, unescaped; nil if it is not valid UTF-8.
+    private static func string(_ span: PublishScanner.Span, in buffer: ByteBuffer) -> String? {
+        guard let bytes = unescaped(span, in: buffer) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+/// One pass over a publish request's bytes: where each known value lies, nothing copied.
+struct PublishScanner {
+    /// A string value's content (between the quotes), offsets from the start of the frame.
+    struct Span {
+        var start: Int
+        var end: Int
+        /// Holds a backslash escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`; never `\u`).
+        var escaped: Bool
+        /// Only bytes below 0x80.
+        var ascii: Bool
+        var length: Int { end - start }
+    }
+
+    struct Fields {
+        var type = false
+        var id: UInt64?
+        var msgId: UInt64?
+        var channel: Span?
+        var text: Span?
+        var data: Span?
+        var customType: Span?
+    }
+
+    static let quote = UInt8(ascii: "\"")
+    static let backslash = UInt8(ascii: "\\")
+    private static let keyType = Array("type".utf8), keyId = Array("id".utf8), keyMsgId = Array("msgId".utf8)
+    private static let keyChannel = Array("channel".utf8), keyText = Array("text".utf8), keyData = Array("data".utf8)
+    private static let keyCustomType = Array("customType".utf8), valuePublish = Array("publish".utf8)
+
+    let bytes: UnsafeRawBufferPointer
+    var at = 0
+
+    init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    /// The fields of a flat object of known keys, each at most once; nil for anything else.
+    mutating func scan() -> Fields? {
+        var fields = Fields()
+        skipSpace()
+        guard take(UInt8(ascii: "{")) else { return nil }
+        skipSpace()
+        while true {
+            guard let key = string(), !key.escaped else { return nil }
+            skipSpace()
+            guard take(UInt8(ascii: ":")) else { return nil }
+            skipSpace()
+            if equals(key, Self.keyType) {
+                guard !fields.type, let value = string(), !value.escaped, equals(value, Self.valuePublish) else { return nil }
+                fields.type = true
+            } else if equals(key, Self.keyId) {
+                guard fields.id == nil, let value = number() else { return nil }
+                fields.id = value
+            } else if equals(key, Self.keyChannel) {
+                guard fields.channel == nil, let value = string() else { return nil }
+                fields.channel = value
+            } else if equals(key, Self.keyText) {
+                guard fields.text == nil, let value = string() else { return nil }
+                fields.text = value
+            } else if equals(key, Self.keyData) {
+                guard fields.data == nil, let value = string() else { return nil }
+                fields.data = value
+            } else if equals(key, Self.keyCustomType) {
+                guard fields.customType == nil, let value = string() else { return nil }
+                fields.customType = value
+            } else if equals(key, Self.keyMsgId) {
+                guard fields.msgId == nil, let value = number() else { return nil }
+                fields.msgId = value
+            } else {
+                return nil   // unknown, or a field this reader leaves to the decoder (storeInHistory)
+            }
+            skipSpace()
+            if take(UInt8(ascii: ",")) { skipSpace(); continue }
+            guard take(UInt8(ascii: "}")) else { return nil }
+            break
+        }
+        skipSpace()
+        guard at == bytes.count, fields.type else { return nil }
+        return fields
+    }
+
+    private mutating func skipSpace() {
+        while at < bytes.count {
+            switch bytes[at] {
+            case 0x20, 0x09, 0x0A, 0x0D: at += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func take(_ byte: UInt8) -> Bool {
+        guard at < bytes.count, bytes[at] == byte else { return false }
+        at += 1
+        return true
+    }
+
+    /// A string; nil at a control character, a `\u` or unknown escape, or no closing quote.
+    private mutating func string() -> Span? {
+        guard take(Self.quote) else { return nil }
+        let start = at
+        var escaped = false
+        var high: UInt8 = 0
+        skipPlainWords()
+        while at < bytes.count {
+            let byte = bytes[at]
+            if byte == Self.quote {
+                at += 1
+                return Span(start: start, end: at - 1, escaped: escaped, ascii: high < 0x80)
+            }
+            if byte < 0x20 { return nil }
+            if byte == Self.backslash {
+                guard at + 1 < bytes.count else { return nil }
+                switch bytes[at + 1] {
+                case Self.quote, Self.backslash, UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    escaped = true
+                    at += 2
+                    continue
+                default:
+                    return nil
+                }
+            }
+            high |= byte
+            at += 1
+        }
+        return nil
+    }
+
+    /// Skips eight bytes at a time while none of them is a quote, a backslash, a control
+    /// character or a non-ASCII byte (the byte loop decides about those). Each test is the exact
+    /// "has a zero byte" word test, so no such byte is ever skipped.
+    private mutating func skipPlainWords() {
+        guard let base = bytes.baseAddress else { return }
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        while at + 8 <= bytes.count {
+            let word = base.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+            if word & highs != 0 || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
+                || (word &- ones &* 0x20) & ~word & highs != 0 {
+                return
+            }
+            at += 8
+        }
+    }
+
+    /// A non-negative integer of at most 19 digits, no leading zero, up to `Int64.max` (the
+    /// decoder reads ids as Int64); nil for anything else (sign, fraction, exponent, …).
+    private mutating func number() -> UInt64? {
+        let start = at
+        var value: UInt64 = 0
+        while at < bytes.count, case let byte = bytes[at], byte >= 0x30, byte <= 0x39 {
+            guard at - start < 19 else { return nil }
+            value = value * 10 + UInt64(byte - 0x30)
+            at += 1
+        }
+        guard at > start, !(bytes[start] == 0x30 && at - start > 1), value <= UInt64(Int64.max) else { return nil }
+        if at < bytes.count {
+            switch bytes[at] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): return nil
+            default: break
+            }
+        }
+        return value
+    }
+
+    private func equals(_ span: Span, _ literal: [UInt8]) -> Bool {
+        guard span.length == literal.count else { return false }
+        for (i, byte) in literal.enumerated() where bytes[span.start + i] != byte { return false }
+        return true
+    }
+}
