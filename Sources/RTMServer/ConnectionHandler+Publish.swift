@@ -73,27 +73,32 @@ extension ConnectionHandler {
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
-            for (item, seq) in zip(run, seqs) {
-                if item.repliesInJSON {
-                    Self.appendPublishOK(id: item.requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
+            for (index, seq) in zip(run.indices, seqs) {
+                if run[index].repliesInJSON {
+                    Self.appendPublishOK(id: run[index].requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
                 } else {
-                    acks.append((item.requestID, seq))
+                    acks.append((run[index].requestID, seq))
                 }
             }
             run.removeAll(keepingCapacity: true)
         }
-        for pending in batch {
-            let publish = pending.publish
-            guard let channel = publishChannel(publish, context: context) else { continue }
-            if let problem = payloadProblem(size: publish.payload.readableBytes, customType: publish.customType) {
-                publishRun()
-                writeReplies(&replies, context: context)
-                send(.error(id: publish.requestID, problem.0, problem.1), context: context)
-                continue
+        // Fields read in place through a buffer pointer: binding each element to a local, or an
+        // array's subscript, copied it (three references retained and released per message).
+        batch.withUnsafeBufferPointer { batch in
+            for pending in batch.indices {
+                let publish = UnsafePointer(batch.baseAddress! + pending)
+                guard let channel = publishChannel(publish.pointee.publish, context: context) else { continue }
+                if let problem = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
+                    publishRun()
+                    writeReplies(&replies, context: context)
+                    send(.error(id: publish.pointee.publish.requestID, problem.0, problem.1), context: context)
+                    continue
+                }
+                if channel != runChannel { publishRun(); runChannel = channel }
+                run.append(Hub.Outgoing(requestID: publish.pointee.publish.requestID, msgId: publish.pointee.publish.msgId,
+                                        customType: publish.pointee.publish.customType, isText: publish.pointee.publish.isText,
+                                        payload: publish.pointee.publish.payload, repliesInJSON: publish.pointee.json))
             }
-            if channel != runChannel { publishRun(); runChannel = channel }
-            run.append(Hub.Outgoing(requestID: publish.requestID, msgId: publish.msgId, customType: publish.customType,
-                                    isText: publish.isText, payload: publish.payload, repliesInJSON: pending.json))
         }
         publishRun()
         writeReplies(&replies, context: context)

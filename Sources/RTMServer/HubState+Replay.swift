@@ -47,22 +47,34 @@ extension HubState {
         var buffer: ByteBuffer?
         if !fresh.isEmpty {
             let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
-            let size = fresh.reduce(64 + key.name.utf8.count + publisher.userId.utf8.count) { $0 + messages[$1].payload.readableBytes + 8 }
+            var size = 64 + key.name.utf8.count + publisher.userId.utf8.count
+            for index in fresh { size += messages[index].payload.readableBytes + 8 }
             var out = allocator.buffer(capacity: size)
-            Self.appendFrames(fresh.lazy.map { messages[$0] }, seqs: fresh.lazy.map { seqs[$0] }, ts: nowMillis, template: template, into: &out)
+            if fresh.count == messages.count {
+                // Every message is new (the usual case): the messages read in place through a
+                // buffer pointer; a lazy map (or an array's subscript) copies each message, its
+                // payload and custom type retained and released, every time it is read: half the
+                // publish path's time at one subscriber went into that reference counting.
+                messages.withUnsafeBufferPointer { messages in
+                    Self.appendFrames(messages, seqs: seqs, ts: nowMillis, template: template, into: &out)
+                }
+            } else {
+                Self.appendFrames(fresh.lazy.map { messages[$0] }, seqs: fresh.lazy.map { seqs[$0] }, ts: nowMillis, template: template, into: &out)
+            }
             buffer = out
             if replayMax > 0 {
                 // The kept payloads are copied into one buffer of their own (one allocation), so
                 // that replay does not pin the publisher's read buffers.
                 let kept = fresh.suffix(replayMax)
-                var copy = allocator.buffer(capacity: kept.reduce(0) { $0 + messages[$1].payload.readableBytes })
+                var keptBytes = 0
+                for index in kept { keptBytes += messages[index].payload.readableBytes }
+                var copy = allocator.buffer(capacity: keptBytes)
                 for index in kept { copy.writeImmutableBuffer(messages[index].payload) }
                 var start = copy.readerIndex   // sliced after all writes: no copy on write
                 for index in kept {
-                    let message = messages[index]
-                    let length = message.payload.readableBytes
+                    let length = messages[index].payload.readableBytes
                     state.recent.append(RecentMessage(seq: seqs[index], millis: nowMillis, publisher: publisher.userId,
-                                                      customType: message.customType, isText: message.isText,
+                                                      customType: messages[index].customType, isText: messages[index].isText,
                                                       payload: copy.getSlice(at: start, length: length)!))
                     start += length
                 }
