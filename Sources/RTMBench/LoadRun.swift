@@ -155,7 +155,7 @@ public enum LoadRun {
         let latency = LatencyFigures(histogram)
         let result = LoadResult(
             target: "\(options.target == .floor ? "floor" : "rtm") ws://\(options.host):\(options.port)\(options.path)\(options.userMessages ? " user messages" : "")",
-            publishes: options.userMessages ? "json sendUser" : options.jsonPublish ? "json" : "binary", shortcuts: options.shortcuts,
+            publishes: options.userMessages ? "binary sendUser" : options.jsonPublish ? "json" : "binary", shortcuts: options.shortcuts,
             groups: options.groups, subscribersPerGroup: options.subscribersPerGroup, size: options.payloadSize, rate: options.rate,
             measuredSeconds: measured, publishedPerSecond: publishedInWindow / measured,
             deliveriesPerSecond: Double(deliveries) / measured,

@@ -15,7 +15,7 @@ final class LoopStats: @unchecked Sendable {
 public struct LoadResult: Codable, Sendable {
     public var target: String
     /// How the publisher sent: `binary` (PROTOCOL.md §2.3), `json` (`publish` requests) or
-    /// `json sendUser` (user messages).
+    /// `binary sendUser` (user messages, `0x03`).
     public var publishes: String
     /// Shortcuts the run took that real clients do not (`LoadOptions.shortcuts`): a figure with
     /// any is not comparable to honest ones and never goes in the README.
