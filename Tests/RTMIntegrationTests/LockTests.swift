@@ -63,6 +63,10 @@ struct LockTests {
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("doc")
         try await alice.setLock(channel: "doc", lockName: "L")
+        // The lockSet event was queued to bob's event loop before alice's reply; a round trip
+        // on bob's connection makes sure the loop ran it before the options change (an event
+        // racing an option change in the same loop tick may go either way).
+        _ = try await bob.getLocks(channel: "doc")
         try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))
         #expect(await bobEvents.first(within: soon, where: Self.lock(.snapshot)) != nil)
         try await alice.acquireLock(channel: "doc", lockName: "L")
