@@ -244,7 +244,7 @@ extension ConnectionHandler {
         case .loggedIn(let key):
             for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
             hub.logout(connection)
-            hub.closeStreams(of: key)   // the STREAM connections ride on this session
+            hub.closeStreams(of: key, reason: "the token expired")   // the STREAM connections ride on this session
         case .joined(let membership):
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
             stream = nil

@@ -124,6 +124,9 @@ final class Hub: Sendable {
                 logger.info("kicking older session", metadata: ["user": "\(key.userId)"])
                 Self.close(kicked, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue,
                                                reason: "the same user id logged in from another client"))
+                // The kicked client's STREAM connections rode on its session (K-3); the new
+                // client has none yet (a join needs its login, which is this one).
+                closeStreams(of: key, reason: "the same user id logged in from another client")
             }
             if let replaced = admission.replaced, replaced != connection {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
@@ -151,11 +154,16 @@ final class Hub: Sendable {
         }
         guard let timer = grace else { return }
         loop.scheduleTask(deadline: timer.deadline) { [self] in
-            let broadcasts = state.withLockedValue { $0.graceExpired(timer, wallMillis: Self.wallMillis) }
+            let (broadcasts, ended) = state.withLockedValue { state in
+                let broadcasts = state.graceExpired(timer, wallMillis: Self.wallMillis)
+                return (broadcasts, state.sessions[timer.key] == nil)
+            }
             if !broadcasts.isEmpty {
                 logger.info("presence timeout", metadata: ["user": "\(timer.key.userId)"])
             }
             perform(broadcasts)
+            // The STREAM connections ride on the MESSAGE session (K-3): it is over.
+            if ended { closeStreams(of: timer.key, reason: "the user's session timed out") }
         }
     }
 
@@ -333,9 +341,10 @@ final class Hub: Sendable {
         return frame
     }
 
-    /// Closes every STREAM connection of a user (K-4: logout ends them all).
-    func closeStreams(of user: UserKey) {
-        for connection in streams.connections(of: user) { Self.closeReplaced(connection, reason: "the user logged out") }
+    /// Closes every STREAM connection of a user (close 1000 with `reason`): its MESSAGE session
+    /// ended (K-4: logout; token expiry; a C-6 kick; the grace window ran out).
+    func closeStreams(of user: UserKey, reason: String = "the user logged out") {
+        for connection in streams.connections(of: user) { Self.closeReplaced(connection, reason: reason) }
     }
 
     /// Sends an encoded JSON frame on a connection's channel, from any thread.

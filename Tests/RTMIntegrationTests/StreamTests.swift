@@ -60,6 +60,51 @@ struct StreamTests {
         await harness.stop()
     }
 
+    @Test("K-3: a client kicked by another login of the same user (C-6) loses its STREAM connections too; the new client joins")
+    func kickEndsStreams() async throws {
+        let harness = try await Harness.start()
+        let (first, _) = try await Harness.client("alice", port: harness.port)
+        try await first.createStreamChannel("s").join()
+        #expect(await Self.eventually { harness.server.connectionCounters.stream == 1 })
+        let (second, _) = try await Harness.client("alice", port: harness.port)
+        #expect(await Self.eventually { harness.server.connectionCounters.stream == 0 && harness.server.connectionCount == 1 })
+        try await second.createStreamChannel("s").join()
+        #expect(await Self.eventually { harness.server.connectionCounters.stream == 1 })
+        await second.logout()
+        await first.logout()
+        await harness.stop()
+    }
+
+    @Test("K-3/P-2: when a lost session's grace window runs out, its STREAM connections are closed (1000, the reason says why)")
+    func graceExpiryEndsStreams() async throws {
+        let harness = try await Harness.start()
+        let login = RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"gone","token":"\#(Harness.token("gone"))","heartbeatInterval":0.1,"presenceTimeout":0.1}"#)
+        let message = try await RawPeer.connect(port: harness.port)
+        var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+        hello.writeImmutableBuffer(login)
+        try await message.write(hello)
+        #expect(await Self.eventually { harness.server.connectionCounters.message == 1 })
+        let stream = try await RawPeer.connect(port: harness.port)
+        var join = ByteBuffer(string: RawPeer.upgradeRequest())
+        join.writeImmutableBuffer(RawPeer.text(#"{"type":"join","id":1,"appId":"\#(Harness.appId)","userId":"gone","token":"\#(Harness.token("gone"))","channel":"s"}"#))
+        try await stream.write(join)
+        #expect(await Self.eventually { harness.server.connectionCounters.stream == 1 })
+        // The STREAM connection stays alive (pings); its MESSAGE connection is cut.
+        let pinging = Task {
+            while !stream.isClosed {
+                try? await stream.write(RawPeer.text(#"{"type":"ping"}"#))
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await message.close()
+        let frames = await stream.framesUntilClose(within: soon)
+        pinging.cancel()
+        #expect(frames.last?.closeCode == 1000, "\(frames.map(\.text))")
+        #expect(frames.last?.text.contains("timed out") == true)
+        #expect(harness.server.connectionCounters.stream == 0)
+        await harness.stop()
+    }
+
     @Test("K-2/K-3: GET /metrics reports MESSAGE connections (and their PCU peak) apart from STREAM connections; the server caps stream channels per user")
     func metricsAndStreamCap() async throws {
         let harness = try await Harness.start { $0.limits.maxStreamChannelsPerClient = 2 }
