@@ -11,8 +11,8 @@ import Testing
 @Suite(.serialized)
 struct HardeningTests {
     /// A login frame as a raw client sends it.
-    static func loginFrame(_ user: String, id: UInt64 = 1) -> ByteBuffer {
-        RawPeer.text(#"{"type":"login","id":\#(id),"appId":"\#(Harness.appId)","userId":"\#(user)","token":"\#(Harness.token(user))","heartbeatInterval":5,"presenceTimeout":5}"#)
+    static func loginFrame(_ user: String, id: UInt64 = 1, heartbeat: Double = 5, presenceTimeout: Double = 5) -> ByteBuffer {
+        RawPeer.text(#"{"type":"login","id":\#(id),"appId":"\#(Harness.appId)","userId":"\#(user)","token":"\#(Harness.token(user))","heartbeatInterval":\#(heartbeat),"presenceTimeout":\#(presenceTimeout)}"#)
     }
 
     @Test("Issue 12: every connection that does not log in is closed at the login deadline, counted from the accept, whatever it does meanwhile")
@@ -200,6 +200,29 @@ struct HardeningTests {
         #expect(during <= max(before * 3, before + .milliseconds(100)), "healthy p99 \(before) → \(during) under the flood")
         await healthy.logout()
         await listener.logout()
+        await harness.stop()
+    }
+
+    @Test("A client's close frame without logout: the server echoes its code, and the session gets its grace window, then times out (P-1, P-2)")
+    func closeFrameLeavesGraceWindow() async throws {
+        let harness = try await Harness.start()
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let peer = try await RawPeer.connect(port: harness.port)
+        var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+        hello.writeImmutableBuffer(Self.loginFrame("closer", heartbeat: 0.1, presenceTimeout: 0.2))
+        hello.writeImmutableBuffer(RawPeer.text(#"{"type":"subscribe","id":2,"channel":"room"}"#))
+        try await peer.write(hello)
+        #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind == .remoteJoin } != nil)
+        let mark = await bobEvents.mark()
+        try await peer.write(RawPeer.closeFrame(code: 4000))
+        let frames = await peer.framesUntilClose(within: soon)
+        #expect(frames.last?.closeCode == 4000, "\(frames.map(\.opcode))")
+        // Not a logout (no leave at once): the grace window, then a timeout.
+        let gone = await bobEvents.first(since: mark, within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind != .remoteJoin }
+        #expect(gone?.presenceEvent?.kind == .remoteTimeout)
+        #expect(await StreamTests.eventually { harness.server.sessionCount == 1 })
+        await bob.logout()
         await harness.stop()
     }
 

@@ -78,7 +78,7 @@ struct StreamTests {
     @Test("K-3/P-2: when a lost session's grace window runs out, its STREAM connections are closed (1000, the reason says why)")
     func graceExpiryEndsStreams() async throws {
         let harness = try await Harness.start()
-        let login = RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"gone","token":"\#(Harness.token("gone"))","heartbeatInterval":0.1,"presenceTimeout":0.1}"#)
+        let login = HardeningTests.loginFrame("gone", heartbeat: 0.1, presenceTimeout: 0.1)
         let message = try await RawPeer.connect(port: harness.port)
         var hello = ByteBuffer(string: RawPeer.upgradeRequest())
         hello.writeImmutableBuffer(login)
