@@ -151,6 +151,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
+        case is WebSocketViolationHandler.Answered:
+            // Its close frame is on its way and the violation handler closes the socket.
+            lifecycle.violationAnswered(now: .now())
+            leaveFanout()
         case is HTTPAnsweredEvent:
             run(lifecycle.httpAnswered(now: .now(), closesItself: true), context: context)
         case is SlowConsumerEvent:

@@ -184,6 +184,17 @@ struct ServerConnectionStateMachine {
         }
     }
 
+    /// The WebSocket layer answered a protocol violation with a close frame and closes the socket
+    /// itself: nothing more is sent; a logged-in session is lost (grace window).
+    mutating func violationAnswered(now: NIODeadline) {
+        switch state {
+        case .upgraded, .loggedIn, .joined:
+            state = .ending(since: now, lostSession: session)
+        case .accepted, .ending, .closed:
+            break   // benign: already closing
+        }
+    }
+
     /// The connection is lost (an I/O error, a slow consumer cut off, the peer's TCP close): a
     /// logged-in session keeps its grace window.
     mutating func lost(now: NIODeadline) -> Action {

@@ -19,6 +19,13 @@ package final class WebSocketViolationHandler: ChannelInboundHandler, RemovableC
     /// - Parameters:
     ///   - isServer: a server's close frame is unmasked, a client's masked (RFC 6455 §5.1).
     ///   - closeTimeout: how long the close frame may take to leave before the socket is closed anyway.
+    /// Fired through the pipeline when a violation is answered (before the close frame is
+    /// written): the connection is closing.
+    package struct Answered: Sendable {
+        /// The close code sent.
+        package let code: WebSocketErrorCode
+    }
+
     package init(isServer: Bool, closeTimeout: TimeAmount = .seconds(5)) {
         self.isServer = isServer
         self.closeTimeout = closeTimeout
@@ -36,6 +43,9 @@ package final class WebSocketViolationHandler: ChannelInboundHandler, RemovableC
         }
         guard !answered else { return }
         answered = true
+        // The handlers after this one learn that the connection is closing: nothing may follow
+        // the close frame (RFC 6455 §5.5.1).
+        context.fireUserInboundEventTriggered(Answered(code: violation.code))
         var data = context.channel.allocator.buffer(capacity: 2 + 123)
         data.write(webSocketErrorCode: violation.code)
         var reason = Substring(violation.description)   // a control frame holds 125 bytes

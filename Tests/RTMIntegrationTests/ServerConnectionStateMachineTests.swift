@@ -100,6 +100,18 @@ struct ServerConnectionStateMachineTests {
         #expect(s.socketClosed() == nil)
     }
 
+    @Test("A protocol violation answered by the WebSocket layer: nothing more is sent, the session is lost (grace window)")
+    func violation() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.violationAnswered(now: Self.t0)
+        #expect(!m.maySend)
+        #expect(m.admit(.publish) == .ignored)
+        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        #expect(m.socketClosed() == Self.alice)
+    }
+
     @Test("A socket closed by the peer while logged in is a lost connection (grace window); before login it is nothing")
     func peerClose() {
         var m = machine()
