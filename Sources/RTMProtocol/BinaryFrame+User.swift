@@ -89,29 +89,11 @@ extension BinaryFrame {
     /// Reads a `sendUser` frame (the whole binary message). A malformed one is an error that
     /// carries the request id when the frame was long enough to hold it.
     public static func readSendUser(_ buffer: ByteBuffer) -> Result<SendUser, FrameDecodingError> {
-        var b = buffer
-        guard let op: UInt8 = b.readInteger(), op == sendUserOp else {
-            return .failure(FrameDecodingError(reason: "not a binary sendUser"))
+        // The same layout as a publish, the receiver in place of the channel.
+        readRequest(buffer, op: sendUserOp, kind: "sendUser").map { request in
+            SendUser(requestID: request.requestID, msgId: request.msgId, receiverBytes: request.channelBytes,
+                     customType: request.customType, isText: request.isText, payload: request.payload)
         }
-        guard let flags: UInt8 = b.readInteger(), let id: UInt64 = b.readInteger(endianness: .little) else {
-            return .failure(FrameDecodingError(reason: "binary sendUser is truncated"))
-        }
-        func truncated(_ part: String) -> Result<SendUser, FrameDecodingError> {
-            .failure(FrameDecodingError(reason: "binary sendUser is truncated (\(part))", requestID: id))
-        }
-        var msgId: UInt64?
-        if flags & Flag.hasMsgId != 0 {
-            guard let value: UInt64 = b.readInteger(endianness: .little) else { return truncated("msgId") }
-            msgId = value
-        }
-        guard let length: UInt8 = b.readInteger(), let receiver = b.readSlice(length: Int(length)) else { return truncated("userId") }
-        var customType: String?
-        if flags & Flag.hasCustomType != 0 {
-            guard let type = readShortString(&b) else { return truncated("customType") }
-            customType = type
-        }
-        return .success(SendUser(requestID: id, msgId: msgId, receiverBytes: receiver.readableBytesView, customType: customType,
-                                 isText: flags & Flag.text != 0, payload: b))
     }
 
     // MARK: ackUser (client → server)

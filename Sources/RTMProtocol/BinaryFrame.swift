@@ -133,9 +133,17 @@ public enum BinaryFrame {
 
     /// Reads a publish frame (the whole binary message); a description of the problem if malformed.
     public static func readPublish(_ buffer: ByteBuffer) -> Result<Publish, FrameDecodingError> {
+        readRequest(buffer, op: publishOp, kind: "publish")
+    }
+
+    /// Reads a publish or sendUser frame, which share their layout (op, flags, request id,
+    /// [msgId], the channel or receiver, [customType], payload); `channelBytes` holds the name.
+    /// A malformed one is an error naming `kind` and carrying the request id when readable.
+    @inline(__always)
+    static func readRequest(_ buffer: ByteBuffer, op expected: UInt8, kind: String) -> Result<Publish, FrameDecodingError> {
         // The fixed part is read from the bytes directly, in one access.
         let header = buffer.withUnsafeReadableBytes { bytes -> (flags: UInt8, id: UInt64, msgId: UInt64?, channelAt: Int, channelLength: Int)? in
-            guard bytes.count >= 11, bytes[0] == publishOp else { return nil }
+            guard bytes.count >= 11, bytes[0] == expected else { return nil }
             let flags = bytes[1]
             let id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
             var offset = 10
@@ -153,10 +161,10 @@ public enum BinaryFrame {
             // Every binary request starts with op, flags and the request id (u64 LE), so the id
             // can be read back into the error whenever those ten bytes arrived.
             let id: UInt64? = buffer.getInteger(at: buffer.readerIndex + 2, endianness: .little)
-            if let op: UInt8 = buffer.getInteger(at: buffer.readerIndex), op != publishOp {
+            if let op: UInt8 = buffer.getInteger(at: buffer.readerIndex), op != expected {
                 return .failure(FrameDecodingError(reason: "unknown binary operation 0x\(String(op, radix: 16))", requestID: id))
             }
-            return .failure(FrameDecodingError(reason: buffer.readableBytes == 0 ? "empty binary frame" : "binary publish is truncated", requestID: id))
+            return .failure(FrameDecodingError(reason: buffer.readableBytes == 0 ? "empty binary frame" : "binary \(kind) is truncated", requestID: id))
         }
         var b = buffer
         let channel = b.getSlice(at: b.readerIndex + header.channelAt, length: header.channelLength)!
@@ -164,7 +172,7 @@ public enum BinaryFrame {
         var customType: String?
         if header.flags & Flag.hasCustomType != 0 {
             guard let length: UInt8 = b.readInteger(), let type = b.readString(length: Int(length)) else {
-                return .failure(FrameDecodingError(reason: "binary publish is truncated (customType)", requestID: header.id))
+                return .failure(FrameDecodingError(reason: "binary \(kind) is truncated (customType)", requestID: header.id))
             }
             customType = type
         }
