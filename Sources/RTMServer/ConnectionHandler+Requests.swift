@@ -100,7 +100,7 @@ extension ConnectionHandler {
             }
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
-            loggedIn(key, readTimeout: timeout)
+            lifecycle.loggedIn(key, readTimeout: timeout)
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
                        ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)

@@ -209,14 +209,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// the loop's `LoopLiveness`.
     func deadlinePassed(now: NIODeadline) {
         guard let context else { return }
-        let before = lifecycle.state
-        hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(before)"])
+        hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(lifecycle.state)"])
         run(lifecycle.deadlinePassed(now: now), context: context)
-    }
-
-    /// From now on the connection is dropped after `timeout` without a read (SPEC H-2, H-3).
-    func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
-        lifecycle.loggedIn(key, readTimeout: readTimeout)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
