@@ -188,7 +188,7 @@ struct ProcessTests {
         await harness.stop()
     }
 
-    @Test("Issue 12: the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
+    @Test("K-1/K-2, issue 12: the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
     func unprivileged() async throws {
         // Root (CI) runs both through `runuser -u nobody`; an ordinary user runs them as itself.
         let user: String? = getuid() == 0 ? "nobody" : nil
