@@ -124,9 +124,6 @@ final class Hub: Sendable {
                 logger.info("kicking older session", metadata: ["user": "\(key.userId)"])
                 Self.close(kicked, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue,
                                                reason: "the same user id logged in from another client"))
-                // The kicked client's STREAM connections rode on its session (K-3); the new
-                // client has none yet (a join needs its login, which is this one).
-                closeStreams(of: key, reason: "the same user id logged in from another client")
             }
             if let replaced = admission.replaced, replaced != connection {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
@@ -342,7 +339,7 @@ final class Hub: Sendable {
     }
 
     /// Closes every STREAM connection of a user (close 1000 with `reason`): its MESSAGE session
-    /// ended (K-4: logout; token expiry; a C-6 kick; the grace window ran out).
+    /// ended (K-4: logout; token expiry; the grace window ran out).
     func closeStreams(of user: UserKey, reason: String = "the user logged out") {
         for connection in streams.connections(of: user) { Self.closeReplaced(connection, reason: reason) }
     }
