@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "RTMClient", targets: ["RTMClient"]),
         .library(name: "RTMServer", targets: ["RTMServer"]),
         .library(name: "RTMAuth", targets: ["RTMAuth"]),
+        .library(name: "RTMPostgres", targets: ["RTMPostgres"]),
         .executable(name: "rtm", targets: ["rtm"]),
     ],
     dependencies: [
@@ -37,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
@@ -68,6 +70,14 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "GRDB", package: "GRDB.swift"),
+        ], swiftSettings: strict),
+        // The cluster's shared state in PostgreSQL (`rtm serve --postgres URL`): schema
+        // migrations, the channel message log and its follower. Apps never link it.
+        .target(name: "RTMPostgres", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [
@@ -110,6 +120,12 @@ let package = Package(
         ], swiftSettings: strict),
         .testTarget(name: "RTMProtocolTests", dependencies: ["RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
+        .testTarget(name: "RTMPostgresTests", dependencies: [
+            "RTMPostgres", "RTMTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+        ], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
             "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "RTMWebSocket", "rtm",

@@ -1,0 +1,102 @@
+import NIOCore
+
+/// One channel message as it crosses the database: what a node publishes, and what every node
+/// reads back to deliver to its own subscribers.
+public struct ChannelLogEntry: Sendable, Equatable {
+    public var appId: String
+    public var channel: String
+    /// The channel's sequence number, the same on every node (dense: 1, 2, 3, …).
+    public var seq: Int64
+    /// The channel's epoch (M-2): created with the channel's first message, never changed.
+    public var epoch: String
+    public var publisher: String
+    /// The node the publisher was connected to.
+    public var node: String
+    /// The publisher's client message id (M-3), if it sent one.
+    public var msgId: UInt64?
+    public var customType: String?
+    public var isText: Bool
+    public var payload: ByteBuffer
+    /// Wall-clock publish time, milliseconds since 1970.
+    public var millis: Int64
+
+    public init(appId: String, channel: String, seq: Int64, epoch: String, publisher: String, node: String,
+                msgId: UInt64?, customType: String?, isText: Bool, payload: ByteBuffer, millis: Int64) {
+        self.appId = appId
+        self.channel = channel
+        self.seq = seq
+        self.epoch = epoch
+        self.publisher = publisher
+        self.node = node
+        self.msgId = msgId
+        self.customType = customType
+        self.isText = isText
+        self.payload = payload
+        self.millis = millis
+    }
+}
+
+/// A message to append (its sequence number and epoch are the database's to give).
+public struct ChannelLogAppend: Sendable {
+    public var appId: String
+    public var channel: String
+    public var publisher: String
+    public var msgId: UInt64?
+    public var customType: String?
+    public var isText: Bool
+    public var payload: ByteBuffer
+    public var millis: Int64
+
+    public init(appId: String, channel: String, publisher: String, msgId: UInt64?, customType: String?,
+                isText: Bool, payload: ByteBuffer, millis: Int64) {
+        self.appId = appId
+        self.channel = channel
+        self.publisher = publisher
+        self.msgId = msgId
+        self.customType = customType
+        self.isText = isText
+        self.payload = payload
+        self.millis = millis
+    }
+}
+
+/// Where a committed append landed.
+public struct ChannelLogReceipt: Sendable, Equatable {
+    public let seq: Int64
+    public let epoch: String
+
+    public init(seq: Int64, epoch: String) {
+        self.seq = seq
+        self.epoch = epoch
+    }
+}
+
+/// A position in the log: the writing transaction's id, then the row's position. Readers move
+/// forward in this order and never read at or above the oldest running transaction, so every
+/// row is read once, however late its transaction commits.
+public struct ChannelLogCursor: Sendable, Equatable, Comparable, CustomStringConvertible {
+    public var xid: UInt64
+    public var pos: Int64
+
+    public init(xid: UInt64, pos: Int64) {
+        self.xid = xid
+        self.pos = pos
+    }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { (lhs.xid, lhs.pos) < (rhs.xid, rhs.pos) }
+
+    public var description: String { "\(xid)/\(pos)" }
+}
+
+/// A channel key in the log.
+public struct ChannelLogKey: Hashable, Sendable, CustomStringConvertible {
+    public let appId: String
+    public let channel: String
+
+    public init(appId: String, channel: String) {
+        self.appId = appId
+        self.channel = channel
+    }
+
+    public var description: String { "\(appId)/\(channel)" }
+}

@@ -1,0 +1,163 @@
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The channel message log in PostgreSQL: appends that give each channel one dense sequence for
+/// the whole cluster, and reads that follow the log without ever skipping a row.
+///
+/// **Appends** (`append`): one transaction per batch, however many messages and channels it
+/// holds. The channels' counters are bumped in one statement, in a fixed order (so two nodes'
+/// batches never deadlock), and the rows are inserted in a second one. No `NOTIFY` inside the
+/// transaction (it would take a database-wide lock at commit): `notify()` is a separate,
+/// coalesced wake-up sent after the commit.
+///
+/// **Reads** (`read(after:)`): by (transaction id, position), and only below the oldest
+/// transaction still running (`pg_snapshot_xmin`). Reading by an identity column alone skips
+/// rows for ever when a transaction that took an earlier position commits after a later one
+/// was read; here no row below the horizon can appear later, and a row above it is read once
+/// its transaction and every older one have ended. The cost: a long-running transaction on the
+/// same PostgreSQL server holds the horizon back, and with it every node's deliveries.
+public struct PostgresChannelLog: Sendable {
+    /// The `LISTEN`/`NOTIFY` channel that wakes followers.
+    public static let notificationChannel = "rtm_log"
+
+    private let client: PostgresClient
+    private let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Appends `items` in one transaction and returns each one's sequence number and epoch, in
+    /// the order given. `node` names the writer; `newEpoch` makes the epoch of a channel's
+    /// first message.
+    public func append(_ items: [ChannelLogAppend], node: String,
+                       newEpoch: @Sendable () -> String = { String(UInt64.random(in: 1...UInt64.max), radix: 36) }) async throws -> [ChannelLogReceipt] {
+        guard !items.isEmpty else { return [] }
+        var counts: [ChannelLogKey: Int64] = [:]
+        for item in items { counts[ChannelLogKey(appId: item.appId, channel: item.channel), default: 0] += 1 }
+        // A fixed lock order for every writer.
+        let keys = counts.keys.sorted { ($0.appId, $0.channel) < ($1.appId, $1.channel) }
+        let apps = keys.map(\.appId), channels = keys.map(\.channel)
+        let epochs = keys.map { _ in newEpoch() }, adds = keys.map { counts[$0]! }
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            var last: [ChannelLogKey: (seq: Int64, epoch: String)] = [:]
+            let bumped = try await connection.query("""
+                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq)
+                SELECT * FROM unnest(\(apps)::text[], \(channels)::text[], \(epochs)::text[], \(adds)::int8[])
+                ON CONFLICT (app, channel) DO UPDATE SET seq = s.seq + EXCLUDED.seq
+                RETURNING app, channel, epoch, seq
+                """, logger: logger)
+            for try await (app, channel, epoch, seq) in bumped.decode((String, String, String, Int64).self) {
+                last[ChannelLogKey(appId: app, channel: channel)] = (seq, epoch)
+            }
+            // Each item's number: the channel's numbers before this batch, then in item order.
+            var next: [ChannelLogKey: Int64] = [:]
+            for key in keys { next[key] = last[key]!.seq - counts[key]! + 1 }
+            var receipts: [ChannelLogReceipt] = []
+            receipts.reserveCapacity(items.count)
+            var rowApps: [String] = [], rowChannels: [String] = [], seqs: [Int64] = [], rowEpochs: [String] = []
+            var publishers: [String] = [], msgIds: [Int64] = [], hasMsgId: [Bool] = [], customTypes: [String] = [], hasCustomType: [Bool] = []
+            var isText: [Bool] = [], payloads: [ByteBuffer] = [], millis: [Int64] = []
+            for item in items {
+                let key = ChannelLogKey(appId: item.appId, channel: item.channel)
+                let seq = next[key]!
+                next[key] = seq + 1
+                let epoch = last[key]!.epoch
+                receipts.append(ChannelLogReceipt(seq: seq, epoch: epoch))
+                rowApps.append(item.appId); rowChannels.append(item.channel); seqs.append(seq); rowEpochs.append(epoch)
+                publishers.append(item.publisher)
+                msgIds.append(Int64(bitPattern: item.msgId ?? 0)); hasMsgId.append(item.msgId != nil)
+                customTypes.append(item.customType ?? ""); hasCustomType.append(item.customType != nil)
+                isText.append(item.isText); payloads.append(item.payload); millis.append(item.millis)
+            }
+            try await connection.query("""
+                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts)
+                SELECT a, c, s, e, p, \(node), CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts
+                FROM unnest(\(rowApps)::text[], \(rowChannels)::text[], \(seqs)::int8[], \(rowEpochs)::text[],
+                            \(publishers)::text[], \(msgIds)::int8[], \(hasMsgId)::bool[], \(customTypes)::text[], \(hasCustomType)::bool[],
+                            \(isText)::bool[], \(payloads)::bytea[], \(millis)::int8[])
+                     AS u(a, c, s, e, p, m, h, t, ht, x, b, ts)
+                """, logger: logger)
+            return receipts
+        }
+    }
+
+    /// Wakes every node's follower (`LISTEN rtm_log`). Sent after a commit, never inside one.
+    public func notify() async throws {
+        try await client.query("NOTIFY rtm_log", logger: logger)
+    }
+
+    /// Where a new follower starts: the horizon now, and each channel's number as committed in
+    /// the same snapshot (rows at or below are already counted; rows above are read).
+    public func startPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
+            do {
+                var horizon: UInt64 = 0
+                for try await text in try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", logger: logger)
+                    .decode(String.self) { horizon = UInt64(text) ?? 0 }
+                var applied: [ChannelLogKey: Int64] = [:]
+                for try await (app, channel, seq) in try await connection.query("SELECT app, channel, seq FROM rtm_channel_seq", logger: logger)
+                    .decode((String, String, Int64).self) { applied[ChannelLogKey(appId: app, channel: channel)] = seq }
+                try await connection.query("COMMIT", logger: logger)
+                return (ChannelLogCursor(xid: horizon, pos: 0), applied)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
+    /// and the cursor after them (unchanged when there are none).
+    public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
+        let rows = try await client.query("""
+            SELECT xid::text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts
+            FROM rtm_channel_log
+            WHERE (xid, pos) > (\(String(cursor.xid))::text::xid8, \(cursor.pos))
+              AND xid < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY xid, pos
+            LIMIT \(limit)
+            """, logger: logger)
+        var entries: [ChannelLogEntry] = []
+        var position = cursor
+        typealias Row = (String, Int64, String, String, Int64, String, String, String, Int64?, String?, Bool, ByteBuffer, Int64)
+        for try await (xid, pos, app, channel, seq, epoch, publisher, node, msgId, customType, isText, payload, millis) in rows.decode(Row.self) {
+            position = ChannelLogCursor(xid: UInt64(xid) ?? position.xid, pos: pos)
+            entries.append(ChannelLogEntry(appId: app, channel: channel, seq: seq, epoch: epoch, publisher: publisher, node: node,
+                                           msgId: msgId.map { UInt64(bitPattern: $0) }, customType: customType, isText: isText,
+                                           payload: payload, millis: millis))
+        }
+        return (entries, position)
+    }
+
+    /// A channel's messages after `seq` (replay and history from any node), oldest first.
+    public func messages(appId: String, channel: String, after seq: Int64, limit: Int) async throws -> [ChannelLogEntry] {
+        let rows = try await client.query("""
+            SELECT seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts FROM rtm_channel_log
+            WHERE app = \(appId) AND channel = \(channel) AND seq > \(seq)
+            ORDER BY seq LIMIT \(limit)
+            """, logger: logger)
+        var entries: [ChannelLogEntry] = []
+        typealias Row = (Int64, String, String, String, Int64?, String?, Bool, ByteBuffer, Int64)
+        for try await (seq, epoch, publisher, node, msgId, customType, isText, payload, millis) in rows.decode(Row.self) {
+            entries.append(ChannelLogEntry(appId: appId, channel: channel, seq: seq, epoch: epoch, publisher: publisher, node: node,
+                                           msgId: msgId.map { UInt64(bitPattern: $0) }, customType: customType, isText: isText,
+                                           payload: payload, millis: millis))
+        }
+        return entries
+    }
+
+    /// Deletes rows older than `millis` (retention); returns how many.
+    @discardableResult
+    public func trim(olderThan millis: Int64) async throws -> Int {
+        var count = 0
+        for try await deleted in try await client.query("WITH d AS (DELETE FROM rtm_channel_log WHERE ts < \(millis) RETURNING 1) SELECT count(*)::int8 FROM d",
+                                                        logger: logger).decode(Int64.self) { count = Int(deleted) }
+        return count
+    }
+}

@@ -1,0 +1,84 @@
+import Logging
+import PostgresNIO
+
+/// The cluster's tables, created and migrated by the nodes themselves at start (`rtm serve
+/// --postgres URL`): an ordered list of versioned migrations, each applied once in its own
+/// transaction under an advisory lock, so that nodes starting together migrate once.
+public enum PostgresSchema {
+    /// The migrations, in order; a migration's version is its index + 1. Never edit one that
+    /// has shipped: append a new one.
+    /// Each migration is a list of statements (the extended protocol runs one per query).
+    static let migrations: [[String]] = [
+        // 1: the channel message log (SPEC M-2 across nodes). One sequence per channel for the
+        // whole cluster lives in `rtm_channel_seq` (row-locked while a publish transaction
+        // holds it, so a channel's numbers are dense and committed in order). Log rows carry
+        // the id of the transaction that wrote them (`xid`): readers follow the log by
+        // (xid, pos) and read only below the oldest running transaction, so a row committed
+        // late under an earlier position is never skipped (see `PostgresChannelLog`).
+        ["""
+        CREATE TABLE rtm_channel_seq (
+            app text NOT NULL,
+            channel text NOT NULL,
+            epoch text NOT NULL,
+            seq bigint NOT NULL,
+            PRIMARY KEY (app, channel))
+        """, """
+        CREATE TABLE rtm_channel_log (
+            pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            app text NOT NULL,
+            channel text NOT NULL,
+            seq bigint NOT NULL,
+            epoch text NOT NULL,
+            publisher text NOT NULL,
+            node text NOT NULL,
+            msg_id bigint,
+            custom_type text,
+            is_text boolean NOT NULL,
+            payload bytea NOT NULL,
+            ts bigint NOT NULL)
+        """,
+         "CREATE INDEX rtm_channel_log_tail ON rtm_channel_log (xid, pos)",
+         "CREATE INDEX rtm_channel_log_channel ON rtm_channel_log (app, channel, seq)",
+         "CREATE INDEX rtm_channel_log_ts ON rtm_channel_log (ts)"],
+    ]
+
+    /// The version a fully migrated database has.
+    public static var latestVersion: Int { migrations.count }
+
+    /// Brings the database to `latestVersion`; safe to call from several nodes at once.
+    /// Returns the versions it applied (empty when another node had done it).
+    @discardableResult
+    public static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
+        try await client.withTransaction(logger: logger) { connection in
+            // One migrator at a time for the whole database (released at commit).
+            try await connection.query("SELECT pg_advisory_xact_lock(7236815001)", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS rtm_schema (
+                    version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+                """, logger: logger)
+            var current = 0
+            for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM rtm_schema", logger: logger)
+                .decode(Int.self) { current = version }
+            guard current <= latestVersion else {
+                throw PostgresSchemaError("the database is at schema version \(current), newer than this server's \(latestVersion): upgrade the server")
+            }
+            var applied: [Int] = []
+            for version in (current + 1)..<(latestVersion + 1) {
+                for statement in migrations[version - 1] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO rtm_schema (version) VALUES (\(version))", logger: logger)
+                applied.append(version)
+            }
+            if !applied.isEmpty { logger.info("database schema migrated", metadata: ["versions": "\(applied)"]) }
+            return applied
+        }
+    }
+}
+
+/// The database's schema cannot be used by this server.
+public struct PostgresSchemaError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,160 @@
+import Foundation
+
+/// A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, `pg_ctl start`
+/// on a free loopback port with trust authentication, and `stop()` (or `kill()`, as a crash)
+/// that can be followed by `start()` again on the same data and port (a database that goes away
+/// under load and comes back).
+///
+/// PostgreSQL refuses to run as root, so under root (CI) the data directory is handed to the
+/// `postgres` user and every command runs through `runuser`. The binaries are looked up in
+/// `RTM_PG_BINDIR`, then the highest `/usr/lib/postgresql/*/bin`, then `PATH`.
+public final class PostgresTestServer: @unchecked Sendable {
+    /// The loopback port it listens on.
+    public let port: Int
+    /// The superuser name (trust authentication: no password).
+    public let user = "postgres"
+    /// The database to connect to.
+    public let database = "postgres"
+    private let directory: URL
+    private let binDirectory: String
+    private let runAsUser: String?
+
+    /// A URL for `rtm serve --postgres`.
+    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
+
+    private init(port: Int, directory: URL, binDirectory: String, runAsUser: String?) {
+        self.port = port
+        self.directory = directory
+        self.binDirectory = binDirectory
+        self.runAsUser = runAsUser
+    }
+
+    /// Whether PostgreSQL's server binaries can be found on this machine.
+    public static var isAvailable: Bool { findBinDirectory() != nil }
+
+    /// Creates a cluster in a new temporary directory and starts it.
+    public static func start() throws -> PostgresTestServer {
+        guard let bin = findBinDirectory() else {
+            throw PostgresTestServerError("PostgreSQL server binaries (initdb, pg_ctl) not found; set RTM_PG_BINDIR")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let runAs: String? = geteuid() == 0 ? "postgres" : nil
+        if let runAs {
+            try run("/bin/chown", ["-R", runAs, directory.path])
+        }
+        let server = PostgresTestServer(port: try freePort(), directory: directory, binDirectory: bin, runAsUser: runAs)
+        try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+        try server.start()
+        return server
+    }
+
+    private var dataPath: String { directory.appendingPathComponent("data").path }
+
+    /// Starts (or restarts) the server on its port and waits until it accepts connections.
+    public func start() throws {
+        let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            + "-c full_page_writes=off -c max_connections=200"
+        try command("pg_ctl", ["-D", dataPath, "-o", options, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30", "start"])
+    }
+
+    /// Stops the server cleanly (connections are closed).
+    public func stop() throws {
+        try command("pg_ctl", ["-D", dataPath, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Stops the server the hard way (`immediate`: no shutdown checkpoint, as after a crash).
+    public func kill() throws {
+        try command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
+    }
+
+    /// Stops the server if it runs and deletes its directory.
+    public func destroy() {
+        try? command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The server's log so far (for a failing test's message).
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+    }
+
+    private func command(_ name: String, _ arguments: [String]) throws {
+        let path = binDirectory + "/" + name
+        if let runAsUser {
+            try Self.run("/usr/sbin/runuser", ["-u", runAsUser, "--", path] + arguments)
+        } else {
+            try Self.run(path, arguments)
+        }
+    }
+
+    /// Runs a command to its end. Not through Foundation's `Process`: it learns that a child
+    /// exited from a socket the child inherits, and `pg_ctl start` leaves a server running
+    /// that inherits it too, so `waitUntilExit()` would wait for the server to stop. Output
+    /// goes to a file (a pipe would stay open for the same reason).
+    private static func run(_ executable: String, _ arguments: [String]) throws {
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-cmd-\(UUID().uuidString.prefix(8)).log").path
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw PostgresTestServerError("cannot run \(executable): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let exited = status & 0x7f == 0
+        let code = (status >> 8) & 0xff
+        guard exited && code == 0 else {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw PostgresTestServerError("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+        }
+    }
+
+    private static func findBinDirectory() -> String? {
+        let fileManager = FileManager.default
+        if let configured = ProcessInfo.processInfo.environment["RTM_PG_BINDIR"] {
+            return fileManager.isExecutableFile(atPath: configured + "/pg_ctl") ? configured : nil
+        }
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .compactMap(Int.init).sorted(by: >)
+        for version in versions where fileManager.isExecutableFile(atPath: "/usr/lib/postgresql/\(version)/bin/pg_ctl") {
+            return "/usr/lib/postgresql/\(version)/bin"
+        }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        where fileManager.isExecutableFile(atPath: "\(directory)/pg_ctl") && fileManager.isExecutableFile(atPath: "\(directory)/initdb") {
+            return String(directory)
+        }
+        return nil
+    }
+
+    /// A loopback port nobody listens on right now (bound, read, released).
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw PostgresTestServerError("socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw PostgresTestServerError("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Why the test PostgreSQL could not be set up.
+public struct PostgresTestServerError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

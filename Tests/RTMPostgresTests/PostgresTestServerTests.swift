@@ -1,0 +1,16 @@
+import RTMTestSupport
+import Testing
+
+/// The test harness itself: a server that starts, stops, starts again and goes away.
+@Suite(.enabled(if: PostgresTestServer.isAvailable, "PostgreSQL server binaries not installed"))
+struct PostgresTestServerTests {
+    @Test("a throwaway PostgreSQL starts on a free port, restarts, and is removed")
+    func startsAndStops() throws {
+        let server = try PostgresTestServer.start()
+        defer { server.destroy() }
+        #expect(server.port > 0)
+        try server.stop()
+        try server.start()
+        #expect(server.log.contains("ready to accept connections"))
+    }
+}
