@@ -4,10 +4,15 @@ import RTMProtocol
 /// Call invitations (AGORA_REFERENCE §1.8): the calls, their frames and their timers.
 extension Hub {
     /// A session of `key` started or resumed (`loggedIn`), or ended: the peer status follows
-    /// (§1.7), and a callee that came online gets its live invitations again (§1.8).
+    /// (§1.7); a callee that came online gets its live invitations again, and the invitations
+    /// of a caller whose session ended are canceled (§1.8).
     func signalingSessionChanged(_ key: UserKey, loggedIn: Bool) {
         peerSessionChanged(key, spoke: loggedIn)
-        if loggedIn { sendInvitationFrames(invitations.withLockedValue { $0.calleeOnline(key) }) }
+        if loggedIn {
+            sendInvitationFrames(invitations.withLockedValue { $0.calleeOnline(key) })
+        } else {
+            for outcome in invitations.withLockedValue({ $0.callerGone(key, now: .now()) }) { perform(outcome) }
+        }
     }
 
     /// Runs one invitation request of `user`; returns the reply.

@@ -132,7 +132,9 @@ final class Hub: Sendable {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
             }
             perform(admission.broadcasts)
-            signalingSessionChanged(key, loggedIn: true)   // peer status, invitations (§1.7, §1.8)
+            // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
+            if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
+            signalingSessionChanged(key, loggedIn: true)
         }
         return decision
     }

@@ -40,6 +40,8 @@ struct InvitationTable {
     private(set) var invitations: [Key: Invitation] = [:]
     /// Live invitations per callee, delivered again when it comes online.
     private var byCallee: [UserKey: Set<Key>] = [:]
+    /// Live invitations per caller, canceled when its session ends.
+    private var byCaller: [UserKey: Set<Key>] = [:]
 
     init(timing: InvitationStateMachine.Timing, maxContentBytes: Int) {
         self.timing = timing
@@ -77,6 +79,7 @@ struct InvitationTable {
         let invitation = Invitation(caller: caller, callee: callee, content: content, channel: frame.channel, machine: machine)
         invitations[key] = invitation
         byCallee[callee, default: []].insert(key)
+        byCaller[caller, default: []].insert(key)
         var outcome = Outcome(reply: .success(callerFrame(invitation, key: key, type: .ok)))
         outcome.sends = sends(machine.initialNotice, invitation, key: key)
         outcome.timer = machine.deadline.map { (key, $0) }
@@ -122,6 +125,12 @@ struct InvitationTable {
         return out
     }
 
+    /// The caller's session ended (logout, or its grace window ran out): its live invitations
+    /// are canceled and their callees told (its SDK forgot them at logout anyway).
+    mutating func callerGone(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
+        (byCaller[caller] ?? []).sorted { $0.id < $1.id }.map { key in cancel(key.id, caller: caller, now: now) }
+    }
+
     /// Forgets an ended invitation (its linger time is over).
     mutating func forget(_ key: Key) {
         guard let invitation = invitations[key], invitation.machine.isFinal else { return }
@@ -154,6 +163,8 @@ struct InvitationTable {
         var outcome = Outcome(reply: reply, sends: sends(notice, invitation, key: key))
         if invitation.machine.isFinal, byCallee[invitation.callee]?.remove(key) != nil {
             if byCallee[invitation.callee]?.isEmpty == true { byCallee[invitation.callee] = nil }
+            byCaller[invitation.caller]?.remove(key)
+            if byCaller[invitation.caller]?.isEmpty == true { byCaller[invitation.caller] = nil }
             outcome.forgetAt = (key, now + timing.expire)
         }
         return outcome

@@ -224,6 +224,24 @@ struct InvitationTests {
         await harness.stop()
     }
 
+    @Test("§1.8/K-4: the caller logs out: its live invitations are canceled and the callee is told")
+    func callerLogoutCancels() async throws {
+        let harness = try await Self.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let sent = try await alice.sendLocalInvitation(calleeId: "bob")
+        #expect(await bobEvents.first(within: soon, where: Self.remote(sent.id, .invitationReceived)) != nil)
+        await alice.logout()
+        #expect(await alice.localInvitations.isEmpty)
+        #expect(await bobEvents.first(within: soon, where: Self.remote(sent.id, .canceled)) != nil)
+        do {
+            try await bob.acceptRemoteInvitation(sent.id)
+            Issue.record("accepted the invitation of a caller who left")
+        } catch { #expect(error.code == .invitationAlreadyEnd) }
+        await bob.logout()
+        await harness.stop()
+    }
+
     @Test("§1.8: cancel racing accept has exactly one outcome, the same on both sides")
     func cancelRacingAccept() async throws {
         let harness = try await Self.start()
