@@ -58,7 +58,7 @@ extension ConnectionHandler {
         guard var silence, !silence.reported, now - lastRead > silence.threshold, lifecycle.maySend else { return }
         silence.reported = true
         self.silence = silence
-        hub.peerSilence(silence.key, silent: true)
+        hub.peerSilence(silence.key, connection: connection, silent: true)
     }
 
     /// Called when a read batch ends: a user reported unreachable spoke again → online.
@@ -66,7 +66,7 @@ extension ConnectionHandler {
         guard var silence, silence.reported else { return }
         silence.reported = false
         self.silence = silence
-        hub.peerSilence(silence.key, silent: false)
+        hub.peerSilence(silence.key, connection: connection, silent: false)
     }
 
     /// The connection closed without a logout: unreachable once the threshold has passed since

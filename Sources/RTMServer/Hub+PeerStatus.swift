@@ -20,9 +20,9 @@ extension Hub {
         send(state.withLockedValue { $0.peerSessionChanged(key, spoke: spoke) })
     }
 
-    /// A connected session went silent past its threshold, or spoke again after that.
-    func peerSilence(_ key: UserKey, silent: Bool) {
-        send(state.withLockedValue { $0.peerSilence(key, silent: silent) })
+    /// A session's connection went silent past its threshold, or spoke again after that.
+    func peerSilence(_ key: UserKey, connection: ConnectionRef, silent: Bool) {
+        send(state.withLockedValue { $0.peerSilence(key, connection: connection, silent: silent) })
     }
 
     /// A session's connection closed without a logout, its last sign of life at `lastSeen`: it
@@ -39,7 +39,11 @@ extension Hub {
     /// configured one (6 s), or 1.2 heartbeat intervals when that is longer, so that a client
     /// with a slow heartbeat is not unreachable between two healthy pings.
     func peerUnreachableThreshold(heartbeat: TimeAmount) -> TimeAmount {
-        max(configuration.peerUnreachableAfter, .nanoseconds(heartbeat.nanoseconds / 5 * 6))
+        Self.unreachableThreshold(configured: configuration.peerUnreachableAfter, heartbeat: heartbeat)
+    }
+
+    static func unreachableThreshold(configured: TimeAmount, heartbeat: TimeAmount) -> TimeAmount {
+        max(configured, .nanoseconds(heartbeat.nanoseconds / 5 * 6))
     }
 
     private func send(_ sends: [HubState.PeerStatusSend]) {

@@ -64,9 +64,11 @@ extension HubState {
         return peerStatusSends(peerStatus.update(key, to: peerState(key)))
     }
 
-    /// The user's connection was silent past its threshold (`silent`), or spoke again.
-    mutating func peerSilence(_ key: UserKey, silent: Bool) -> [PeerStatusSend] {
-        guard sessions[key] != nil, peerStatus.setSilent(key, silent) else { return [] }
+    /// The user's connection `connection` was silent past its threshold (`silent`), or spoke
+    /// again. Only the session's current connection counts: a replaced one (a resume, C-4) that
+    /// is still closing must not mark the new one.
+    mutating func peerSilence(_ key: UserKey, connection: ConnectionRef?, silent: Bool) -> [PeerStatusSend] {
+        guard let session = sessions[key], session.connection == connection, peerStatus.setSilent(key, silent) else { return [] }
         return peerStatusSends(peerStatus.update(key, to: peerState(key)))
     }
 
@@ -74,7 +76,7 @@ extension HubState {
     /// has passed since its last sign of life and it has not come back, it is unreachable.
     mutating func peerLostThresholdPassed(_ key: UserKey, generation: UInt64) -> [PeerStatusSend] {
         guard let session = sessions[key], session.connection == nil, session.generation == generation else { return [] }
-        return peerSilence(key, silent: true)
+        return peerSilence(key, connection: nil, silent: true)
     }
 
     /// The current generation of a user's session (bumped on every loss and return).
