@@ -92,6 +92,10 @@ extension ConnectionHandler {
                 return
             }
         }
-        send(Frame(type: .ok, id: frame.id).with { $0.memberCounts = hub.memberCounts(appId: key.appId, channels: channels) }, context: context)
+        guard let counts = hub.memberCounts(key, channels: channels) else {
+            send(.error(id: frame.id, .operationRateExceedLimitation, "getChannelMemberCount is limited to \(hub.configuration.memberCountRatePerSecond) call(s) per second"), context: context)
+            return
+        }
+        send(Frame(type: .ok, id: frame.id).with { $0.memberCounts = counts }, context: context)
     }
 }

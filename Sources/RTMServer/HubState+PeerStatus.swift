@@ -48,7 +48,7 @@ extension HubState {
 
     private mutating func admitPeerCall(_ caller: UserKey, users: [String], query: Bool, limits: Limits, now: NIODeadline) -> PeerStatusRegistry.Refusal? {
         if let refusal = peerStatus.check(users, limits: limits) { return refusal }
-        guard peerStatus.allow(caller, query: query, now: now) else {
+        guard peerStatus.allow(caller, query ? .query : .subscription, now: now) else {
             return .init(code: .operationRateExceedLimitation,
                          reason: "too many peer status calls: at most \(Int(peerStatus.burst)) at once, then \(peerStatus.ratePerSecond) per second")
         }

@@ -32,27 +32,38 @@ struct PeerStatusRegistry {
     private var reported: [UserKey: PeerOnlineState] = [:]
     /// Users whose session was found silent past their unreachable threshold.
     private(set) var silent: Set<UserKey> = []
-    /// Per user: query calls, and subscribe/unsubscribe calls (each 10 per 5 s by default).
-    private var queryLimiters: [UserKey: RateLimiter] = [:]
-    private var subscribeLimiters: [UserKey: RateLimiter] = [:]
+    /// The rate-limited kinds of call, each with its own budget per user.
+    enum CallKind: Hashable {
+        /// queryPeersOnlineStatus (10 per 5 s).
+        case query
+        /// subscribe / unsubscribePeersOnlineStatus (10 per 5 s).
+        case subscription
+        /// getChannelMemberCount (1 per second).
+        case memberCount
+    }
+
+    private var limiters: [CallKind: [UserKey: RateLimiter]] = [:]
 
     let maxSubscribed: Int
     let maxPerCall: Int
     let ratePerSecond: Double
     let burst: Double
+    let memberCountRate: Double
 
     init(configuration: ServerConfiguration) {
         maxSubscribed = configuration.peerStatusMaxSubscribed
         maxPerCall = configuration.peerStatusMaxUsersPerCall
         ratePerSecond = configuration.peerStatusRatePerSecond
         burst = configuration.peerStatusBurst
+        memberCountRate = configuration.memberCountRatePerSecond
     }
 
-    /// Whether `user` may make one more call of its kind now.
-    mutating func allow(_ user: UserKey, query: Bool, now: NIODeadline) -> Bool {
-        var limiter = (query ? queryLimiters[user] : subscribeLimiters[user]) ?? RateLimiter(ratePerSecond: ratePerSecond, burst: burst)
+    /// Whether `user` may make one more call of `kind` now.
+    mutating func allow(_ user: UserKey, _ kind: CallKind, now: NIODeadline) -> Bool {
+        var limiter = limiters[kind]?[user] ?? (kind == .memberCount ? RateLimiter(ratePerSecond: memberCountRate, burst: 1)
+                                                                        : RateLimiter(ratePerSecond: ratePerSecond, burst: burst))
         let allowed = limiter.tryAcquire(now: now)
-        if query { queryLimiters[user] = limiter } else { subscribeLimiters[user] = limiter }
+        limiters[kind, default: [:]][user] = limiter
         return allowed
     }
 
@@ -112,8 +123,7 @@ struct PeerStatusRegistry {
         if let entry = watching[user], entry.session != session { dropSubscriptions(of: user) }
         if session == nil {
             silent.remove(user)
-            queryLimiters[user] = nil
-            subscribeLimiters[user] = nil
+            for kind in limiters.keys { limiters[kind]?[user] = nil }
         }
     }
 

@@ -103,6 +103,8 @@ public struct ServerConfiguration: Sendable {
     public var invitationExpiry: TimeAmount = .seconds(60)
     /// Channels per getChannelMemberCount call (§1.5: 32).
     public var memberCountMaxChannels = 32
+    /// getChannelMemberCount calls per second per user (§1.5: 1). 0 = unlimited.
+    public var memberCountRatePerSecond: Double = 1
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

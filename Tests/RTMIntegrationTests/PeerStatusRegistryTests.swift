@@ -60,11 +60,14 @@ struct PeerStatusRegistryTests {
     func rateAndChecks() {
         var registry = Self.registry()
         var allowed: [Bool] = []
-        for _ in 0..<11 { allowed.append(registry.allow(Self.alice, query: true, now: Self.t0)) }
+        for _ in 0..<11 { allowed.append(registry.allow(Self.alice, .query, now: Self.t0)) }
         #expect(allowed == Array(repeating: true, count: 10) + [false])
-        let subscribe = registry.allow(Self.alice, query: false, now: Self.t0)   // its own bucket
-        let later = registry.allow(Self.alice, query: true, now: Self.t0 + .milliseconds(500))   // 2 per second
+        let subscribe = registry.allow(Self.alice, .subscription, now: Self.t0)   // its own bucket
+        let later = registry.allow(Self.alice, .query, now: Self.t0 + .milliseconds(500))   // 2 per second
         #expect(subscribe && later)
+        let counts = [registry.allow(Self.alice, .memberCount, now: Self.t0), registry.allow(Self.alice, .memberCount, now: Self.t0),
+                      registry.allow(Self.alice, .memberCount, now: Self.t0 + .seconds(1))]
+        #expect(counts == [true, false, true])   // getChannelMemberCount: 1 per second
         #expect(registry.check([], limits: Limits())?.code == .invalidParameter)
         #expect(registry.check((0...256).map { "u\($0)" }, limits: Limits())?.code == .invalidParameter)
         #expect(registry.check(["null"], limits: Limits())?.code == .invalidUserId)
