@@ -37,6 +37,8 @@ struct InvitationTable {
 
     let timing: InvitationStateMachine.Timing
     let maxContentBytes: Int
+    /// Live (not ended) invitations one caller may have at once.
+    var maxLivePerCaller = 100
     private(set) var invitations: [Key: Invitation] = [:]
     /// Live invitations per callee, delivered again when it comes online.
     private var byCallee: [UserKey: Set<Key>] = [:]
@@ -52,6 +54,7 @@ struct InvitationTable {
         self.init(timing: .init(remoteOffline: configuration.invitationRemoteOfflineTimeout,
                                 noResponse: configuration.invitationNoResponseTimeout, expire: configuration.invitationExpiry),
                   maxContentBytes: configuration.limits.maxPayloadBytes)
+        maxLivePerCaller = configuration.invitationMaxOpenPerCaller
     }
 
     /// The caller sends (or re-sends after a reconnection) invitation `id`.
@@ -73,6 +76,10 @@ struct InvitationTable {
         let content = frame.text ?? ""
         guard content.utf8.count <= maxContentBytes else {
             return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "content is \(content.utf8.count) bytes; the limit is \(maxContentBytes)")))
+        }
+        guard (byCaller[caller]?.count ?? 0) < maxLivePerCaller else {
+            return Outcome(reply: .failure(.init(code: .operationRateExceedLimitation,
+                                                 reason: "\(maxLivePerCaller) invitations are still open; wait for some to end")))
         }
         let callee = UserKey(appId: caller.appId, userId: calleeId)
         let machine = InvitationStateMachine(now: now, timing: timing, calleeOnline: calleeOnline(callee))
@@ -141,9 +148,9 @@ struct InvitationTable {
 
     private mutating func change(_ id: String?, by user: UserKey, asCaller: Bool, now: NIODeadline,
                                  _ event: (inout InvitationStateMachine) -> Result<InvitationStateMachine.Notice, InvitationStateMachine.Refusal>) -> Outcome {
-        guard let id, let key = Optional(Key(appId: user.appId, id: id)), var invitation = invitations[key],
-              (asCaller ? invitation.caller : invitation.callee) == user else {
-            return Outcome(reply: .failure(.init(code: .invitationNotStarted, reason: "no invitation '\(id ?? "")' \(asCaller ? "sent by" : "sent to") '\(user.userId)'")))
+        let key = Key(appId: user.appId, id: id ?? "")
+        guard var invitation = invitations[key], (asCaller ? invitation.caller : invitation.callee) == user else {
+            return Outcome(reply: .failure(.init(code: .invitationNotStarted, reason: "no invitation '\(key.id)' \(asCaller ? "sent by" : "sent to") '\(user.userId)'")))
         }
         let deadline = invitation.machine.deadline
         switch event(&invitation.machine) {

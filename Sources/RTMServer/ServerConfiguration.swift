@@ -101,6 +101,9 @@ public struct ServerConfiguration: Sendable {
     /// Acknowledged but neither accepted, refused nor canceled this long after sending →
     /// `expire` on both sides (60 s).
     public var invitationExpiry: TimeAmount = .seconds(60)
+    /// Invitations one caller may have open (sent, not yet ended) at once; beyond, `invite` is
+    /// refused with -10021 (a flood must not cost the server's memory).
+    public var invitationMaxOpenPerCaller = 100
     /// Channels per getChannelMemberCount call (§1.5: 32).
     public var memberCountMaxChannels = 32
     /// getChannelMemberCount calls per second per user (§1.5: 1). 0 = unlimited.

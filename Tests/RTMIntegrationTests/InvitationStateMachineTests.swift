@@ -104,3 +104,42 @@ struct InvitationStateMachineTests {
 extension Result where Failure == InvitationStateMachine.Refusal {
     var failureCode: RTMErrorCode? { if case .failure(let refusal) = self { refusal.code } else { nil } }
 }
+
+/// The server's table of invitations as a pure value: resends, ownership, the open cap, a caller leaving.
+struct InvitationTableTests {
+    static let alice = UserKey(appId: "app", userId: "alice")
+    static let bob = UserKey(appId: "app", userId: "bob")
+    static let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    static func invite(_ id: String, to callee: String = "bob") -> Frame {
+        Frame(type: .invite, userId: callee, text: "hi").with { $0.invitationId = id }
+    }
+
+    @Test("§1.8: a resent invite changes nothing and answers where it stands; another caller's id is alreadySent")
+    func resendAndOwnership() throws {
+        var table = InvitationTable(timing: .init(), maxContentBytes: 100)
+        let first = table.invite(Self.invite("i1"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0)
+        #expect(first.sends.map(\.user) == [Self.bob])   // delivered
+        #expect(first.timer?.deadline == Self.t0 + .seconds(30))
+        _ = table.acknowledge("i1", callee: Self.bob, now: Self.t0)
+        let again = table.invite(Self.invite("i1"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0 + .seconds(1))
+        #expect(again.sends.isEmpty)
+        #expect(try again.reply.get().event == "receivedByRemote")
+        let stolen = table.invite(Self.invite("i1"), caller: Self.bob, calleeOnline: { _ in true }, now: Self.t0)
+        #expect(stolen.reply.failureCode == .invitationAlreadySent)
+        #expect(table.invite(Self.invite("i2", to: "alice"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.failureCode == .invitationInvalidArgument)
+        #expect(table.cancel("i1", caller: Self.bob, now: Self.t0).reply.failureCode == .invitationNotStarted)
+    }
+
+    @Test("§1.8/§8: at most maxLivePerCaller open invitations; the caller leaving cancels them and tells the callees")
+    func capAndCallerGone() {
+        var table = InvitationTable(timing: .init(), maxContentBytes: 100)
+        table.maxLivePerCaller = 2
+        for id in ["a", "b"] { _ = table.invite(Self.invite(id), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0) }
+        #expect(table.invite(Self.invite("c"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.failureCode == .operationRateExceedLimitation)
+        let gone = table.callerGone(Self.alice, now: Self.t0)
+        #expect(gone.flatMap(\.sends).map { $0.frame.event } == ["canceled", "canceled"])
+        #expect(gone.allSatisfy { $0.forgetAt != nil })
+        #expect(table.invite(Self.invite("c"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.failureCode == nil)
+    }
+}
