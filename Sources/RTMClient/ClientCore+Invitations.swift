@@ -15,13 +15,15 @@ extension ClientCore {
         if let invitation = invitations.applyLocal(frame) { emit(.call(.local(invitation))) }
     }
 
-    /// A `remoteInvitation` frame, or the reply to `ackInvitation` / an answer. A new
-    /// invitation is acknowledged at once (the caller then sees `receivedByRemote`).
+    /// A `remoteInvitation` frame, or the reply to `ackInvitation` / an answer. Every delivery
+    /// of a live invitation is acknowledged (the caller then sees `receivedByRemote`), a repeated
+    /// one too: idempotent, and it answers a caller that re-sent it to a restarted server.
     func applyRemoteInvitation(_ frame: Frame, response: String? = nil) {
-        let isNew = frame.invitationId.map { invitations.remote[$0] == nil } ?? false
-        guard let invitation = invitations.applyRemote(frame, response: response) else { return }
-        emit(.call(.remote(invitation)))
-        if isNew { acknowledge(invitation.id) }
+        if let invitation = invitations.applyRemote(frame, response: response) { emit(.call(.remote(invitation))) }
+        if frame.type == .remoteInvitation, frame.event == RemoteInvitationState.invitationReceived.name,
+           let id = frame.invitationId, invitations.remote[id]?.state.isFinal == false {
+            acknowledge(id)
+        }
     }
 
     /// Sends the acknowledgement, whose reply is the callee's view now.

@@ -224,6 +224,37 @@ struct InvitationTests {
         await harness.stop()
     }
 
+    @Test("§1.8/T-12: after a server restart a live invitation is sent again by the caller's SDK and can still be accepted, each state reported once")
+    func serverRestart() async throws {
+        let harness = try await Self.start()
+        let port = harness.port
+        let (alice, aliceEvents) = try await Harness.client("alice", port: port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: port)
+        let sent = try await alice.sendLocalInvitation(calleeId: "bob")
+        #expect(await aliceEvents.first(within: soon, where: Self.local(sent.id, .receivedByRemote)) != nil)
+        await harness.stop()
+        var config = Harness.serverConfig(port: port)
+        config.invitationExpiry = .seconds(5)
+        let restarted = try RTMServer(configuration: config)
+        try await restarted.start()
+        #expect(await aliceEvents.first(within: soon) { $0.link?.operation == .reconnected } != nil)
+        #expect(await bobEvents.first(within: soon) { $0.link?.operation == .reconnected } != nil)
+        // The new server knows it again once alice's SDK has re-sent it; bob's SDK acknowledges it.
+        var accepted = false
+        let end = ContinuousClock.now + soon
+        while !accepted, ContinuousClock.now < end {
+            do { try await bob.acceptRemoteInvitation(sent.id); accepted = true } catch { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(accepted)
+        #expect(await aliceEvents.first(within: soon, where: Self.local(sent.id, .acceptedByRemote)) != nil)
+        #expect(await bobEvents.first(within: soon, where: Self.remote(sent.id, .accepted)) != nil)
+        #expect(await Self.states(aliceEvents, sent.id) == ["receivedByRemote", "acceptedByRemote"])
+        #expect(await Self.states(bobEvents, sent.id) == ["invitationReceived", "accepted"])
+        await alice.logout()
+        await bob.logout()
+        try? await restarted.shutdown()
+    }
+
     @Test("§1.8/K-4: the caller logs out: its live invitations are canceled and the callee is told")
     func callerLogoutCancels() async throws {
         let harness = try await Self.start()
