@@ -68,6 +68,8 @@ extension ClientCore {
         let kept = resumed ? Set(serverChannels) : []
         let missing = subscriptions.filter { !kept.contains($0) }
         if !resumed { restoreMetadataWatches() }
+        restorePeerSubscriptions()   // also reports the changes missed meanwhile (§1.7)
+        restoreInvitations()   // live invitations catch up (§1.8)
         flushQueue()
         guard !missing.isEmpty else { return }
         restoring = (missing.count, [])

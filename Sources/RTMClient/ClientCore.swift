@@ -58,6 +58,10 @@ final class ClientCore: @unchecked Sendable {
     var heldLocks: [String: [String: UInt64]] = [:]
     /// Users whose metadata this client subscribed to (restored after a new session).
     var metadataWatches: Set<String> = []
+    /// Peers whose online status this client watches (restored after reconnections, §1.7).
+    var peerWatch = PeerWatchList()
+    /// Call invitations sent and received (§1.8), until logout.
+    var invitations = InvitationBook()
     /// Joined (or joining) stream channels by name.
     var streamChannels: [String: StreamCore] = [:]
     var held: [Machine.Action] = []
@@ -133,6 +137,8 @@ final class ClientCore: @unchecked Sendable {
             tokenWarning = nil
             heldLocks = [:]
             metadataWatches = []
+            peerWatch = PeerWatchList()
+            invitations = InvitationBook()
             for stream in streamChannels.values { stream.closeForLogout() }
             subscriptions = []
             subscriptionOptions = [:]
@@ -172,6 +178,8 @@ final class ClientCore: @unchecked Sendable {
         case .storage(let s): delegate.rtmClient(owner, didReceiveStorageEvent: s)
         case .lock(let l): delegate.rtmClient(owner, didReceiveLockEvent: l)
         case .topic(let t): delegate.rtmClient(owner, didReceiveTopicEvent: t)
+        case .peersOnlineStatus(let s): delegate.rtmClient(owner, peersOnlineStatusChanged: s)
+        case .call(let c): delegate.rtmClient(owner, didReceiveCallEvent: c)
         }
     }
 
@@ -300,6 +308,12 @@ final class ClientCore: @unchecked Sendable {
             receivedStorage(frame)
         case .lock:
             receivedLock(frame)
+        case .peersOnlineStatus:
+            receivedPeerStatus(frame)
+        case .localInvitation:
+            applyLocalInvitation(frame)
+        case .remoteInvitation:
+            applyRemoteInvitation(frame)
         case .kicked:
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))

@@ -31,6 +31,12 @@ public enum RTMEvent: Sendable {
     case lock(LockEvent)
     /// A topic event of a joined stream channel.
     case topic(TopicEvent)
+    /// Watched peers whose online state changed (`PeersOnlineStatusChanged`, §1.7): all of
+    /// them after a first subscribe, then each change, and after a reconnection the changes
+    /// made while this client was away.
+    case peersOnlineStatus([PeerOnlineStatus])
+    /// A call invitation sent or received changed state (§1.8).
+    case call(CallEvent)
 }
 
 /// Messages of a channel that were missed and could not be replayed (SPEC M-2).
@@ -143,6 +149,10 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceiveLockEvent event: LockEvent)
     /// A topic event.
     func rtmClient(_ client: RTMClient, didReceiveTopicEvent event: TopicEvent)
+    /// Watched peers whose online state changed.
+    func rtmClient(_ client: RTMClient, peersOnlineStatusChanged statuses: [PeerOnlineStatus])
+    /// A call invitation changed state (the classic `AgoraRtmCallDelegate` callbacks).
+    func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent)
 }
 
 extension RTMClientDelegate {
@@ -170,4 +180,8 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceiveLockEvent event: LockEvent) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, didReceiveTopicEvent event: TopicEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, peersOnlineStatusChanged statuses: [PeerOnlineStatus]) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent) {}
 }

@@ -164,6 +164,14 @@ public struct Frame: Codable, Sendable, Equatable {
     /// §2.3) instead of JSON `message` frames.
     public var binaryUser: Bool?
 
+    // peer online status and call invitations (AGORA_REFERENCE §1.5, §1.7, §1.8)
+    /// Peers and their online states (queryPeersOnlineStatus / subscribe replies, peersOnlineStatus events).
+    public var peers: [PeerOnlineStatus]?
+    /// A call invitation's id, chosen by the caller's SDK (invitation requests and events).
+    public var invitationId: String?
+    /// getChannelMemberCount reply: channel → visible members.
+    public var memberCounts: [String: Int]?
+
     /// Creates a frame; only `type` is required.
     public init(
         type: FrameType, id: UInt64? = nil, appId: String? = nil, userId: String? = nil,
@@ -204,6 +212,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
         case storeInHistory, start, end, messages, newStart, binaryUser
+        case peers, invitationId, memberCounts
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -272,6 +281,9 @@ public struct Frame: Codable, Sendable, Equatable {
         messages = try c.decodeIfPresent([HistoryMessage].self, forKey: .messages)
         newStart = try c.decodeIfPresent(Int64.self, forKey: .newStart)
         binaryUser = try c.decodeIfPresent(Bool.self, forKey: .binaryUser)
+        peers = try c.decodeIfPresent([PeerOnlineStatus].self, forKey: .peers)
+        invitationId = try c.decodeIfPresent(String.self, forKey: .invitationId)
+        memberCounts = try c.decodeIfPresent([String: Int].self, forKey: .memberCounts)
     }
 
     /// A copy changed by `body`: sets fields the initializer does not take.

@@ -55,6 +55,8 @@ extension ConnectionHandler {
             closeConnection(context: context, code: .normalClosure)
         case (.loggedIn(let key), _) where handleService(frame, key: key, context: context):
             break
+        case (.loggedIn(let key), _) where handlePeerStatus(frame, key: key, context: context):
+            break
         default:
             send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
         }
@@ -101,6 +103,7 @@ extension ConnectionHandler {
             // Liveness from now on follows the client's heartbeat (SPEC H-2).
             let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
             lifecycle.loggedIn(key, readTimeout: timeout)
+            watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
             send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                        resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
                        ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)

@@ -55,6 +55,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var counted: Counted = .none
     /// A STREAM connection's channel, once joined.
     var stream: StreamMembership?
+    /// A logged-in MESSAGE connection's silence, for the peer online status (§1.7).
+    var silence: PeerSilence?
 
     enum Counted { case none, message, stream }
 
@@ -145,6 +147,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         lastRead = .now()
+        if silence?.reported == true { silenceBroken() }
         flushPublishes(context: context)
         context.fireChannelReadComplete()
     }
@@ -198,6 +201,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if lostSession != nil {
             hub.connectionLost(connection, lastSeen: lastRead)
+            silenceConnectionLost()
         }
         context.fireChannelInactive()
     }

@@ -8,7 +8,7 @@ import RTMProtocol
 /// The one owner of global server state (`HubState`) behind one lock, and the effects of its
 /// decisions: presence broadcasts, kicks, grace timers, fan-out of channel messages.
 final class Hub: Sendable {
-    private let state: NIOLockedValueBox<HubState>
+    let state: NIOLockedValueBox<HubState>
     let fanouts: [LoopFanout]
     /// `ConnectionHandler`s alive (a closed connection must free its own; tests check it).
     let liveHandlers = NIOLockedValueBox(0)
@@ -27,6 +27,8 @@ final class Hub: Sendable {
     let streams: StreamHub
     /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
     let counters = NIOLockedValueBox(ConnectionCounters())
+    /// Call invitations (Hub+Invitations, §1.8).
+    let invitations: NIOLockedValueBox<InvitationTable>
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger) {
@@ -48,6 +50,7 @@ final class Hub: Sendable {
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
         self.streams = StreamHub(limits: configuration.limits)
+        self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
@@ -129,6 +132,9 @@ final class Hub: Sendable {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
             }
             perform(admission.broadcasts)
+            // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
+            if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
+            signalingSessionChanged(key, loggedIn: true)
         }
         return decision
     }
@@ -160,18 +166,22 @@ final class Hub: Sendable {
             }
             perform(broadcasts)
             // The STREAM connections ride on the MESSAGE session (K-3): it is over.
-            if ended { closeStreams(of: timer.key, reason: "the user's session timed out") }
+            if ended {
+                closeStreams(of: timer.key, reason: "the user's session timed out")
+                signalingSessionChanged(timer.key, loggedIn: false)   // offline (§1.7)
+            }
         }
     }
 
     func logout(_ connection: ConnectionRef) {
-        let (broadcasts, locks) = state.withLockedValue { state in
+        let (broadcasts, locks, key) = state.withLockedValue { state in
             let key = state.userKey(of: connection)
             let locks = key.map { state.releaseLocks(of: $0, wallMillis: Self.wallMillis) } ?? HubState.LockOutcome()
-            return (state.logout(connection, wallMillis: Self.wallMillis), locks)
+            return (state.logout(connection, wallMillis: Self.wallMillis), locks, key)
         }
         perform(broadcasts)
         perform(locks)
+        if let key { signalingSessionChanged(key, loggedIn: false) }   // offline at once (§1.7, H-4)
     }
 
     func userKey(of connection: ConnectionRef) -> UserKey? {

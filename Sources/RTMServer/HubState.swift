@@ -116,6 +116,8 @@ struct HubState {
     var lastFencingToken: UInt64 = 0
     /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
     var metadataWatchers: [UserKey: Set<String>] = [:]
+    /// Peer online status subscriptions (HubState+PeerStatus, §1.7).
+    var peerStatus: PeerStatusRegistry
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -126,6 +128,7 @@ struct HubState {
         self.dedupCapacity = configuration.dedupCapacity
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
         self.presenceDebounceMillis = configuration.presenceDebounce.nanoseconds / 1_000_000
+        self.peerStatus = PeerStatusRegistry(configuration: configuration)
     }
 
     /// A new channel incarnation with a fresh epoch.

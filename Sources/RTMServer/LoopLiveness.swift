@@ -39,6 +39,7 @@ final class LoopLiveness: @unchecked Sendable {
         var due: [ConnectionHandler] = []
         for handler in watched.values {
             if let deadline = handler.deadline, deadline <= now { due.append(handler) }
+            if handler.silence != nil { handler.checkSilence(now: now) }   // peer online status (§1.7)
         }
         for handler in due { handler.deadlinePassed(now: now) }
     }

@@ -78,6 +78,36 @@ public struct ServerConfiguration: Sendable {
     /// Test flag: the channel message with this sequence number is acknowledged but never
     /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
     public var testDropSeq: UInt64?
+    /// Peer online status (AGORA_REFERENCE §1.7): a logged-in user the server has heard nothing
+    /// from for longer than this (or 1.2 × its heartbeat interval, if longer) is `unreachable`
+    /// (default 6 s). It is `offline` when its session ends: logout, or its grace window
+    /// (`heartbeatInterval + heartbeatSlack + presenceTimeout`, 30 s by default, SPEC P-1).
+    public var peerUnreachableAfter: TimeAmount = .seconds(6)
+    /// Users per queryPeersOnlineStatus / subscribe / unsubscribe call (§1.7: 256).
+    public var peerStatusMaxUsersPerCall = PeerStatusLimits.maxUsersPerCall
+    /// Peers one user may watch at once (§1.7: 512).
+    public var peerStatusMaxSubscribed = PeerStatusLimits.maxSubscribedPeers
+    /// Peer status calls per second per user, for queries and for (un)subscriptions each, after a
+    /// burst of `peerStatusBurst` (§1.7: 10 per 5 s). 0 = unlimited.
+    public var peerStatusRatePerSecond: Double = 2
+    /// Peer status calls one user may make at once before `peerStatusRatePerSecond` applies.
+    public var peerStatusBurst: Double = 10
+    /// Call invitations (§1.8): never delivered to an online callee this long after sending →
+    /// the caller's invitation fails with `remoteOffline` (30 s).
+    public var invitationRemoteOfflineTimeout: TimeAmount = .seconds(30)
+    /// Delivered but not acknowledged by the callee's SDK this long after sending →
+    /// `remoteNoResponse` (30 s).
+    public var invitationNoResponseTimeout: TimeAmount = .seconds(30)
+    /// Acknowledged but neither accepted, refused nor canceled this long after sending →
+    /// `expire` on both sides (60 s).
+    public var invitationExpiry: TimeAmount = .seconds(60)
+    /// Invitations one caller may have open (sent, not yet ended) at once; beyond, `invite` is
+    /// refused with -10021 (a flood must not cost the server's memory).
+    public var invitationMaxOpenPerCaller = 100
+    /// Channels per getChannelMemberCount call (§1.5: 32).
+    public var memberCountMaxChannels = 32
+    /// getChannelMemberCount calls per second per user (§1.5: 1). 0 = unlimited.
+    public var memberCountRatePerSecond: Double = 1
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

@@ -85,6 +85,15 @@ enum EventPrinter {
         case .topic(let e):
             let topics = e.topics.map { "\($0.topic)[\($0.publishers.map(\.userId).joined(separator: ","))]" }.joined(separator: " ")
             line = "topic     #\(e.channelName) \(e.kind.rawValue) \(e.userId) \(topics)"
+        case .call(.local(let i)):
+            line = "call      to \(i.calleeId) [\(i.id)] \(i.state)(\(i.state.rawValue))"
+                + (i.response.map { " response=\($0)" } ?? "") + (i.error.map { " error=\($0)(\($0.rawValue))" } ?? "")
+        case .call(.remote(let i)):
+            line = "call      from \(i.callerId) [\(i.id)] \(i.state)(\(i.state.rawValue))"
+                + (i.state == .invitationReceived ? " content=\(i.content)\(i.channelId.map { " channel=\($0)" } ?? "")" : "")
+                + (i.error.map { " error=\($0)(\($0.rawValue))" } ?? "")
+        case .peersOnlineStatus(let statuses):
+            line = "online    " + statuses.map { "\($0.userId)=\($0.state)(\($0.state.rawValue))" }.joined(separator: " ")
         }
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime, .withFractionalSeconds])
         say("[\(stamp)] \(line)")

@@ -12,5 +12,5 @@ struct RTMCommand: AsyncParsableCommand {
             from the same data directory when --app-id / --token are not given.
             """,
         subcommands: [Serve.self, TokenCommand.self, Listen.self, Sub.self, Pub.self, Send.self,
-                      StreamCommand.self, MetaCommand.self, LockCommand.self, HistoryCommand.self, Bench.self])
+                      StreamCommand.self, MetaCommand.self, LockCommand.self, HistoryCommand.self, OnlineCommand.self, CallCommand.self, Bench.self])
 }

@@ -1,0 +1,101 @@
+import NIOCore
+import RTMProtocol
+
+/// How a MESSAGE connection's silence is watched for the peer online status (§1.7).
+struct PeerSilence {
+    let key: UserKey
+    /// Silence longer than this makes the user unreachable.
+    let threshold: TimeAmount
+    /// The hub was told the user is unreachable (and must be told when it speaks again).
+    var reported = false
+}
+
+/// Peer online status, member counts and call invitations on a MESSAGE connection
+/// (AGORA_REFERENCE §1.5, §1.7, §1.8).
+extension ConnectionHandler {
+    /// Runs one peer-status or member-count request; false when `frame.type` is not one.
+    func handlePeerStatus(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> Bool {
+        switch frame.type {
+        case .queryPeersOnlineStatus:
+            switch hub.queryPeers(key, users: frame.users ?? []) {
+            case .success(let peers): send(Frame(type: .ok, id: frame.id).with { $0.peers = peers }, context: context)
+            case .failure(let refusal): send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            }
+        case .subscribePeersOnlineStatus:
+            switch hub.subscribePeers(key, users: frame.users ?? []) {
+            case .success(let reply): send(Frame(type: .ok, id: frame.id, seq: reply.version).with { $0.peers = reply.peers }, context: context)
+            case .failure(let refusal): send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            }
+        case .unsubscribePeersOnlineStatus:
+            if let refusal = hub.unsubscribePeers(key, users: frame.users ?? []) {
+                send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            } else {
+                send(Frame(type: .ok, id: frame.id), context: context)
+            }
+        case .getChannelMemberCount:
+            getChannelMemberCount(frame, key: key, context: context)
+        case .invite, .ackInvitation, .acceptInvitation, .refuseInvitation, .cancelInvitation:
+            switch hub.invitationRequest(frame, user: key) {
+            case .success(var reply):
+                reply.id = frame.id
+                send(reply, context: context)
+            case .failure(let refusal):
+                send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            }
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Starts watching the session's silence (called at login, SPEC H-2's heartbeat known).
+    func watchSilence(_ key: UserKey, heartbeat: TimeAmount) {
+        silence = PeerSilence(key: key, threshold: hub.peerUnreachableThreshold(heartbeat: heartbeat))
+    }
+
+    /// Called by the loop's liveness sweep: silent past the threshold → unreachable.
+    func checkSilence(now: NIODeadline) {
+        guard var silence, !silence.reported, now - lastRead > silence.threshold, lifecycle.maySend else { return }
+        silence.reported = true
+        self.silence = silence
+        hub.peerSilence(silence.key, connection: connection, silent: true)
+    }
+
+    /// Called when a read batch ends: a user reported unreachable spoke again → online.
+    func silenceBroken() {
+        guard var silence, silence.reported else { return }
+        silence.reported = false
+        self.silence = silence
+        hub.peerSilence(silence.key, connection: connection, silent: false)
+    }
+
+    /// The connection closed without a logout: unreachable once the threshold has passed since
+    /// its last frame, unless the session comes back first.
+    func silenceConnectionLost() {
+        guard let silence, let fanout else { return }
+        self.silence = nil
+        hub.peerConnectionLost(silence.key, lastSeen: lastRead, threshold: silence.threshold, on: fanout.eventLoop)
+    }
+
+    /// getChannelMemberCount (§1.5): at most 32 channels, no need to join; 0 for a channel
+    /// that does not exist.
+    private func getChannelMemberCount(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        let channels = frame.channels ?? []
+        let limit = hub.configuration.memberCountMaxChannels
+        guard !channels.isEmpty, channels.count <= limit else {
+            send(.error(id: frame.id, .invalidParameter, "'channels' must list 1 to \(limit) channels, got \(channels.count)"), context: context)
+            return
+        }
+        for channel in channels {
+            if let problem = hub.configuration.limits.nameProblem(channel, kind: "channel name") {
+                send(.error(id: frame.id, .invalidChannelName, problem), context: context)
+                return
+            }
+        }
+        guard let counts = hub.memberCounts(key, channels: channels) else {
+            send(.error(id: frame.id, .operationRateExceedLimitation, "getChannelMemberCount is limited to \(hub.configuration.memberCountRatePerSecond) call(s) per second"), context: context)
+            return
+        }
+        send(Frame(type: .ok, id: frame.id).with { $0.memberCounts = counts }, context: context)
+    }
+}

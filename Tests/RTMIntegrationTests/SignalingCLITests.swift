@@ -1,0 +1,77 @@
+import Foundation
+import RTMProtocol
+import Testing
+@testable import RTMClient
+
+/// `rtm online` and `rtm call` as real processes against a real server (§1.7, §1.8).
+@Suite(.serialized)
+struct SignalingCLITests {
+    static func rtm(_ arguments: [String], user: String, port: Int) throws -> RTMProcess {
+        try RTMProcess(arguments: arguments + [
+            "--url", "ws://127.0.0.1:\(port)", "--user", user, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+        ])
+    }
+
+    static func waitForExit(_ process: RTMProcess, within timeout: Duration = soon) async -> Int32? {
+        let end = ContinuousClock.now + timeout
+        while process.process.isRunning, ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
+        return process.process.isRunning ? nil : process.process.terminationStatus
+    }
+
+    @Test("rtm online watch prints each change live; rtm online query and count print once")
+    func online() async throws {
+        let harness = try await Harness.start()
+        let watcher = try Self.rtm(["online", "watch", "bob"], user: "alice", port: harness.port)
+        defer { watcher.stop() }
+        #expect(await watcher.waitForLine(containing: "bob=offline(2)") != nil, "\(watcher.output)")
+        let (bob, _) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let online = await watcher.waitForLine(containing: "bob=online(0)")
+        #expect(online != nil, "\(watcher.output)")
+
+        let query = try Self.rtm(["online", "query", "bob", "carol"], user: "dave", port: harness.port)
+        #expect(await Self.waitForExit(query) == 0)
+        #expect(query.output.contains("bob\tonline(0)"), "\(query.output)")
+        #expect(query.output.contains("carol\toffline(2)"), "\(query.output)")
+        let count = try Self.rtm(["online", "count", "room", "empty"], user: "dave", port: harness.port)
+        #expect(await Self.waitForExit(count) == 0)
+        #expect(count.output.contains("#room\t1"), "\(count.output)")
+        #expect(count.output.contains("#empty\t0"), "\(count.output)")
+
+        await bob.logout()
+        #expect(await watcher.waitForLine(containing: "bob=offline(2)", after: (online ?? 0) + 1) != nil, "\(watcher.output)")
+        await harness.stop()
+    }
+
+    @Test("rtm call accept waits for an invitation and answers it; rtm call invite prints the states until the end")
+    func call() async throws {
+        let harness = try await Harness.start()
+        let callee = try Self.rtm(["call", "accept", "--from", "alice", "--response", "on my way"], user: "bob", port: harness.port)
+        defer { callee.stop() }
+        #expect(await callee.waitForLine(containing: "waiting for an invitation") != nil, "\(callee.output)")
+        let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
+        let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "video?")
+        let accepted = await aliceEvents.first(within: soon) { event in
+            if case .call(.local(let i)) = event { i.id == sent.id && i.state == .acceptedByRemote } else { false }
+        }
+        if case .call(.local(let local))? = accepted { #expect(local.response == "on my way") } else { Issue.record("not accepted: \(callee.output)") }
+        #expect(await Self.waitForExit(callee) == 0)
+        #expect(callee.output.contains { $0.contains("invitationReceived(1) content=video?") }, "\(callee.output)")
+        #expect(callee.output.contains { $0.contains("accepted(4)") }, "\(callee.output)")
+
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let caller = try Self.rtm(["call", "invite", "bob", "--content", "again?"], user: "carol", port: harness.port)
+        defer { caller.stop() }
+        let received = await bobEvents.first(within: soon) { event in
+            if case .call(.remote(let i)) = event { i.callerId == "carol" && i.state == .invitationReceived } else { false }
+        }
+        guard case .call(.remote(let invitation))? = received else { Issue.record("bob got nothing: \(caller.output)"); return }
+        try await bob.refuseRemoteInvitation(invitation.id, response: "busy")
+        #expect(await Self.waitForExit(caller) == 0)
+        #expect(caller.output.contains { $0.contains("receivedByRemote(2)") }, "\(caller.output)")
+        #expect(caller.output.contains { $0.contains("refusedByRemote(4) response=busy") }, "\(caller.output)")
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+}
