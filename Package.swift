@@ -37,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
@@ -68,6 +70,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [

@@ -163,6 +163,9 @@ public struct Frame: Codable, Sendable, Equatable {
     /// login: deliver user messages to this connection in the binary form (`0x84`, PROTOCOL.md
     /// §2.3) instead of JSON `message` frames.
     public var binaryUser: Bool?
+    /// goaway: milliseconds over which the client should spread its reconnection (it waits a
+    /// random delay in [0, reconnectDelay] before reconnecting; PROTOCOL.md §3.4).
+    public var reconnectDelay: Int64?
 
     /// Creates a frame; only `type` is required.
     public init(
@@ -203,7 +206,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case expiresAt, topic, qos, priority, meta, topics, failed
         case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
-        case storeInHistory, start, end, messages, newStart, binaryUser
+        case storeInHistory, start, end, messages, newStart, binaryUser, reconnectDelay
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -272,6 +275,7 @@ public struct Frame: Codable, Sendable, Equatable {
         messages = try c.decodeIfPresent([HistoryMessage].self, forKey: .messages)
         newStart = try c.decodeIfPresent(Int64.self, forKey: .newStart)
         binaryUser = try c.decodeIfPresent(Bool.self, forKey: .binaryUser)
+        reconnectDelay = try c.decodeIfPresent(Int64.self, forKey: .reconnectDelay)
     }
 
     /// A copy changed by `body`: sets fields the initializer does not take.

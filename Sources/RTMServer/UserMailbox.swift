@@ -77,7 +77,10 @@ final class UserMailbox: @unchecked Sendable {
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
 
-    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger) {
+    private let metrics: ServerMetrics?
+
+    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.store = store
         self.cap = cap
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
@@ -96,6 +99,7 @@ final class UserMailbox: @unchecked Sendable {
     /// hop onto the mailbox's queue; each is answered after the commit that holds it.
     func send(_ batch: [Submission], from sender: UserKey) {
         guard !batch.isEmpty else { return }
+        metrics?.userMessagesIn(batch.count)
         queue.async { [self] in
             var repeated: [(ReplyTo, Receipt)] = []
             for submission in batch {
@@ -164,6 +168,11 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
+    /// Completes `promise` with the number of user messages waiting for the next commit.
+    func queueDepth(_ promise: EventLoopPromise<Int>) {
+        queue.async { [self] in promise.succeed(pending.count) }
+    }
+
     /// Waits until everything submitted so far has been committed (tests, shutdown).
     func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -202,7 +211,9 @@ final class UserMailbox: @unchecked Sendable {
         committing = true
         let messages = batch.map(\.submission.message)
         writer.async { [self] in
+            let started = NIODeadline.now()
             let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap) }
+            metrics?.storeCommitted(nanoseconds: (NIODeadline.now() - started).nanoseconds)
             queue.async { [self] in
                 committing = false
                 committed(batch, result)
@@ -275,6 +286,7 @@ final class UserMailbox: @unchecked Sendable {
         for (receiver, message) in deliveries {
             work[receiver.connection.loopIndex, default: LoopWork()].deliver(message, to: receiver)
         }
+        if !deliveries.isEmpty { metrics?.userMessagesOut(deliveries.count) }
         let epoch = store.epoch
         for (_, loopWork) in work {
             guard let loop = loopWork.eventLoop else { continue }
@@ -285,6 +297,7 @@ final class UserMailbox: @unchecked Sendable {
     /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
     private func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
         guard !messages.isEmpty else { return }
+        metrics?.userMessagesOut(messages.count)
         var work = LoopWork()
         for message in messages { work.deliver(message, to: receiver) }
         let epoch = store.epoch
