@@ -72,6 +72,7 @@ struct DrainTests {
             busiest = max(busiest, upper - lower + 1)
         }
         #expect(busiest <= 650, "busiest second: \(busiest)")
+        print("drain of \(count) at 500/s: goaways over \(span), at most \(busiest) in any second")
         // Each got a goaway (reason, code 28, the reconnect spread) then close 1001.
         let frames = peers[0].frames()
         let goAway = try #require(frames.first { $0.text.contains(#""type":"goaway""#) })

@@ -191,7 +191,7 @@ enum DisconnectReason: String, Sendable, CaseIterable {
     case normal = "server_close_1000"
     /// The server sent `goaway` and close 1001 (drain, shutdown).
     case goingAway = "server_close_1001"
-    /// The server closed for a policy reason, 1008 (token expiry, login deadline, abuse).
+    /// The server closed for a policy reason, 1008 (token expiry, too many rejected requests).
     case policy = "server_close_1008"
     /// The server sent another close code.
     case otherServerClose = "server_close_other"
