@@ -137,6 +137,40 @@ struct DrainTests {
         await b.stop()
     }
 
+    @Test("issue 14 drain: SIGTERM drains an `rtm serve` process (paced goaway at --drain-rate, /ready 503 meanwhile), then it exits")
+    func sigtermDrainsProcess() async throws {
+        let port = try RTMProcess.freePort()
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-drain-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let server = try RTMProcess(arguments: [
+            "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+            "--drain-rate", "2", "--drain-reconnect-spread", "0",
+        ])
+        defer { server.stop() }
+        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        var peers: [RawPeer] = []
+        for user in ["p1", "p2", "p3"] {
+            let peer = try await RawPeer.connect(port: port)
+            try await peer.write(RawPeer.upgradeRequest())
+            try await peer.write(RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"\#(user)","token":"\#(Harness.token(user))"}"#))
+            #expect(await StreamTests.eventually { peer.frames().contains { $0.text.contains(#""type":"ok""#) } })
+            peers.append(peer)
+        }
+        server.signal(SIGTERM)
+        // 2 a second: the first goes at once, the others half a second apart; meanwhile not ready.
+        #expect(await StreamTests.eventually { peers.contains { $0.isClosed } })
+        #expect(try await StreamTests.httpGet("/ready", port: port).hasPrefix("HTTP/1.1 503"))
+        #expect(peers.filter(\.isClosed).count < 3)
+        for peer in peers { #expect(await peer.waitForClose(within: soon)) }
+        for peer in peers { #expect(peer.frames().contains { $0.text.contains(#""reason":"server draining""#) }) }
+        let closedAt = peers.compactMap(\.closedAt).sorted()
+        #expect(closedAt.count == 3 && closedAt[2] - closedAt[0] >= .milliseconds(800), "\(closedAt)")
+        #expect(await server.waitForLine(containing: "drained") != nil, "\(server.output)")
+        let deadline = ContinuousClock.now + soon
+        while server.process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        #expect(!server.process.isRunning)
+    }
+
     @Test("issue 13 item 6: the single endpoint still works; endpoints are validated one by one")
     func endpointsConfig() throws {
         var config = Harness.clientConfig("fay", port: 1)
