@@ -80,6 +80,7 @@ struct MetricsTests {
         #expect(delta("rtm_disconnects_total{reason=\"server_close_1000\"}") == 1)   // bob's logout
         #expect(after["rtm_connections{kind=\"message\"}"] == 1)
         #expect(after["rtm_queue_depth{queue=\"user_message_store\"}"] == 0)
+        #expect(after.values["rtm_queue_depth{queue=\"storage\"}"] == 0)
         await alice.logout()
         await harness.stop()
     }

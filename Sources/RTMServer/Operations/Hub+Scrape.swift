@@ -17,6 +17,7 @@ extension Hub {
             metrics.set(.webSocketConnections, openConnectionCount)
             metrics.set(.sessions, sessionCount)
             metrics.set(.mailboxQueue, depth)
+            metrics.set(.storageQueue, storage.queueDepth)
             metrics.set(.draining, isDraining ? 1 : 0)
             return metrics.render()
         }

@@ -41,7 +41,7 @@ final class ServerMetrics: Sendable {
     /// Gauges set from the server's state at each scrape.
     enum Gauge: CaseIterable {
         case messageConnections, streamConnections, webSocketConnections, peakMessageConnections, sessions
-        case mailboxQueue, draining
+        case mailboxQueue, storageQueue, draining
 
         var label: (String, [(String, String)]) {
             switch self {
@@ -51,6 +51,7 @@ final class ServerMetrics: Sendable {
             case .peakMessageConnections: ("rtm_pcu", [])
             case .sessions: ("rtm_sessions", [])
             case .mailboxQueue: ("rtm_queue_depth", [("queue", "user_message_store")])
+            case .storageQueue: ("rtm_queue_depth", [("queue", "storage")])
             case .draining: ("rtm_draining", [])
             }
         }
