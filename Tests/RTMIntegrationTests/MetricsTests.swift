@@ -85,6 +85,30 @@ struct MetricsTests {
         await harness.stop()
     }
 
+    @Test("issue 14: topic messages on STREAM connections count as messages of kind stream, in and out")
+    func streamMessagesCounted() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let game = try alice.createStreamChannel("game")
+        try await game.join()
+        try await game.joinTopic("moves", options: JoinTopicOptions(meta: "white"))
+        let bobGame = try bob.createStreamChannel("game")
+        try await bobGame.join()
+        _ = try await bobGame.subscribeTopic("moves")
+        let before = try await Self.scrape(harness.port)
+        #expect(before["rtm_connections{kind=\"stream\"}"] == 2)
+        for move in ["e4", "d4", "c4"] { try await game.publishTopicMessage(topic: "moves", message: move) }
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "c4" } != nil)
+        let after = try await Self.scrape(harness.port)
+        #expect(after["rtm_messages_received_total{kind=\"stream\"}"] - before["rtm_messages_received_total{kind=\"stream\"}"] == 3)
+        #expect(after["rtm_messages_sent_total{kind=\"stream\"}"] - before["rtm_messages_sent_total{kind=\"stream\"}"] == 3)
+        #expect(after["rtm_request_duration_seconds_count{type=\"publishTopic\"}"] == 3)
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+
     @Test("issue 14, M-2: a subscription from a position of an unknown epoch counts a replay with a gap")
     func replayAndGapCounted() async throws {
         let harness = try await Harness.start()
