@@ -43,7 +43,8 @@ public struct ServerConfiguration: Sendable {
     /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.
     public var shutdownGrace: TimeAmount = .seconds(1)
     /// Drain (`RTMServer.drain()`, SIGTERM): clients sent `goaway` per second, so that the
-    /// fleet does not reconnect in one spike (default 1,000). Must be > 0.
+    /// fleet does not reconnect in one spike (default 1,000). At least 0.001 (smaller values
+    /// are raised to it; `rtm serve --drain-rate` refuses them).
     public var drainRate: Double = 1_000
     /// Drain: how often a batch of `goaway` frames goes out (`drainRate × drainBatchInterval`
     /// clients per batch; default 100 ms).
