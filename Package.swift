@@ -39,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
@@ -70,6 +72,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], swiftSettings: strict),
         // The cluster's shared state in PostgreSQL (`rtm serve --postgres URL`): schema
         // migrations, the channel message log and its follower. Apps never link it.

@@ -11,6 +11,9 @@ struct Backoff: Sendable {
         self.rng = SplitMix64(seed: seed)
     }
 
+    /// A random delay in [0, `spread`] seconds (a `goaway`'s reconnection spread).
+    mutating func spread(_ spread: Double) -> Double { max(spread, 0) * rng.nextUnit() }
+
     /// Delay in seconds before retry number `attempt` (1-based).
     mutating func delay(attempt: Int) -> Double {
         let exponent = min(max(attempt - 1, 0), 30)

@@ -11,7 +11,10 @@ final class ClientCore: @unchecked Sendable {
 
     let loop: any EventLoop
     let config: RTMClientConfig
-    let endpoint: ClientTransport.Endpoint
+    /// The service's endpoints; each connection attempt takes the next (failover, issue 13).
+    var endpoints: EndpointRotation
+    /// Where the current (or last) connection attempt went.
+    var endpoint: ClientTransport.Endpoint { endpoints.current }
     let logger: Logger
     weak var owner: RTMClient?
     var delegate: (any RTMClientDelegate)?
@@ -67,9 +70,9 @@ final class ClientCore: @unchecked Sendable {
     var held: [Machine.Action] = []
     var terminated = false
 
-    init(config: RTMClientConfig, endpoint: ClientTransport.Endpoint, loop: any EventLoop, logger: Logger) {
+    init(config: RTMClientConfig, endpoints: EndpointRotation, loop: any EventLoop, logger: Logger) {
         self.config = config
-        self.endpoint = endpoint
+        self.endpoints = endpoints
         self.loop = loop
         self.logger = logger
         var timing = Machine.Timing()
@@ -219,6 +222,7 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func connectTransport(attempt: UInt64, resume: Bool) {
+        let endpoint = endpoints.nextAttempt()
         ClientTransport.connect(
             endpoint: endpoint, eventLoop: loop,
             connectTimeout: .fractionalSeconds(config.connectTimeout),
@@ -318,9 +322,10 @@ final class ClientCore: @unchecked Sendable {
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))
         case .goAway:
-            // The server is shutting down: treat as a lost link; the backoff brings us back (T-12).
+            // The server drains or shuts down: the link is lost with that reason, and the next
+            // attempt goes to the next endpoint after the spread the server asked for (T-12).
             goAwayReason = "server going away: \(frame.reason ?? "shutting down")"
-            connection?.channel?.close(promise: nil)
+            goAway(frame, attempt: attempt)
         default:
             break   // tolerant reader: unknown frame types are ignored
         }

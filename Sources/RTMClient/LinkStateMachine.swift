@@ -309,6 +309,15 @@ struct LinkStateMachine: Sendable {
         }
     }
 
+    /// The server sent `goaway` on the connected link (it drains or shuts down): lost, with
+    /// reason `serverGoingAway`; the retry comes after a random delay within `spread` seconds
+    /// (the server's pacing), or the usual backoff when it gave none. Not connected: [].
+    mutating func goAway(attempt: UInt64, spread: Double?, message: String, now: NIODeadline) -> [Action] {
+        guard case .connected(attempt, _) = state else { return [] }
+        return lost(now: now, operation: .serverReject, reason: .serverGoingAway, message: message,
+                    retryIn: spread.map { backoff.spread($0) })
+    }
+
     /// The server ended the session (`kicked`): no automatic login ever follows (C-6).
     mutating func kicked(attempt: UInt64, reason: LinkStateChangeReason, message: String, now: NIODeadline) -> [Action] {
         guard currentAttempt == attempt else { return [] }
@@ -400,7 +409,8 @@ struct LinkStateMachine: Sendable {
     }
 
     /// The connected link was lost: disconnected, backoff, classic timer (C-3).
-    private mutating func lost(now: NIODeadline, operation: LinkOperation, reason: LinkStateChangeReason, message: String) -> [Action] {
+    private mutating func lost(now: NIODeadline, operation: LinkOperation, reason: LinkStateChangeReason, message: String,
+                               retryIn: Double? = nil) -> [Action] {
         guard case .connected(let attempt, _) = state else { return [] }
         var loss = Loss(lostAt: now, retries: 1, suspended: false)
         var actions: [Action] = [.cancel(.heartbeat), .cancel(.pong), .closeConnection(attempt: attempt, sendLogout: false),
@@ -411,7 +421,7 @@ struct LinkStateMachine: Sendable {
         }
         if networkAvailable {
             // SPEC T-10: the only way back is this backoff timer, never a reconnect from the close path.
-            actions.append(.schedule(.retry, at: now + .fractionalSeconds(backoff.delay(attempt: loss.retries))))
+            actions.append(.schedule(.retry, at: now + .fractionalSeconds(retryIn ?? backoff.delay(attempt: loss.retries))))
         }
         loss.retries = 1
         state = .waiting(loss)

@@ -27,12 +27,17 @@ public final class RTMClient: Sendable {
     /// Creates a client. Throws when the configuration is invalid (the error names the field).
     public init(config: RTMClientConfig, eventLoop: (any EventLoop)? = nil, logger: Logger = Logger(label: "rtm.client")) throws(RTMError) {
         try config.validate()
-        guard let endpoint = ClientTransport.Endpoint(config.endpoint) else {
-            throw RTMError(.invalidParameter, operation: "config", "endpoint '\(config.endpoint)' is not ws://host:port[/path]")
+        var endpoints: [ClientTransport.Endpoint] = []
+        for url in config.allEndpoints {
+            guard let endpoint = ClientTransport.Endpoint(url) else {
+                throw RTMError(.invalidParameter, operation: "config", "endpoint '\(url)' is not ws://host:port[/path]")
+            }
+            endpoints.append(endpoint)
         }
         let loop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         self.eventLoop = loop
-        self.core = ClientCore(config: config, endpoint: endpoint, loop: loop, logger: logger)
+        let rotation = EndpointRotation(endpoints, seed: config.jitterSeed.map { $0 ^ 0x5EED } ?? UInt64.random(in: 0...UInt64.max))
+        self.core = ClientCore(config: config, endpoints: rotation, loop: loop, logger: logger)
         let core = self.core
         loop.execute { [weak self] in core.owner = self }
         Self.startPathMonitor(for: self)

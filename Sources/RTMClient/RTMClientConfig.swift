@@ -10,8 +10,14 @@ public struct RTMClientConfig: Sendable {
     public var appId: String
     /// This client's user id (≤ 64 characters of the allowed set).
     public var userId: String
-    /// Server endpoint, `ws://host:port` (the path `/v1` is added when missing).
+    /// Server endpoint, `ws://host:port` (the path `/v1` is added when missing). Used when
+    /// `endpoints` is empty.
     public var endpoint: String
+    /// Several endpoints of one service (the nodes of a cluster, issue 13): tried in a shuffled
+    /// order, the next one after each failed attempt or lost connection, with the usual backoff
+    /// between attempts; a client fails over to another node when one dies or drains (`goaway`).
+    /// Empty (the default): `endpoint` alone.
+    public var endpoints: [String] = []
     /// Seconds between pings (SPEC H-1), integer in [5, 1800]; default 5.
     public var heartbeatInterval: Double = 5
     /// Grace the server gives this client after losing it, seconds, in [5, 300]; default 15 (P-1).
@@ -72,8 +78,10 @@ public struct RTMClientConfig: Sendable {
         if let problem = Limits().nameProblem(userId, kind: "userId") {
             throw RTMError(.invalidUserId, operation: "config", problem)
         }
-        guard endpoint.hasPrefix("ws://") || endpoint.hasPrefix("wss://") else {
-            throw fail("endpoint must start with ws:// or wss://, got '\(endpoint)'")
+        for endpoint in allEndpoints {
+            guard endpoint.hasPrefix("ws://") || endpoint.hasPrefix("wss://") else {
+                throw fail("endpoint must start with ws:// or wss://, got '\(endpoint)'")
+            }
         }
         if !allowTestTimings {
             guard streamHeartbeatInterval == 0.5 else {
@@ -103,6 +111,11 @@ public struct RTMClientConfig: Sendable {
         }
         if reconnectTimeout < 0 { throw fail("reconnectTimeout must be 0 (never) or in [15, 3600] seconds, got \(reconnectTimeout)") }
     }
+}
+
+extension RTMClientConfig {
+    /// The endpoints the client uses: `endpoints`, or `endpoint` alone when that is empty.
+    public var allEndpoints: [String] { endpoints.isEmpty ? [endpoint] : endpoints }
 }
 
 extension TimeAmount {

@@ -24,13 +24,17 @@ final class StreamCore: @unchecked Sendable {
     /// Subscribed topics → users (nil: every publisher), restored after a reconnection.
     var topicSubscriptions: [String: Set<String>?] = [:]
     var tokenWarning: Scheduled<Void>?
-    /// Where the STREAM connection goes (the client's endpoint; tests route it via a proxy).
-    var endpoint: ClientTransport.Endpoint
+    /// Where the STREAM connection goes: the client's current endpoint, unless set (tests
+    /// route it via a proxy).
+    var endpoint: ClientTransport.Endpoint {
+        get { endpointOverride ?? client.endpoint }
+        set { endpointOverride = newValue }
+    }
+    private var endpointOverride: ClientTransport.Endpoint?
 
     init(name: String, client: ClientCore, timing: Machine.Timing, seed: UInt64) {
         self.name = name
         self.client = client
-        self.endpoint = client.endpoint
         self.machine = Machine(timing: timing, seed: seed)
     }
 

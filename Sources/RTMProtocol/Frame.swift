@@ -163,6 +163,9 @@ public struct Frame: Codable, Sendable, Equatable {
     /// login: deliver user messages to this connection in the binary form (`0x84`, PROTOCOL.md
     /// §2.3) instead of JSON `message` frames.
     public var binaryUser: Bool?
+    /// goaway: milliseconds over which the client should spread its reconnection (it waits a
+    /// random delay in [0, reconnectDelay] before reconnecting; PROTOCOL.md §3.4).
+    public var reconnectDelay: Int64?
 
     // peer online status and call invitations (AGORA_REFERENCE §1.5, §1.7, §1.8)
     /// Peers and their online states (queryPeersOnlineStatus / subscribe replies, peersOnlineStatus events).
@@ -211,8 +214,8 @@ public struct Frame: Codable, Sendable, Equatable {
         case expiresAt, topic, qos, priority, meta, topics, failed
         case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
-        case storeInHistory, start, end, messages, newStart, binaryUser
         case peers, invitationId, memberCounts
+        case storeInHistory, start, end, messages, newStart, binaryUser, reconnectDelay
     }
 
     /// Decodes a frame; unknown fields are ignored, a wrong type or value names the field.
@@ -284,6 +287,7 @@ public struct Frame: Codable, Sendable, Equatable {
         peers = try c.decodeIfPresent([PeerOnlineStatus].self, forKey: .peers)
         invitationId = try c.decodeIfPresent(String.self, forKey: .invitationId)
         memberCounts = try c.decodeIfPresent([String: Int].self, forKey: .memberCounts)
+        reconnectDelay = try c.decodeIfPresent(Int64.self, forKey: .reconnectDelay)
     }
 
     /// A copy changed by `body`: sets fields the initializer does not take.

@@ -62,6 +62,10 @@ public struct LinkStateChangeReason: RawRepresentable, Hashable, Sendable, Custo
     public static let networkChange = Self(rawValue: 32)
     /// 37: login too frequent (server admission control).
     public static let loginTooFrequent = Self(rawValue: 37)
+    /// 1001: the server sent `goaway` (it drains or shuts down); the client reconnects by itself,
+    /// to another endpoint when it has several. This server's own value (not in the reference;
+    /// the number of the WebSocket close code "going away" that follows the frame).
+    public static let serverGoingAway = Self(rawValue: 1001)
 
     /// The reference's lowerCamel name, or the number.
     public var description: String { Self.names[rawValue] ?? "reason \(rawValue)" }
@@ -77,6 +81,6 @@ public struct LinkStateChangeReason: RawRepresentable, Hashable, Sendable, Custo
         27: "sameUidLogin", 28: "kickedOutByServer", 29: "keepAliveTimeout", 30: "connectionError",
         31: "presenceNotReady", 32: "networkChange", 33: "serviceNotSupported",
         34: "streamChannelNotAvailable", 35: "storageNotAvailable", 36: "lockNotAvailable",
-        37: "loginTooFrequent",
+        37: "loginTooFrequent", 1001: "serverGoingAway",
     ]
 }

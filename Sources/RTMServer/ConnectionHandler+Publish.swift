@@ -64,6 +64,8 @@ extension ConnectionHandler {
     func flushPublishes(context: ChannelHandlerContext) {
         flushUserSends()
         guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
+        let started = NIODeadline.now()
+        defer { hub.metrics.request(.publish, nanoseconds: (NIODeadline.now() - started).nanoseconds) }   // one per batch
         let batch = pendingPublishes
         pendingPublishes.removeAll(keepingCapacity: true)
         var acks: [(requestID: UInt64, seq: UInt64)] = []
@@ -73,6 +75,7 @@ extension ConnectionHandler {
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
+            fanout.stats.channelMessagesIn &+= run.count
             for (index, seq) in zip(run.indices, seqs) {
                 if run[index].repliesInJSON {
                     Self.appendPublishOK(id: run[index].requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
@@ -105,6 +108,7 @@ extension ConnectionHandler {
         guard !acks.isEmpty else { return }
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
+        fanout.stats.bytesOut &+= buffer.readableBytes
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
     }
 
@@ -123,6 +127,7 @@ extension ConnectionHandler {
     private func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
         guard let buffer = replies else { return }
         replies = nil
+        fanout.stats.bytesOut &+= buffer.readableBytes
         (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
     }
 

@@ -20,7 +20,9 @@ extension ConnectionHandler {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
         case (.upgraded, .login):
+            lastErrorCode = nil
             login(frame, context: context)
+            if lifecycle.session == nil { noteLoginRejected(code: lastErrorCode) }
         case (.upgraded, .join):
             joinStream(frame, context: context)
         case (.joined(let membership), _):
@@ -92,6 +94,7 @@ extension ConnectionHandler {
         case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
         case .admitted(let admission):
+            hub.metrics.login(resumed: admission.resumed)
             self.appId = appId
             self.loggedInUser = userId
             hub.counters.withLockedValue { $0.messageOpened() }
@@ -180,6 +183,7 @@ extension ConnectionHandler {
     @discardableResult
     func replay(_ channel: String, after position: ChannelPosition, appId: String, context: ChannelHandlerContext) -> String {
         let replay = hub.replay(appId: appId, channel: channel, after: position)
+        if !replay.messages.isEmpty || replay.lost != nil { hub.metrics.replayed(frames: replay.messages.count, gap: replay.lost != nil) }
         if let lost = replay.lost {
             send(Frame(type: .gap, channel: channel, ts: Hub.wallMillis, epoch: replay.epoch, count: lost), context: context)
         }

@@ -125,6 +125,9 @@ extension ConnectionHandler {
                                     text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }
                 let buffer = FrameCodec.encode(message)
                 for recipient in recipients { Hub.sendEncoded(buffer, on: recipient.channel) }
+                fanout.stats.streamMessagesIn &+= 1
+                fanout.stats.streamMessagesOut &+= recipients.count
+                fanout.stats.bytesOut &+= recipients.count &* buffer.readableBytes
                 reply(nil)
             }
         case .renewToken:

@@ -57,6 +57,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var stream: StreamMembership?
     /// A logged-in MESSAGE connection's silence, for the peer online status (§1.7).
     var silence: PeerSilence?
+    /// Why the connection ends, for `rtm_disconnects_total` (the first cause seen wins).
+    var endReason: DisconnectReason?
+    /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
+    var lastErrorCode: Int?
 
     enum Counted { case none, message, stream }
 
@@ -101,10 +105,14 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .binary(let messages):
             // Binary publishes are gathered and run together when the read batch ends (their
             // liveness stamp too, in channelReadComplete).
-            for message in messages { binaryFrame(message, context: context) }
+            for message in messages {
+                fanout.stats.bytesIn &+= message.readableBytes
+                binaryFrame(message, context: context)
+            }
             return
         case .frame(let whole):
             frame = whole
+            fanout.stats.bytesIn &+= whole.data.readableBytes
         }
         // SPEC T-3: every inbound frame refreshes liveness. Publishes (the hot path) are
         // stamped once per read batch, in channelReadComplete; anything else at once. Frames
@@ -130,7 +138,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
                 return
             }
+            let started = NIODeadline.now()
             handle(decoded, context: context)
+            hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
             lastRead = .now()
             guard lifecycle.maySend else { return }   // nothing after our close frame
@@ -139,6 +149,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
             // RFC 6455 §5.5.1: answer with the client's own code (the decoder checked it), then close.
+            noteEnd(.clientClose)
             closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data))
         default:
             break
@@ -156,6 +167,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch event {
         case is WebSocketViolationHandler.Answered:
             // Its close frame is on its way and the violation handler closes the socket.
+            noteEnd(.protocolViolation)
             lifecycle.violationAnswered(now: .now())
             leaveFanout()
         case is HTTPAnsweredEvent:
@@ -163,7 +175,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case is SlowConsumerEvent:
             // Its backlog passed maxOutboundBytes: a close frame would only queue behind it, so
             // drop the connection now and release the memory (the client reconnects and resumes).
+            guard lifecycle.maySend else { return }   // already cut off (one event per blocked write)
             hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
+            noteEnd(.slowConsumer)
+            hub.metrics.slowConsumerDropped()
             run(lifecycle.lost(now: .now()), context: context)
         case let close as CloseWithFrameEvent:
             guard lifecycle.maySend else { return }   // already closing
@@ -186,6 +201,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelInactive()
             return
         }
+        hub.metrics.disconnected(endReason ?? .connectionLost)
         switch counted {
         case .message: hub.counters.withLockedValue { $0.message -= 1 }
         case .stream: hub.counters.withLockedValue { $0.stream -= 1 }
@@ -214,6 +230,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func deadlinePassed(now: NIODeadline) {
         guard let context else { return }
         hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(lifecycle.state)"])
+        noteEnd(.timeout)
         run(lifecycle.deadlinePassed(now: now), context: context)
     }
 
@@ -255,6 +272,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let below = rawContext ?? context
             below.writeAndFlush(NIOAny(ByteBuffer())).assumeIsolated().whenComplete { _ in context.close(mode: .all, promise: nil) }
         case .closeWebSocket(let code, let reason):
+            noteEnd(DisconnectReason(serverCloseCode: Int(UInt16(webSocketErrorCode: code))))
             var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
             data.write(webSocketErrorCode: code)
             data.writeString(reason)
@@ -271,6 +289,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func send(_ frame: Frame, context: ChannelHandlerContext) {
         guard lifecycle.maySend else { return }   // nothing after our close frame
+        if frame.type == .error { lastErrorCode = frame.code }
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             // Rejected requests past the error budget: the peer ignores its errors (a flood).
             // Closing costs it nothing legitimate and frees its neighbours (issue 12).
@@ -279,6 +298,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
+        fanout.stats.bytesOut &+= buffer.readableBytes
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
     }
 

@@ -29,13 +29,19 @@ final class Hub: Sendable {
     let counters = NIOLockedValueBox(ConnectionCounters())
     /// Call invitations (Hub+Invitations, §1.8).
     let invitations: NIOLockedValueBox<InvitationTable>
+    /// Prometheus metrics (`GET /metrics`, issue 14).
+    let metrics: ServerMetrics
+    /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
+    let draining = NIOLockedValueBox(false)
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
+        let metrics = ServerMetrics()
+        self.metrics = metrics
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
-                                   dedupCapacity: configuration.dedupCapacity, logger: logger)
+                                   dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics)
         let hubState = HubState(configuration: configuration)
         self.epoch = hubState.serverEpoch
         self.state = NIOLockedValueBox(hubState)
@@ -82,6 +88,12 @@ final class Hub: Sendable {
 
     /// Every open connection (for shutdown and metrics).
     var openConnections: [ConnectionRef] { connections.withLockedValue { Array($0.values) } }
+
+    /// How many connections are open (upgraded WebSockets).
+    var openConnectionCount: Int { connections.withLockedValue { $0.count } }
+
+    /// Whether the server is draining (`RTMServer.drain()`).
+    var isDraining: Bool { draining.withLockedValue { $0 } }
 
     /// Logged-in sessions, online or within their grace window.
     var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
@@ -237,13 +249,13 @@ final class Hub: Sendable {
                                                        dropSeq: dropSeq, allocator: allocator)
             // Queued to each loop while the sequence numbers are still held: every loop receives
             // a channel's messages in sequence order, whoever published them.
-            if let buffer { enqueueRaw(buffer, to: key, loops: loops) }
+            if let buffer { enqueueRaw(buffer, messages: messages.count, to: key, loops: loops) }
             return seqs
         }
     }
 
-    private func enqueueRaw(_ buffer: ByteBuffer, to channel: ChannelKey, loops: UInt64) {
-        hop(to: loops) { fanout in fanout.deliverRaw(buffer, to: channel) }
+    private func enqueueRaw(_ buffer: ByteBuffer, messages: Int, to channel: ChannelKey, loops: UInt64) {
+        hop(to: loops) { fanout in fanout.deliverRaw(buffer, messages: messages, to: channel) }
     }
 
     /// What a returning subscriber missed in a channel (M-2). Call after the connection has

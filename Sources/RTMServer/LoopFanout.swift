@@ -26,6 +26,9 @@ final class LoopFanout: @unchecked Sendable {
 
     /// The read deadlines of this loop's connections.
     let liveness: LoopLiveness
+    /// This loop's traffic counts, added to once per batch (no lock, no atomic) and folded into
+    /// the metrics at each scrape (`Hub.scrape`).
+    var stats = LoopStats()
 
     init(eventLoop: any EventLoop, index: Int, maxOutboundBytes: Int, livenessInterval: TimeAmount) {
         self.eventLoop = eventLoop
@@ -59,16 +62,25 @@ final class LoopFanout: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         guard let local = subscribers[channel] else { return }
         let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
+        var written = 0
         for (id, subscriber) in local where id != except && subscriber.features.isSuperset(of: requires) {
             write(frame, to: subscriber.connection)
+            written &+= 1
         }
+        stats.deliveries &+= written
+        stats.bytesOut &+= written &* buffer.readableBytes
     }
 
-    /// Writes pre-encoded WebSocket frames (one or many channel messages) to every local
+    /// Writes pre-encoded WebSocket frames (`messages` channel messages) to every local
     /// subscriber of `channel`: the same buffer for all, nothing encoded per recipient.
-    func deliverRaw(_ buffer: ByteBuffer, to channel: ChannelKey) {
+    func deliverRaw(_ buffer: ByteBuffer, messages: Int, to channel: ChannelKey) {
         eventLoop.assertInEventLoop()
         guard let local = subscribers[channel] else { return }
+        // Counted once per batch (a subscriber cut off below as a slow consumer is counted too).
+        let recipients = local.count
+        stats.deliveries &+= recipients
+        stats.channelMessagesOut &+= recipients &* messages
+        stats.bytesOut &+= recipients &* buffer.readableBytes
         let data = NIOAny(buffer)   // wrapped once for every subscriber
         for subscriber in local.values {
             guard let raw = subscriber.raw else { continue }

@@ -29,8 +29,8 @@ public final class RTMServer: Service, Sendable {
     /// The configuration the server was made with.
     public let configuration: ServerConfiguration
     private let group: MultiThreadedEventLoopGroup
-    private let hub: Hub
-    private let logger: Logger
+    let hub: Hub
+    let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
@@ -109,7 +109,8 @@ public final class RTMServer: Service, Sendable {
             shouldUpgrade: { channel, head in
                 // Versioning: the client must offer our subprotocol; we choose it.
                 let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
-                guard head.uri.split(separator: "?").first.map(String.init) == FrameCodec.path,
+                // Draining: no new WebSocket (the request gets a 503, `NotUpgradedHandler`).
+                guard !hub.isDraining, head.uri.split(separator: "?").first.map(String.init) == FrameCodec.path,
                       offered.contains(FrameCodec.subprotocol) else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
@@ -141,6 +142,7 @@ public final class RTMServer: Service, Sendable {
         let connections = hub.openConnections
         let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: "server shutting down")
         for connection in connections { Hub.close(connection, with: goAway, code: .goingAway, reason: "server shutting down") }
+        hub.metrics.sentGoAways(connections.count)
         let deadline = NIODeadline.now() + configuration.shutdownGrace
         for connection in connections {
             let closed = connection.channel.closeFuture
@@ -154,10 +156,12 @@ public final class RTMServer: Service, Sendable {
         logger.info("stopped")
     }
 
-    /// ServiceLifecycle: start, wait for graceful shutdown, shut down.
+    /// ServiceLifecycle: start, wait for graceful shutdown, drain (paced `goaway`, `drain()`),
+    /// shut down.
     public func run() async throws {
         try await start()
         try? await gracefulShutdown()
+        await drain()
         try await shutdown()
     }
 }
@@ -170,54 +174,6 @@ final class RawOutboundHandler: ChannelOutboundHandler, RemovableChannelHandler 
 
 @available(*, unavailable)
 extension RawOutboundHandler: Sendable {}
-
-/// Answers a plain HTTP request that did not upgrade: `GET /health` → 200, `GET /metrics` →
-/// 200 with the connection counts (Prometheus text format; PCU counts MESSAGE connections
-/// only, SPEC K-2/K-3), anything else → 400 with a line saying what the endpoint expects.
-final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-    private let hub: Hub
-
-    init(hub: Hub) { self.hub = hub }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(let head) = unwrapInboundIn(data) else { return }
-        let healthy = head.uri == "/health" || head.uri == "/metrics"
-        let body: String
-        switch head.uri {
-        case "/health": body = "ok\n"
-        case "/metrics":
-            let counts = hub.counters.withLockedValue { $0 }
-            body = """
-                # HELP rtm_message_connections Logged-in MESSAGE connections (concurrent users).
-                # TYPE rtm_message_connections gauge
-                rtm_message_connections \(counts.message)
-                # HELP rtm_pcu Peak concurrent users (MESSAGE connections) since start.
-                # TYPE rtm_pcu gauge
-                rtm_pcu \(counts.peakMessage)
-                # HELP rtm_stream_connections Joined STREAM connections (not counted in PCU).
-                # TYPE rtm_stream_connections gauge
-                rtm_stream_connections \(counts.stream)
-                # HELP rtm_sessions Sessions, online or within their presence grace window.
-                # TYPE rtm_sessions gauge
-                rtm_sessions \(hub.sessionCount)
-
-                """
-        default: body = "expected a WebSocket upgrade on \(FrameCodec.path) with subprotocol \(FrameCodec.subprotocol)\n"
-        }
-        var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(body.utf8.count)"), ("Connection", "close")])
-        headers.add(name: "Server", value: "rtm")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: healthy ? .ok : .badRequest, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        // The connection is now ending (its close deadline applies if the peer does not read).
-        context.fireUserInboundEventTriggered(HTTPAnsweredEvent())
-    }
-}
-
-@available(*, unavailable)
-extension NotUpgradedHandler: Sendable {}
 
 /// Tells the `ConnectionHandler` that a plain HTTP request was answered and the socket closes.
 struct HTTPAnsweredEvent: Sendable {}

@@ -42,6 +42,18 @@ public struct ServerConfiguration: Sendable {
     public var closeTimeout: TimeAmount = .seconds(1)
     /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.
     public var shutdownGrace: TimeAmount = .seconds(1)
+    /// Drain (`RTMServer.drain()`, SIGTERM): clients sent `goaway` per second, so that the
+    /// fleet does not reconnect in one spike (default 1,000). At least 0.001 (smaller values
+    /// are raised to it; `rtm serve --drain-rate` refuses them).
+    public var drainRate: Double = 1_000
+    /// Drain: how often a batch of `goaway` frames goes out (`drainRate × drainBatchInterval`
+    /// clients per batch; default 100 ms).
+    public var drainBatchInterval: TimeAmount = .milliseconds(100)
+    /// Drain: how long to wait for every client to go before shutting down anyway (default 30 s).
+    public var drainTimeout: TimeAmount = .seconds(30)
+    /// Drain: the spread suggested to clients in `goaway` (`reconnectDelay`): each waits a
+    /// random delay up to this before reconnecting (default 1 s; zero: at once).
+    public var drainReconnectSpread: TimeAmount = .seconds(1)
     /// Where the embedded store keeps its database (`rtm.sqlite`); nil = in memory (tests).
     public var dataDirectory: String?
     /// fsync every commit (survives power loss); by default a commit survives the process being

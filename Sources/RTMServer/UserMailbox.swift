@@ -77,7 +77,10 @@ final class UserMailbox: @unchecked Sendable {
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
 
-    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger) {
+    private let metrics: ServerMetrics?
+
+    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.store = store
         self.cap = cap
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
@@ -96,6 +99,7 @@ final class UserMailbox: @unchecked Sendable {
     /// hop onto the mailbox's queue; each is answered after the commit that holds it.
     func send(_ batch: [Submission], from sender: UserKey) {
         guard !batch.isEmpty else { return }
+        metrics?.userMessagesIn(batch.count)
         queue.async { [self] in
             var repeated: [(ReplyTo, Receipt)] = []
             for submission in batch {
@@ -164,6 +168,11 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
+    /// Completes `promise` with the number of user messages waiting for the next commit.
+    func queueDepth(_ promise: EventLoopPromise<Int>) {
+        queue.async { [self] in promise.succeed(pending.count) }
+    }
+
     /// Waits until everything submitted so far has been committed (tests, shutdown).
     func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -202,7 +211,9 @@ final class UserMailbox: @unchecked Sendable {
         committing = true
         let messages = batch.map(\.submission.message)
         writer.async { [self] in
+            let started = NIODeadline.now()
             let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap) }
+            metrics?.storeCommitted(nanoseconds: (NIODeadline.now() - started).nanoseconds)
             queue.async { [self] in
                 committing = false
                 committed(batch, result)
@@ -275,21 +286,23 @@ final class UserMailbox: @unchecked Sendable {
         for (receiver, message) in deliveries {
             work[receiver.connection.loopIndex, default: LoopWork()].deliver(message, to: receiver)
         }
+        if !deliveries.isEmpty { metrics?.userMessagesOut(deliveries.count) }
         let epoch = store.epoch
         for (_, loopWork) in work {
             guard let loop = loopWork.eventLoop else { continue }
-            loop.execute { loopWork.run(epoch: epoch) }
+            loop.execute { [metrics] in metrics?.sentBytes(loopWork.run(epoch: epoch)) }
         }
     }
 
     /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
     private func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
         guard !messages.isEmpty else { return }
+        metrics?.userMessagesOut(messages.count)
         var work = LoopWork()
         for message in messages { work.deliver(message, to: receiver) }
         let epoch = store.epoch
         let ready = work
-        receiver.connection.channel.eventLoop.execute { ready.run(epoch: epoch) }
+        receiver.connection.channel.eventLoop.execute { [metrics] in metrics?.sentBytes(ready.run(epoch: epoch)) }
     }
 
     /// What one commit sends through one event loop, per connection in first-seen order.
@@ -318,49 +331,58 @@ final class UserMailbox: @unchecked Sendable {
             deliveries[id]!.messages.append(message)
         }
 
-        /// On the loop: encodes and writes everything, one flush per connection.
-        func run(epoch: String) {
+        /// On the loop: encodes and writes everything, one flush per connection. Returns the
+        /// bytes written (WebSocket payloads).
+        func run(epoch: String) -> Int {
+            var bytes = 0
             for id in order {
                 var channel: (any Channel)?
                 if let (connection, list) = replies[id] {
                     channel = connection.channel
-                    Self.writeReplies(list, on: connection.channel)
+                    bytes += Self.writeReplies(list, on: connection.channel)
                 }
                 if let (receiver, messages) = deliveries[id] {
                     channel = receiver.connection.channel
                     if receiver.binary {
-                        Self.writeBinary(messages, epoch: epoch, on: receiver.connection.channel)
+                        bytes += Self.writeBinary(messages, epoch: epoch, on: receiver.connection.channel)
                     } else {
                         for message in messages {
-                            Hub.sendEncoded(FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator),
-                                            on: receiver.connection.channel)
+                            let buffer = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator)
+                            bytes += buffer.readableBytes
+                            Hub.sendEncoded(buffer, on: receiver.connection.channel)
                         }
                     }
                 }
                 channel?.flush()
             }
+            return bytes
         }
 
         /// `0x83` frames (a u16 count each: a larger list takes several).
-        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on channel: any Channel) {
+        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on channel: any Channel) -> Int {
             var start = 0
+            var bytes = 0
             while start < replies.count {
                 let chunk = replies[start..<min(start + Int(UInt16.max), replies.count)]
                 var buffer = channel.allocator.buffer(capacity: 3 + 17 * chunk.count)
                 BinaryFrame.writeSendUserReplies(into: &buffer, chunk)
+                bytes += buffer.readableBytes
                 channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
                 start += chunk.count
             }
+            return bytes
         }
 
         /// `0x84` frames of at most about 60 KB each.
-        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on channel: any Channel) {
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on channel: any Channel) -> Int {
+            var bytes = 0
             var frame: [BinaryFrame.UserMessage] = []
             var size = 0
             func write() {
                 guard !frame.isEmpty else { return }
                 var buffer = channel.allocator.buffer(capacity: size + 3 + epoch.utf8.count)
                 BinaryFrame.writeUserMessages(into: &buffer, epoch: epoch, frame)
+                bytes += buffer.readableBytes
                 channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
                 frame.removeAll(keepingCapacity: true)
                 size = 0
@@ -373,6 +395,7 @@ final class UserMailbox: @unchecked Sendable {
                 size += itemSize
             }
             write()
+            return bytes
         }
     }
 

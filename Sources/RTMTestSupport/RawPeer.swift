@@ -43,6 +43,9 @@ public final class RawPeer: Sendable {
     /// Whether the server has closed the connection.
     public var isClosed: Bool { collector.state.withLockedValue { $0.closed } }
 
+    /// When the connection closed (nil while open).
+    public var closedAt: ContinuousClock.Instant? { collector.state.withLockedValue { $0.closedAt } }
+
     /// Waits until the server closes the connection; false if it is still open after `timeout`.
     public func waitForClose(within timeout: Duration) async -> Bool {
         let end = ContinuousClock.now + timeout
@@ -163,6 +166,7 @@ private final class Collector: Sendable {
     struct State {
         var bytes = ByteBuffer()
         var closed = false
+        var closedAt: ContinuousClock.Instant?
     }
 
     let state = NIOLockedValueBox(State())
@@ -181,7 +185,8 @@ private final class Collector: Sendable {
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            collector.state.withLockedValue { $0.closed = true }
+            let now = ContinuousClock.now
+            collector.state.withLockedValue { $0.closed = true; $0.closedAt = now }
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -5,7 +5,7 @@ import RTMClient
 
 /// Options shared by the client commands.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "Server URL.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Server URL; several endpoints of one service comma-separated (ws://a:9600,ws://b:9600): tried in a shuffled order, failing over.") var url = "ws://127.0.0.1:9600"
     @Option(help: "User id to log in as (default: a random cli-XXXX).") var user: String?
     @Option(help: "Login token (default: minted from the app certificate).") var token: String?
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
@@ -22,6 +22,8 @@ struct ClientOptions: ParsableArguments {
         let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
         let userId = user ?? "cli-\(DevCredentials.randomHex(4))"
         var config = RTMClientConfig(appId: appId, userId: userId, endpoint: url)
+        let endpoints = url.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if endpoints.count > 1 { config.endpoints = endpoints }
         config.heartbeatInterval = heartbeat
         config.presenceTimeout = presenceTimeout
         config.pongTimeout = pongTimeout

@@ -7,7 +7,13 @@ import ServiceLifecycle
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server (single node; user messages, metadata and history in SQLite under --data-dir).",
-        discussion: "Stops gracefully on SIGTERM or SIGINT: clients are told to go away and reconnect later.")
+        discussion: """
+            Stops gracefully on SIGTERM or SIGINT by draining: /ready answers 503, new WebSocket upgrades \
+            are refused, connected clients get a goaway frame in paced batches (--drain-rate a second) and \
+            reconnect elsewhere (or here, once the server is back), keeping their sessions' grace window; \
+            the process exits when every client is gone or after --drain-timeout. GET /health, /ready and \
+            /metrics (Prometheus) answer on the same port.
+            """)
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(name: .shortAndLong, help: "Port to bind (0 = any free port).") var port = 9600
@@ -20,6 +26,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds from a connection's TCP accept to its login (or join), whatever it sends meanwhile; then it is closed.") var loginDeadline: Double = 12
     @Option(help: "Error replies per second per connection after --error-reply-burst; a connection that keeps sending rejected requests past it is closed (1008). 0 = unlimited.") var errorReplyRate: Double = 100
     @Option(help: "Error replies one connection may get at once before --error-reply-rate applies.") var errorReplyBurst: Double = 1000
+    @Option(help: "Drain (SIGTERM/SIGINT): clients sent goaway per second, in batches every 100 ms.") var drainRate: Double = 1000
+    @Option(help: "Drain: seconds to wait for every client to go before stopping anyway.") var drainTimeout: Double = 30
+    @Option(help: "Drain: seconds over which a client spreads its reconnection (sent in goaway as reconnectDelay; 0 = at once).") var drainReconnectSpread: Double = 1
     @Option(help: "Event-loop threads (default: cores).") var threads: Int?
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
@@ -38,6 +47,12 @@ struct Serve: AsyncParsableCommand {
         config.loginDeadline = .nanoseconds(Int64(loginDeadline * 1e9))
         config.errorReplyRatePerSecond = errorReplyRate
         config.errorReplyBurst = errorReplyBurst
+        guard drainRate > 0, drainTimeout >= 0, drainReconnectSpread >= 0 else {
+            throw ValidationError("--drain-rate must be > 0, --drain-timeout and --drain-reconnect-spread ≥ 0")
+        }
+        config.drainRate = drainRate
+        config.drainTimeout = .nanoseconds(Int64(drainTimeout * 1e9))
+        config.drainReconnectSpread = .nanoseconds(Int64(drainReconnectSpread * 1e9))
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
         config.testDropSeq = testDropSeq

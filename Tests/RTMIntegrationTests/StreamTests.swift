@@ -97,11 +97,10 @@ struct StreamTests {
         for name in ["a", "b"] { try await alice.createStreamChannel(name).join() }
         await Self.expectError(.channelJoinFailed) { try await alice.createStreamChannel("c").join() }
         #expect(await Self.eventually { harness.server.connectionCounters.stream == 2 })
-        let metrics = try await Self.httpGet("/metrics", port: harness.port)
-        #expect(metrics.hasPrefix("HTTP/1.1 200"))
-        #expect(metrics.contains("rtm_message_connections 1\n"))
-        #expect(metrics.contains("rtm_pcu 1\n"))
-        #expect(metrics.contains("rtm_stream_connections 2\n"))
+        let metrics = try MetricsTests.Scrape(try await Self.httpGet("/metrics", port: harness.port))
+        #expect(metrics["rtm_connections{kind=\"message\"}"] == 1)
+        #expect(metrics["rtm_pcu"] == 1)
+        #expect(metrics["rtm_connections{kind=\"stream\"}"] == 2)
         await alice.logout()
         await harness.stop()
     }

@@ -17,7 +17,7 @@ final class StorageService: @unchecked Sendable {
     /// Called on the queue after each successful write, in write order.
     typealias ChangeHandler = @Sendable (StorageKey, StorageEventKind, Metadata, _ notifyAll: Bool) -> Void
 
-    private let queue = DispatchQueue(label: "rtm.storage")
+    private let queue = CountedQueue(label: "rtm.storage")
     private let store: any ServiceStore
     private let limits: Limits
     private let logger: Logger
@@ -26,6 +26,9 @@ final class StorageService: @unchecked Sendable {
     // Confined to `queue`.
     private var documents: [StorageKey: MetadataDocument] = [:]
     private var lastHistoryTs: [String: Int64] = [:]
+
+    /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
+    var queueDepth: Int { queue.depth }
 
     init(store: any ServiceStore, limits: Limits, logger: Logger) {
         self.store = store

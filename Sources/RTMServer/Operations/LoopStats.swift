@@ -1,0 +1,38 @@
+/// Traffic counts of one event loop, as plain integers: the hot path (publish fan-out, reads)
+/// adds to them once per batch, with no lock or atomic; `ServerMetrics` takes and folds them
+/// into the Prometheus counters when `/metrics` is scraped. Confined to its loop (it lives in
+/// the loop's `LoopFanout`).
+struct LoopStats: Sendable, Equatable {
+    /// Channel messages accepted from publishers.
+    var channelMessagesIn = 0
+    /// Channel messages written to subscribers (message × recipient).
+    var channelMessagesOut = 0
+    /// Stream topic messages accepted from publishers.
+    var streamMessagesIn = 0
+    /// Stream topic messages written to recipients.
+    var streamMessagesOut = 0
+    /// Fan-out writes: one encoded frame (channel messages of one batch, or one channel event)
+    /// to one subscriber.
+    var deliveries = 0
+    /// WebSocket payload bytes read from clients.
+    var bytesIn = 0
+    /// WebSocket frame bytes written to clients by the fan-out, replay and replies.
+    var bytesOut = 0
+
+    /// Returns the counts so far and starts again from zero.
+    mutating func take() -> LoopStats {
+        defer { self = LoopStats() }
+        return self
+    }
+
+    /// Adds another loop's counts.
+    mutating func add(_ other: LoopStats) {
+        channelMessagesIn &+= other.channelMessagesIn
+        channelMessagesOut &+= other.channelMessagesOut
+        streamMessagesIn &+= other.streamMessagesIn
+        streamMessagesOut &+= other.streamMessagesOut
+        deliveries &+= other.deliveries
+        bytesIn &+= other.bytesIn
+        bytesOut &+= other.bytesOut
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+import RTMServer
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+
+/// `GET /metrics` (issue 14): scraped over HTTP from a real server while real clients publish,
+/// send user messages, log in with bad tokens and leave; the Prometheus text is parsed and the
+/// values must move by what the traffic did.
+@Suite(.serialized)
+struct MetricsTests {
+    /// One scrape: `name{labels}` → value, as the Prometheus text format prints them.
+    struct Scrape {
+        let values: [String: Double]
+        let text: String
+
+        init(_ response: String) throws {
+            let parts = response.components(separatedBy: "\r\n\r\n")
+            try #require(parts.count >= 2 && parts[0].hasPrefix("HTTP/1.1 200"), "not a 200: \(response.prefix(200))")
+            text = parts.dropFirst().joined(separator: "\r\n\r\n")
+            var values: [String: Double] = [:]
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+                values[String(line[..<space])] = value
+            }
+            self.values = values
+        }
+
+        subscript(_ key: String) -> Double { values[key] ?? 0 }
+    }
+
+    static func scrape(_ port: Int) async throws -> Scrape {
+        try Scrape(try await StreamTests.httpGet("/metrics", port: port))
+    }
+
+    @Test("issue 14: metric values move as traffic flows (connections, logins, messages in/out by kind, bytes, deliveries, request durations, store commits, disconnects)")
+    func valuesMoveWithTraffic() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        _ = try await alice.subscribe("room")
+        _ = try await bob.subscribe("room")
+        let before = try await Self.scrape(harness.port)
+        #expect(before.text.contains("# TYPE rtm_messages_received_total counter"))
+        #expect(before["rtm_connections{kind=\"message\"}"] == 2)
+        #expect(before["rtm_connections{kind=\"stream\"}"] == 0)
+        #expect(before["rtm_pcu"] == 2)
+        #expect(before["rtm_sessions"] == 2)
+        #expect(before["rtm_logins_total{result=\"ok\"}"] == 2)
+        #expect(before["rtm_draining"] == 0)
+
+        for i in 0..<5 { _ = try await alice.publish(channel: "room", message: "hello \(i)") }
+        _ = try await alice.publish(toUser: "bob", message: "psst")
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "psst" } != nil)
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "hello 4" } != nil)
+        let mallory = try RTMClient(config: Harness.clientConfig("mallory", port: harness.port))
+        await #expect(throws: RTMError.self) { try await mallory.login(token: "006notatoken") }
+        await bob.logout()
+        #expect(await StreamTests.eventually { harness.server.connectionCounters.message == 1 })
+
+        let after = try await Self.scrape(harness.port)
+        func delta(_ key: String) -> Double { after[key] - before[key] }
+        #expect(delta("rtm_messages_received_total{kind=\"channel\"}") == 5)
+        #expect(delta("rtm_messages_sent_total{kind=\"channel\"}") == 10)   // two subscribers (alice gets her own)
+        #expect(delta("rtm_deliveries_total") >= 2)   // batches: at least one frame to each subscriber
+        #expect(delta("rtm_messages_received_total{kind=\"user\"}") == 1)
+        #expect(delta("rtm_messages_sent_total{kind=\"user\"}") == 1)
+        #expect(delta("rtm_received_bytes_total") > 5 * 7)
+        #expect(delta("rtm_sent_bytes_total") > 10 * 7)
+        #expect(after["rtm_request_duration_seconds_count{type=\"subscribe\"}"] == 2)
+        #expect(delta("rtm_request_duration_seconds_count{type=\"publish\"}") >= 1)
+        #expect(after["rtm_request_duration_seconds_count{type=\"login\"}"] >= 3)
+        #expect(after["rtm_user_message_store_commit_seconds_count"] >= 1)
+        #expect(after["rtm_user_message_store_commits_total"] >= 1)
+        #expect(delta("rtm_logins_total{result=\"rejected\"}") == 1)
+        let rejections = after.values.filter { $0.key.hasPrefix("rtm_login_rejections_total{code=") }
+        #expect(rejections.values.reduce(0, +) == 1, "\(rejections)")
+        #expect(delta("rtm_disconnects_total{reason=\"server_close_1000\"}") == 1)   // bob's logout
+        #expect(after["rtm_connections{kind=\"message\"}"] == 1)
+        #expect(after["rtm_queue_depth{queue=\"user_message_store\"}"] == 0)
+        #expect(after.values["rtm_queue_depth{queue=\"storage\"}"] == 0)
+        await alice.logout()
+        await harness.stop()
+    }
+
+    @Test("issue 14: topic messages on STREAM connections count as messages of kind stream, in and out")
+    func streamMessagesCounted() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let game = try alice.createStreamChannel("game")
+        try await game.join()
+        try await game.joinTopic("moves", options: JoinTopicOptions(meta: "white"))
+        let bobGame = try bob.createStreamChannel("game")
+        try await bobGame.join()
+        _ = try await bobGame.subscribeTopic("moves")
+        let before = try await Self.scrape(harness.port)
+        #expect(before["rtm_connections{kind=\"stream\"}"] == 2)
+        for move in ["e4", "d4", "c4"] { try await game.publishTopicMessage(topic: "moves", message: move) }
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "c4" } != nil)
+        let after = try await Self.scrape(harness.port)
+        #expect(after["rtm_messages_received_total{kind=\"stream\"}"] - before["rtm_messages_received_total{kind=\"stream\"}"] == 3)
+        #expect(after["rtm_messages_sent_total{kind=\"stream\"}"] - before["rtm_messages_sent_total{kind=\"stream\"}"] == 3)
+        #expect(after["rtm_request_duration_seconds_count{type=\"publishTopic\"}"] == 3)
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+
+    @Test("issue 14, M-2: a subscription from a position of an unknown epoch counts a replay with a gap")
+    func replayAndGapCounted() async throws {
+        let harness = try await Harness.start()
+        let peer = try await RawPeer.connect(port: harness.port)
+        try await peer.write(RawPeer.upgradeRequest())
+        let login = #"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"carol","token":"\#(Harness.token("carol"))"}"#
+        try await peer.write(RawPeer.text(login))
+        try await peer.write(RawPeer.text(#"{"type":"subscribe","id":2,"channel":"room","positions":{"room":{"epoch":"gone","seq":7}}}"#))
+        #expect(await StreamTests.eventually { peer.frames().contains { $0.text.contains(#""type":"gap""#) } })
+        let scrape = try await Self.scrape(harness.port)
+        #expect(scrape["rtm_replays_total"] == 1)
+        #expect(scrape["rtm_gaps_total"] == 1)
+        await peer.close()
+        #expect(await StreamTests.eventually { harness.server.connectionCount == 0 })
+        let closed = try await Self.scrape(harness.port)
+        #expect(closed["rtm_disconnects_total{reason=\"connection_lost\"}"] == 1)
+        await harness.stop()
+    }
+}
