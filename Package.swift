@@ -68,6 +68,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "GRDB", package: "GRDB.swift"),
+            // Already built for RTMAuth: the admin API keeps revoked tokens as SHA-256 digests.
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [

@@ -8,7 +8,7 @@ import RTMProtocol
 /// The one owner of global server state (`HubState`) behind one lock, and the effects of its
 /// decisions: presence broadcasts, kicks, grace timers, fan-out of channel messages.
 final class Hub: Sendable {
-    private let state: NIOLockedValueBox<HubState>
+    let state: NIOLockedValueBox<HubState>
     let fanouts: [LoopFanout]
     /// `ConnectionHandler`s alive (a closed connection must free its own; tests check it).
     let liveHandlers = NIOLockedValueBox(0)
@@ -27,6 +27,8 @@ final class Hub: Sendable {
     let streams: StreamHub
     /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
     let counters = NIOLockedValueBox(ConnectionCounters())
+    /// Bans and revoked tokens, set through the admin API.
+    let moderation = Moderation()
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger) {
@@ -292,7 +294,7 @@ final class Hub: Sendable {
         state.withLockedValue { $0.holds(user.userId, lock: name, in: ChannelKey(appId: user.appId, name: channel)) }
     }
 
-    private func perform(_ outcome: HubState.LockOutcome) {
+    func perform(_ outcome: HubState.LockOutcome) {
         perform(outcome.broadcasts)
         for direct in outcome.directs { Self.send(direct.frame, on: direct.connection.channel) }
     }
@@ -373,7 +375,7 @@ final class Hub: Sendable {
 
     // MARK: effects
 
-    private func perform(_ broadcasts: [HubState.Broadcast]) {
+    func perform(_ broadcasts: [HubState.Broadcast]) {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
             enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)

@@ -116,6 +116,8 @@ struct HubState {
     var lastFencingToken: UInt64 = 0
     /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
     var metadataWatchers: [UserKey: Set<String>] = [:]
+    /// Channel messages published since start (the admin API's counters).
+    var publishedMessages: UInt64 = 0
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -215,7 +217,7 @@ struct HubState {
         return endSession(key, event: .remoteLeave, wallMillis: wallMillis)
     }
 
-    private mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
+    mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
         // Its user-metadata subscriptions end with it (a new session subscribes again).
