@@ -3,10 +3,11 @@
 
     python3 openapi/check_exchanges.py openapi/admin.yaml exchanges.json
 
-`exchanges.json` is a list of {"method", "path" (with the query), "status", "contentType",
-"body"} recorded from a real server by the test suite (`AdminAPITests`). Every exchange must
+`exchanges.json` is a list of {"method", "path" (with the query), "requestBody", "status",
+"contentType", "body"} recorded from a real server by the test suite (`AdminAPITests`). Every exchange must
 match a documented operation and status, and its JSON body must validate against that
-response's schema (additional properties are refused where the spec says so). Every documented
+response's schema (additional properties are refused where the spec says so); the request
+body of every accepted call must validate against the operation's request schema. Every documented
 operation must have been exercised with a 2xx answer at least once. Exit 0 when all holds.
 Needs openapi-spec-validator and openapi-schema-validator (pip).
 """
@@ -62,6 +63,12 @@ def main():
             continue
         if 200 <= exchange["status"] < 300:
             exercised.add((template, method))
+            # What the test sent was a valid request by the spec too.
+            request_schema = item[method].get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if request_schema is not None and exchange.get("requestBody") is not None:
+                sent = json.loads(exchange["requestBody"])
+                for error in OAS30Validator(request_schema, format_checker=oas30_format_checker).iter_errors(sent):
+                    failures.append(f"{where}: request {'/'.join(map(str, error.path)) or '(body)'}: {error.message}")
         content = response.get("content", {})
         media = exchange["contentType"].split(";")[0].strip()
         if media not in content:

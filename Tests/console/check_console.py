@@ -81,6 +81,7 @@ def main():
     parser.add_argument("--publish", help="publish this text to --channel with the page's publish form")
     parser.add_argument("--screenshot", required=True)
     parser.add_argument("--timeout", type=float, default=20)
+    parser.add_argument("--settle", type=float, default=1.2, help="seconds to let the live chart run before the screenshot")
     options = parser.parse_args()
 
     profile = tempfile.mkdtemp(prefix="rtm-console-")
@@ -132,7 +133,7 @@ def main():
         else:
             print("page text:\n" + text)
             sys.exit(f"the console did not show {options.expect} (and a drawn chart, the key in sessionStorage) within {options.timeout} s")
-        time.sleep(1.2)   # one more poll, so the chart has a couple of points
+        time.sleep(options.settle)   # more polls, so the chart has points
         shot = page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         with open(options.screenshot, "wb") as f:
             f.write(base64.b64decode(shot["data"]))

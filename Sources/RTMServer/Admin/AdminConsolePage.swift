@@ -163,7 +163,7 @@ function renderChannel(ch) {
     (Object.keys(m.state).length ? " " + JSON.stringify(m.state) : "")).join(", ") : "none";
   const body = $("recent"); body.replaceChildren();
   if (!ch.recent.length) body.appendChild(row([el("span", "no recent messages", "muted"), "", "", ""]));
-  for (const m of ch.recent.slice().reverse()) {
+  for (const m of ch.recent.slice(-15).reverse()) {
     body.appendChild(row([m.seq, new Date(m.ts).toLocaleTimeString(), m.publisher, m.text !== undefined ? m.text : "(" + (m.data || "").length + " base64 chars)"]));
   }
 }

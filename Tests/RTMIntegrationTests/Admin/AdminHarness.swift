@@ -59,7 +59,8 @@ struct AdminHarness {
         let http = try #require(response as? HTTPURLResponse)
         let contentType = http.value(forHTTPHeaderField: "Content-Type") ?? ""
         exchanges.append(["method": method, "path": path, "status": http.statusCode, "contentType": contentType,
-                          "body": String(decoding: data, as: UTF8.self)])
+                          "body": String(decoding: data, as: UTF8.self),
+                          "requestBody": request.httpBody.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()])
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
         return (http.statusCode, json)
     }
