@@ -82,6 +82,8 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
+            // Already built for RTMAuth: the admin API keeps revoked tokens as SHA-256 digests.
+            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [

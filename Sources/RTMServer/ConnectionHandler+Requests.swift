@@ -89,6 +89,11 @@ extension ConnectionHandler {
         let heartbeat = (frame.heartbeatInterval ?? 5).clamped(to: config.heartbeatRange)
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)
         let key = UserKey(appId: appId, userId: userId)
+        // Bans and revoked tokens (the admin API).
+        if let (code, reason) = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
+            send(.error(id: frame.id, code, reason), context: context)
+            return
+        }
         switch hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
                          heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence)) {
         case .rejected(let code, let reason):
@@ -122,6 +127,10 @@ extension ConnectionHandler {
     private func renewToken(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         let certificate = hub.configuration.apps[key.appId] ?? nil
         guard case .success(let expiresAt) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context) else { return }
+        if let (code, reason) = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
+            send(.error(id: frame.id, code, reason), context: context)
+            return
+        }
         scheduleTokenExpiry(expiresAt, context: context)
         send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
     }

@@ -212,6 +212,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         stream = nil
         leaveFanout()
         hub.unregister(connection)
+        hub.moderation.closed(connection: connection.id)
         if let appId, let userId = loggedInUser {
             hub.mailbox.detach(UserKey(appId: appId, userId: userId), connection: connection)
         }

@@ -33,6 +33,8 @@ final class Hub: Sendable {
     let metrics: ServerMetrics
     /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
     let draining = NIOLockedValueBox(false)
+    /// Bans and revoked tokens, set through the admin API.
+    let moderation = Moderation()
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger) {
@@ -314,7 +316,7 @@ final class Hub: Sendable {
         state.withLockedValue { $0.holds(user.userId, lock: name, in: ChannelKey(appId: user.appId, name: channel)) }
     }
 
-    private func perform(_ outcome: HubState.LockOutcome) {
+    func perform(_ outcome: HubState.LockOutcome) {
         perform(outcome.broadcasts)
         for direct in outcome.directs { Self.send(direct.frame, on: direct.connection.channel) }
     }
@@ -395,7 +397,7 @@ final class Hub: Sendable {
 
     // MARK: effects
 
-    private func perform(_ broadcasts: [HubState.Broadcast]) {
+    func perform(_ broadcasts: [HubState.Broadcast]) {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
             enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)

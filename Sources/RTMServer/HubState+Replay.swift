@@ -44,6 +44,7 @@ extension HubState {
             fresh.append(index)
         }
         if let dedup { publishDedup[publisher] = dedup }
+        publishedMessages &+= UInt64(fresh.count)
         var buffer: ByteBuffer?
         if !fresh.isEmpty {
             let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)

@@ -118,6 +118,8 @@ struct HubState {
     var metadataWatchers: [UserKey: Set<String>] = [:]
     /// Peer online status subscriptions (HubState+PeerStatus, §1.7).
     var peerStatus: PeerStatusRegistry
+    /// Channel messages published since start (the admin API's counters).
+    var publishedMessages: UInt64 = 0
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -218,7 +220,7 @@ struct HubState {
         return endSession(key, event: .remoteLeave, wallMillis: wallMillis)
     }
 
-    private mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
+    mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
         // Its user-metadata subscriptions end with it (a new session subscribes again).

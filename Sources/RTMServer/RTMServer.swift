@@ -32,6 +32,7 @@ public final class RTMServer: Service, Sendable {
     let hub: Hub
     let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
+    private let admin = AdminHTTPServer()
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
     /// `store`); nothing is bound until `start()`.
@@ -64,6 +65,9 @@ public final class RTMServer: Service, Sendable {
         for fanout in hub.fanouts { total += try await fanout.eventLoop.submit { fanout.liveness.count }.get() }
         return total
     }
+
+    /// The admin listener's bound port, once started (nil when no `adminKey` is configured).
+    public var adminPort: Int? { admin.port }
 
     /// Open client connections.
     public var connectionCount: Int { hub.openConnections.count }
@@ -99,6 +103,12 @@ public final class RTMServer: Service, Sendable {
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])
+        if let key = config.adminKey, !key.isEmpty {
+            let api = AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
+            let adminPort = try await admin.start(group: group, host: config.adminHost, port: config.adminPort, api: api,
+                                                  idleTimeout: config.adminIdleTimeout)
+            logger.info("admin API listening", metadata: ["host": "\(config.adminHost)", "port": "\(adminPort)"])
+        }
         return port
     }
 
@@ -139,6 +149,7 @@ public final class RTMServer: Service, Sendable {
         let channel = serverChannel.withLockedValue { value in defer { value = nil }; return value }
         guard let channel else { return }
         try? await channel.close()
+        await admin.stop()
         let connections = hub.openConnections
         let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: "server shutting down")
         for connection in connections { Hub.close(connection, with: goAway, code: .goingAway, reason: "server shutting down") }

@@ -120,6 +120,15 @@ public struct ServerConfiguration: Sendable {
     public var memberCountMaxChannels = 32
     /// getChannelMemberCount calls per second per user (§1.5: 1). 0 = unlimited.
     public var memberCountRatePerSecond: Double = 1
+    /// The admin API and web console's key (`Authorization: Bearer <key>`). Nil (the default):
+    /// the admin listener is not started at all.
+    public var adminKey: String?
+    /// Address of the admin listener, apart from the client endpoint; loopback by default.
+    public var adminHost: String = "127.0.0.1"
+    /// Port of the admin listener (0 = any free port, see `RTMServer.adminPort`).
+    public var adminPort: Int = 9601
+    /// An admin HTTP connection that sends nothing for this long is closed.
+    public var adminIdleTimeout: TimeAmount = .seconds(60)
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 import RTMProtocol
@@ -76,6 +77,8 @@ final class UserMailbox: @unchecked Sendable {
     private var committing = false
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
+    /// User messages stored since start (the admin API's counters).
+    let storedCount = NIOLockedValueBox<UInt64>(0)
 
     private let metrics: ServerMetrics?
 
@@ -229,6 +232,7 @@ final class UserMailbox: @unchecked Sendable {
         switch result {
         case .success(let committed):
             ids = committed
+            storedCount.withLockedValue { $0 &+= UInt64(committed.count) }
         case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
             for item in batch {

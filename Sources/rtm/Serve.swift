@@ -33,6 +33,8 @@ struct Serve: AsyncParsableCommand {
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
+    @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
+    @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
 
     func run() async throws {
         FileLimit.raise()
@@ -56,6 +58,7 @@ struct Serve: AsyncParsableCommand {
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
         config.testDropSeq = testDropSeq
+        try configureAdmin(&config)
         if let appId {
             guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
             config.apps = [appId: appCertificate]
@@ -76,5 +79,17 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(
             services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// --admin-key / RTM_ADMIN_KEY and --admin-listen.
+    private func configureAdmin(_ config: inout ServerConfiguration) throws {
+        guard let key = adminKey ?? ProcessInfo.processInfo.environment["RTM_ADMIN_KEY"], !key.isEmpty else { return }
+        guard let colon = adminListen.lastIndex(of: ":"), let port = Int(adminListen[adminListen.index(after: colon)...]),
+              (0...65535).contains(port) else {
+            throw ValidationError("--admin-listen must be host:port, got '\(adminListen)'")
+        }
+        config.adminKey = key
+        config.adminHost = String(adminListen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        config.adminPort = port
     }
 }

@@ -1,0 +1,227 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+
+/// The admin API's endpoints (`openapi/admin.yaml`).
+extension AdminAPI {
+    func info() -> AdminModels.Info {
+        let counts = hub.counters.withLockedValue { $0 }
+        let now = Hub.wallMillis
+        let bans = hub.moderation.withState { $0.activeBans(nowMillis: now).count }
+        return AdminModels.Info(
+            version: Self.version, node: node, startedAt: startedAt, uptimeSeconds: Double(now - startedAt) / 1000, now: now,
+            apps: hub.configuration.apps.keys.sorted(),
+            connections: .init(message: counts.message, stream: counts.stream, peakMessage: counts.peakMessage,
+                               open: hub.openConnections.count),
+            sessions: hub.sessionCount, channels: hub.channelCount, bans: bans,
+            counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount.withLockedValue { $0 }))
+    }
+
+    func channels(_ request: AdminRequest) throws -> AdminModels.Channels {
+        let appId = try request.query["appId"].map { try app($0) }
+        return AdminModels.Channels(channels: hub.channelSummaries(appId: appId))
+    }
+
+    func channel(_ name: String, _ request: AdminRequest) throws -> AdminModels.Channel {
+        let appId = try app(request.query["appId"])
+        let name = try channelName(name)
+        guard let detail = hub.channelDetail(ChannelKey(appId: appId, name: name)) else {
+            throw AdminFailure.notFound("channel '\(name)' has no members, subscribers or recent messages")
+        }
+        return AdminModels.Channel(
+            appId: appId, name: name, visibleMembers: detail.visible, lastSeq: detail.lastSeq, members: detail.members,
+            recent: detail.recent.map { message in
+                var item = AdminModels.Message(seq: message.seq, ts: message.millis, publisher: message.publisher, customType: message.customType)
+                if message.isText { item.text = String(buffer: message.payload) } else { item.data = Data(message.payload.readableBytesView) }
+                return item
+            })
+    }
+
+    func sessions(_ request: AdminRequest) throws -> AdminModels.Sessions {
+        let appId = try request.query["appId"].map { try app($0) }
+        return AdminModels.Sessions(sessions: hub.sessionSummaries(appId: appId))
+    }
+
+    func whoNow(_ request: AdminRequest) throws -> AdminModels.WhoNow {
+        let appId = try app(request.query["appId"])
+        let channel = try channelName(request.query["channel"])
+        let (snapshot, next, total) = hub.whoNow(appId: appId, channel: channel, after: request.query["page"])
+        let includeState = request.query["includeState"] == "true"
+        return AdminModels.WhoNow(channel: channel, users: snapshot.users, states: includeState ? snapshot.states : nil, total: total, nextPage: next)
+    }
+
+    func whereNow(_ request: AdminRequest) throws -> AdminModels.WhereNow {
+        let appId = try app(request.query["appId"])
+        let user = try userId(request.query["user"])
+        guard let channels = hub.whereNow(UserKey(appId: appId, userId: user)) else {
+            throw AdminFailure.notFound("user '\(user)' is not online", code: RTMErrorCode.presenceUserNotExist.rawValue)
+        }
+        return AdminModels.WhereNow(user: user, channels: channels)
+    }
+
+    /// §2.8: newest first, `newStart` the cursor for the next page (0: no more).
+    func history(_ request: AdminRequest, respond: @escaping Respond) throws {
+        let appId = try app(request.query["appId"])
+        let channelType = request.query["channelType"] ?? "message"
+        guard channelType == "message" || channelType == "user" else {
+            throw AdminFailure.badRequest("query parameter 'channelType' must be 'message' or 'user'")
+        }
+        let channel: String
+        if channelType == "user" {
+            // A conversation: `channel` names the two users, `alice:bob`.
+            let users = (request.query["channel"] ?? "").split(separator: ":").map(String.init)
+            guard users.count == 2 else { throw AdminFailure.badRequest("a user conversation's channel is 'userA:userB'") }
+            channel = HistoryRecord.userPair(try userId(users[0]), try userId(users[1]))
+        } else {
+            channel = try channelName(request.query["channel"])
+        }
+        let count = try intQuery(request, "count", 100, 1...100)
+        let start = try intQuery(request, "start", 0, 0...Int64.max)
+        let end = try intQuery(request, "end", 0, 0...Int64.max)
+        hub.storage.history(appId: appId, channelType: channelType, channel: channel, start: start == 0 ? Int64.max : start,
+                            end: end, count: Int(count)) { result in
+            switch result {
+            case .success(let page):
+                respond(.json(AdminModels.History(
+                    channel: request.query["channel"] ?? channel, channelType: channelType,
+                    messages: page.messages.map { AdminModels.Message(ts: $0.ts, publisher: $0.publisher, text: $0.text, data: $0.data, customType: $0.customType) },
+                    newStart: page.newStart)))
+            case .failure(let failure):
+                respond(.error(.internalServerError, "historyFailed", failure.reason, code: failure.code.rawValue))
+            }
+        }
+    }
+
+    // MARK: messages
+
+    /// Checks a message body: exactly one of text and data, within the payload and custom type limits.
+    private func checkPayload(text: String?, data: Data?, customType: String?) throws {
+        guard (text == nil) != (data == nil) else {
+            throw AdminFailure.badRequest("a message needs exactly one of 'message' (text) or 'data' (base64)",
+                                          code: RTMErrorCode.channelInvalidMessage.rawValue)
+        }
+        let limits = hub.configuration.limits
+        let size = text?.utf8.count ?? data?.count ?? 0
+        if size > limits.maxPayloadBytes {
+            throw AdminFailure.badRequest("payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)",
+                                          code: RTMErrorCode.channelMessageLengthExceedLimitation.rawValue)
+        }
+        if let customType, customType.count > limits.maxCustomTypeLength {
+            throw AdminFailure.badRequest("customType is longer than \(limits.maxCustomTypeLength) characters",
+                                          code: RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
+        }
+    }
+
+    /// Publishes to a channel as `publisher` (default `admin`): subscribers get it as any
+    /// channel message (sequence number, replay, M-2/M-3).
+    func publish(_ body: AdminModels.PublishRequest, respond: @escaping Respond) throws {
+        let appId = try app(body.appId)
+        let channel = try channelName(body.channel)
+        let publisher = try userId(body.publisher ?? "admin", field: "publisher")
+        try checkPayload(text: body.message, data: body.data, customType: body.customType)
+        let payload = body.message.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: body.data ?? Data())
+        let outgoing = Hub.Outgoing(requestID: 0, msgId: nil, customType: body.customType, isText: body.message != nil, payload: payload)
+        let seq = hub.publish(appId: appId, channel: channel, publisher: UserKey(appId: appId, userId: publisher),
+                              messages: [outgoing], allocator: ByteBufferAllocator())[0]
+        let epoch = hub.channelPosition(appId: appId, channel: channel).epoch
+        let result = AdminModels.PublishResult(channel: channel, seq: seq, epoch: epoch)
+        guard body.storeInHistory == true else { return respond(.json(result)) }
+        let record = HistoryMessage(publisher: publisher, text: body.message, data: body.data, customType: body.customType, ts: Hub.wallMillis)
+        hub.storage.appendHistory(appId: appId, channelType: "message", channel: channel, message: record, dedupKey: "\(epoch):\(seq)") { stored in
+            switch stored {
+            case .success(let ts):
+                var stored = result
+                stored.historyTs = ts
+                respond(.json(stored))
+            case .failure(let failure): respond(.error(.internalServerError, "historyFailed", failure.reason, code: failure.code.rawValue))
+            }
+        }
+    }
+
+    /// Sends a user message from `from` (default `admin`), with a client's `sendUser`
+    /// semantics (M-1): stored durably before the reply, delivered in order, kept until the
+    /// receiver acknowledges it.
+    func send(_ body: AdminModels.SendRequest, respond: @escaping Respond) throws {
+        let appId = try app(body.appId)
+        let receiver = try userId(body.user)
+        let sender = try userId(body.from ?? "admin", field: "from")
+        try checkPayload(text: body.message, data: body.data, customType: body.customType)
+        let message = StoredUserMessage(appId: appId, receiver: receiver, sender: sender, text: body.message, data: body.data,
+                                        customType: body.customType, ts: Hub.wallMillis)
+        let storage = body.storeInHistory == true ? hub.storage : nil
+        hub.mailbox.send(message, from: UserKey(appId: appId, userId: sender), clientMsgId: nil) { result in
+            switch result {
+            case .success(let receipt):
+                if let storage {
+                    let record = HistoryMessage(publisher: sender, text: message.text, data: message.data, customType: message.customType, ts: message.ts)
+                    storage.appendHistory(appId: appId, channelType: "user", channel: HistoryRecord.userPair(sender, receiver),
+                                          message: record, dedupKey: "u:\(receipt.id)") { _ in }
+                }
+                respond(.json(AdminModels.SendResult(user: receiver, messageId: receipt.id, receiverOnline: receipt.receiverOnline)))
+            case .failure(let error):
+                respond(.error(.internalServerError, "storeFailed", "the message could not be stored: \(error)",
+                               code: RTMErrorCode.channelReceiverOfflineAndMessageStoreFailed.rawValue))
+            }
+        }
+    }
+
+    // MARK: sessions
+
+    func disconnect(_ body: AdminModels.UserRequest) throws -> AdminModels.Disconnected {
+        let key = UserKey(appId: try app(body.appId), userId: try userId(body.user))
+        return AdminModels.Disconnected(user: key.userId, disconnected: hub.disconnect(key, reason: body.reason ?? "disconnected by the administrator"))
+    }
+
+    func kick(_ body: AdminModels.KickRequest) throws -> AdminModels.Kicked {
+        let key = UserKey(appId: try app(body.appId), userId: try userId(body.user))
+        let reason = body.reason ?? "kicked by the administrator"
+        if let seconds = body.banSeconds { return try ban(key, seconds: seconds, reason: reason) }
+        return AdminModels.Kicked(user: key.userId, sessionEnded: hub.endSession(key, code: .kickedOutByServer, reason: reason))
+    }
+
+    func ban(_ body: AdminModels.BanRequest) throws -> AdminModels.Kicked {
+        let key = UserKey(appId: try app(body.appId), userId: try userId(body.user))
+        return try ban(key, seconds: body.seconds, reason: body.reason ?? "banned by the administrator")
+    }
+
+    /// Ends the session and refuses the user's logins (-10012 loginRejected) until the ban ends.
+    private func ban(_ key: UserKey, seconds: Double, reason: String) throws -> AdminModels.Kicked {
+        guard seconds > 0, seconds <= 366 * 86_400 else { throw AdminFailure.badRequest("ban seconds must be in (0, 31622400]") }
+        let until = Hub.wallMillis + Int64(seconds * 1000)
+        _ = hub.moderation.withState { $0.ban(key, until: until, reason: reason) }
+        let ended = hub.endSession(key, code: .kickedOutByServer, reason: "banned: \(reason)")
+        return AdminModels.Kicked(user: key.userId, sessionEnded: ended, bannedUntil: until)
+    }
+
+    func unban(_ body: AdminModels.UserRequest) throws -> AdminModels.Unbanned {
+        let key = UserKey(appId: try app(body.appId), userId: try userId(body.user))
+        return AdminModels.Unbanned(user: key.userId, unbanned: hub.moderation.withState { $0.unban(key) })
+    }
+
+    func bans(_ request: AdminRequest) throws -> AdminModels.Bans {
+        let appId = try request.query["appId"].map { try app($0) }
+        let now = Hub.wallMillis
+        return AdminModels.Bans(bans: hub.moderation.withState { $0.activeBans(nowMillis: now) }.compactMap { key, ban in
+            appId == nil || key.appId == appId ? AdminModels.Ban(appId: key.appId, user: key.userId, until: ban.until, reason: ban.reason) : nil
+        })
+    }
+
+    /// One token (`token`): refused from now on, and the sessions that logged in with it end.
+    /// A user (`user`, no token): every token of the user issued before now is refused, and the
+    /// user's session ends. Either way the client gets `kicked` code 16 invalidToken.
+    func revoke(_ body: AdminModels.RevokeRequest) throws -> AdminModels.Revoked {
+        let reason = body.reason ?? "the token was revoked by the administrator"
+        if let token = body.token {
+            guard !token.isEmpty else { throw AdminFailure.badRequest("field 'token' is empty") }
+            let until = ModerationState.expiresAt(token) ?? Hub.wallMillis + 86_400_000
+            let connections = hub.moderation.withState { $0.revoke(token: ModerationState.digest(token), until: until) }
+            return AdminModels.Revoked(scope: "token", sessionsEnded: hub.endSessions(connections: connections, code: .invalidToken, reason: reason))
+        }
+        guard body.user != nil else { throw AdminFailure.badRequest("revoke needs 'token' or 'user'") }
+        let key = UserKey(appId: try app(body.appId), userId: try userId(body.user))
+        let before = UInt32(clamping: Hub.wallMillis / 1000)
+        _ = hub.moderation.withState { $0.revokeAll(key, before: before) }
+        let ended = hub.endSession(key, code: .invalidToken, reason: reason)
+        return AdminModels.Revoked(scope: "user", sessionsEnded: ended ? 1 : 0, before: before)
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import RTMProtocol
+
+/// The admin HTTP API (`openapi/admin.yaml`): routes a request, checks the admin key
+/// (`Authorization: Bearer <key>`, compared in constant time) and runs the endpoint against the
+/// hub. Every `/v1/…` endpoint needs the key; `GET /console` (the web console, which asks for
+/// the key in the page) does not.
+struct AdminAPI: Sendable {
+    /// The server version reported by `GET /v1/info`.
+    static let version = "0.14.0"
+
+    let hub: Hub
+    let key: String
+    let startedAt: Int64
+    let node: String
+
+    typealias Respond = @Sendable (AdminResponse) -> Void
+
+    /// Answers `request` (at once, or later for the store-backed endpoints).
+    func handle(_ request: AdminRequest, respond: @escaping Respond) {
+        let segments = request.segments
+        if request.method == .GET, segments.isEmpty || segments == ["console"] {
+            respond(AdminResponse(status: .ok, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: AdminConsolePage.html)))
+            return
+        }
+        guard segments.first == "v1" else {
+            respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path) (the API is under /v1, the console at /console)"))
+            return
+        }
+        guard authorized(request) else {
+            hub.logger.warning("admin: request refused (\(request.authorization == nil ? "no" : "wrong") admin key)",
+                               metadata: ["method": "\(request.method)", "path": "\(request.path)", "remote": "\(request.remote)"])
+            var response = AdminResponse.error(.unauthorized, "unauthorized",
+                                               request.authorization == nil ? "missing admin key (Authorization: Bearer <key>)" : "wrong admin key")
+            response.extraHeaders = [("WWW-Authenticate", "Bearer realm=\"rtm-admin\"")]
+            respond(response)
+            return
+        }
+        do {
+            try route(request, Array(segments.dropFirst()), respond: respond)
+        } catch let failure as AdminFailure {
+            respond(failure.response)
+        } catch {
+            respond(.error(.internalServerError, "internal", "\(error)"))
+        }
+    }
+
+    /// The collection endpoints, by path under `/v1`, and the methods they take.
+    static let endpoints: [String: HTTPMethod] = [
+        "info": .GET, "channels": .GET, "sessions": .GET, "presence/whonow": .GET, "presence/wherenow": .GET,
+        "history": .GET, "bans": .GET, "publish": .POST, "send": .POST, "disconnect": .POST, "kick": .POST,
+        "ban": .POST, "unban": .POST, "revoke": .POST,
+    ]
+
+    private func route(_ request: AdminRequest, _ path: [String], respond: @escaping Respond) throws {
+        // `channels/{channel}`: one channel, inspected.
+        if path.count == 2, path[0] == "channels" {
+            guard request.method == .GET else { return respond(Self.notAllowed(request)) }
+            return respond(.json(try channel(path[1], request)))
+        }
+        let joined = path.joined(separator: "/")
+        guard let method = Self.endpoints[joined] else {
+            return respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path)"))
+        }
+        guard method == request.method else { return respond(Self.notAllowed(request)) }
+        switch joined {
+        case "info": respond(.json(info()))
+        case "channels": respond(.json(try channels(request)))
+        case "sessions": respond(.json(try sessions(request)))
+        case "presence/whonow": respond(.json(try whoNow(request)))
+        case "presence/wherenow": respond(.json(try whereNow(request)))
+        case "history": try history(request, respond: respond)
+        case "bans": respond(.json(try bans(request)))
+        case "publish": try publish(try decode(AdminModels.PublishRequest.self, request), respond: respond)
+        case "send": try send(try decode(AdminModels.SendRequest.self, request), respond: respond)
+        case "disconnect": respond(.json(try disconnect(try decode(AdminModels.UserRequest.self, request))))
+        case "kick": respond(.json(try kick(try decode(AdminModels.KickRequest.self, request))))
+        case "ban": respond(.json(try ban(try decode(AdminModels.BanRequest.self, request))))
+        case "unban": respond(.json(try unban(try decode(AdminModels.UserRequest.self, request))))
+        case "revoke": respond(.json(try revoke(try decode(AdminModels.RevokeRequest.self, request))))
+        default: preconditionFailure("endpoint '\(joined)' listed but not routed")
+        }
+    }
+
+    private static func notAllowed(_ request: AdminRequest) -> AdminResponse {
+        .error(.methodNotAllowed, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+    }
+
+    // MARK: key
+
+    /// Constant-time comparison: the time depends on the configured key's length only, never on
+    /// where a wrong key first differs.
+    static func keysMatch(_ given: String, _ expected: String) -> Bool {
+        let given = Array(given.utf8), expected = Array(expected.utf8)
+        var difference: UInt8 = given.count == expected.count ? 0 : 1
+        for index in expected.indices {
+            difference |= expected[index] ^ (index < given.count ? given[index] : 0)
+        }
+        return difference == 0
+    }
+
+    private func authorized(_ request: AdminRequest) -> Bool {
+        guard let header = request.authorization else { return false }
+        let prefix = "Bearer "
+        guard header.count > prefix.count, header.prefix(prefix.count).lowercased() == prefix.lowercased() else { return false }
+        return Self.keysMatch(String(header.dropFirst(prefix.count)), key)
+    }
+
+    // MARK: input
+
+    /// Decodes a JSON body; a bad one is a 400 naming the problem.
+    func decode<T: Decodable>(_ type: T.Type, _ request: AdminRequest) throws -> T {
+        guard let body = request.body, body.readableBytes > 0 else { throw AdminFailure.badRequest("this endpoint needs a JSON body") }
+        do {
+            return try JSONDecoder().decode(type, from: Data(body.readableBytesView))
+        } catch DecodingError.keyNotFound(let key, _) {
+            throw AdminFailure.badRequest("missing field '\(key.stringValue)'")
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            throw AdminFailure.badRequest("field '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)")
+        } catch DecodingError.dataCorrupted(let context) {
+            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw AdminFailure.badRequest(field.isEmpty ? "the body is not valid JSON" : "field '\(field)': \(context.debugDescription)")
+        } catch {
+            throw AdminFailure.badRequest("the body could not be read: \(error)")
+        }
+    }
+
+    /// The app a request is about: the one named, or the only one the server serves.
+    func app(_ named: String?) throws -> String {
+        let apps = hub.configuration.apps
+        if let named {
+            guard apps[named] != nil else { throw AdminFailure.notFound("unknown app id '\(named)'", code: RTMErrorCode.invalidAppId.rawValue) }
+            return named
+        }
+        guard apps.count == 1, let only = apps.keys.first else {
+            throw AdminFailure.badRequest("appId is required: the server serves \(apps.count) apps")
+        }
+        return only
+    }
+
+    func channelName(_ name: String?) throws -> String {
+        guard let name, !name.isEmpty else { throw AdminFailure.badRequest("missing field 'channel'") }
+        if let problem = hub.configuration.limits.nameProblem(name, kind: "channel name") {
+            throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidChannelName.rawValue)
+        }
+        return name
+    }
+
+    func userId(_ name: String?, field: String = "user") throws -> String {
+        guard let name, !name.isEmpty else { throw AdminFailure.badRequest("missing field '\(field)'") }
+        if let problem = hub.configuration.limits.nameProblem(name, kind: field) {
+            throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidUserId.rawValue)
+        }
+        return name
+    }
+
+    /// An integer query parameter in `range`, or `fallback` when absent.
+    func intQuery(_ request: AdminRequest, _ name: String, _ fallback: Int64, _ range: ClosedRange<Int64>) throws -> Int64 {
+        guard let text = request.query[name] else { return fallback }
+        guard let value = Int64(text), range.contains(value) else {
+            throw AdminFailure.badRequest("query parameter '\(name)' must be an integer in [\(range.lowerBound), \(range.upperBound)]")
+        }
+        return value
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+
+/// What the admin API reads from the hub's state (under the hub's lock), as plain values.
+extension HubState {
+    /// Every channel of `appId` (every app when nil), by name.
+    func channelSummaries(appId: String?) -> [AdminModels.ChannelItem] {
+        channels.compactMap { key, state in
+            guard appId == nil || key.appId == appId else { return nil }
+            return AdminModels.ChannelItem(appId: key.appId, name: key.name, members: state.members.count,
+                                  visibleMembers: state.visible, lastSeq: state.seq)
+        }.sorted { ($0.appId, $0.name) < ($1.appId, $1.name) }
+    }
+
+    /// A channel's members (with their temporary state) and its last messages (the replay
+    /// buffer, M-2: at most `channelReplayMax`, from the last `channelReplayWindow`). Nil when
+    /// the server does not know the channel.
+    func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [RecentMessage])? {
+        guard let state = channels[key] else { return nil }
+        let members = state.members.map { AdminModels.Member(userId: $0.key, quiet: $0.value.quiet, state: $0.value.state) }
+            .sorted { $0.userId < $1.userId }
+        return (members, state.visible, state.seq, Array(state.recent))
+    }
+
+    /// Sessions of `appId` (every app when nil), by user id.
+    func sessionSummaries(appId: String?) -> [AdminModels.Session] {
+        sessions.values.compactMap { session in
+            guard appId == nil || session.key.appId == appId else { return nil }
+            return AdminModels.Session(appId: session.key.appId, userId: session.key.userId,
+                                  online: session.connection != nil, channels: session.channels.sorted())
+        }.sorted { ($0.appId, $0.userId) < ($1.appId, $1.userId) }
+    }
+
+    /// Ends a user's session by the administrator's will (kick, ban, revoke), online or within
+    /// its grace window: the members see it leave (as after a logout, P-4). Returns the
+    /// presence events and the connection that served it, if online.
+    mutating func endSessionByAdmin(_ key: UserKey, wallMillis: Int64) -> (broadcasts: [Broadcast], connection: ConnectionRef?, existed: Bool) {
+        guard let session = sessions[key] else { return ([], nil, false) }
+        return (endSession(key, event: .remoteLeave, wallMillis: wallMillis), session.connection, true)
+    }
+}

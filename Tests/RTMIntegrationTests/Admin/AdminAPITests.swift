@@ -1,0 +1,237 @@
+import Foundation
+import RTMAuth
+import RTMProtocol
+import RTMServer
+import Testing
+@testable import RTMClient
+
+/// The admin HTTP API against a real server and real SDK clients (issue 14, item 2).
+@Suite("Admin API", .serialized)
+struct AdminAPITests {
+    @Test("admin: a missing or wrong key is refused with 401 and logged; the key is compared whole")
+    func wrongKeyRefused() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let missing = try await admin.call("GET", "/v1/info", key: nil)
+        #expect(missing.status == 401)
+        #expect(missing.json["error"] as? String == "unauthorized")
+        let wrong = try await admin.call("GET", "/v1/info", key: "test-admin-key-0123456788")
+        #expect(wrong.status == 401)
+        let prefix = try await admin.call("GET", "/v1/info", key: String(AdminHarness.key.dropLast()))
+        #expect(prefix.status == 401)
+        let longer = try await admin.call("POST", "/v1/publish", body: ["channel": "room", "message": "x"], key: AdminHarness.key + "x")
+        #expect(longer.status == 401)
+        #expect(admin.logs.contains(.warning, "admin: request refused (no admin key)"))
+        #expect(admin.logs.contains(.warning, "admin: request refused (wrong admin key)"))
+        #expect(admin.logs.contains(.warning, "path=/v1/publish"))
+        #expect(try await admin.call("GET", "/v1/info").status == 200)
+        // The console page itself needs no key (it asks for it).
+        #expect(try await admin.call("GET", "/console", key: nil).status == 200)
+    }
+
+    @Test("admin: no key configured, no admin listener")
+    func disabledWithoutKey() async throws {
+        let harness = try await Harness.start { $0.adminPort = 0 }
+        defer { Task { await harness.stop() } }
+        #expect(harness.server.adminPort == nil)
+    }
+
+    @Test("admin: publish reaches subscribers as a channel message; send is a durable user message")
+    func publishAndSend() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, events) = try await Harness.client("alice", port: admin.port)
+        defer { Task { await alice.logout() } }
+        try await alice.subscribe("room")
+        let published = try await admin.call("POST", "/v1/publish", body: ["channel": "room", "message": "hello from ops", "publisher": "ops"])
+        #expect(published.status == 200)
+        #expect(published.json["seq"] as? Int == 1)
+        let message = await events.first(within: soon) { $0.messageEvent?.channelName == "room" }
+        #expect(message?.messageEvent?.text == "hello from ops")
+        #expect(message?.messageEvent?.publisher == "ops")
+
+        let sent = try await admin.call("POST", "/v1/send", body: ["user": "alice", "message": "direct", "from": "support"])
+        #expect(sent.status == 200)
+        #expect(sent.json["receiverOnline"] as? Bool == true)
+        let direct = await events.first(within: soon) { $0.messageEvent?.channelType == .user }
+        #expect(direct?.messageEvent?.text == "direct")
+        #expect(direct?.messageEvent?.publisher == "support")
+
+        // bob is offline: stored, delivered at his login (M-1).
+        let waiting = try await admin.call("POST", "/v1/send", body: ["user": "bob", "message": "waiting for you"])
+        #expect(waiting.json["receiverOnline"] as? Bool == false)
+        let (bob, bobEvents) = try await Harness.client("bob", port: admin.port)
+        defer { Task { await bob.logout() } }
+        let delivered = await bobEvents.first(within: soon) { $0.messageEvent?.channelType == .user }
+        #expect(delivered?.messageEvent?.text == "waiting for you")
+        #expect(delivered?.messageEvent?.publisher == "admin")
+
+        let bad = try await admin.call("POST", "/v1/publish", body: ["channel": "room"])
+        #expect(bad.status == 400)
+        #expect((bad.json["message"] as? String)?.contains("exactly one of 'message'") == true)
+        let missing = try await admin.call("POST", "/v1/publish", body: ["message": "x"])
+        #expect(missing.json["message"] as? String == "missing field 'channel'")
+    }
+
+    @Test("admin disconnect: the client is told why, reconnects and resumes; the other members see nothing (P-1)")
+    func disconnectResumes() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, aliceEvents, bob, bobEvents) = try await admin.aliceAndBob(in: "room")
+        defer { Task { await alice.logout(); await bob.logout() } }
+        let mark = await bobEvents.mark()
+        let answer = try await admin.call("POST", "/v1/disconnect", body: ["user": "alice", "reason": "maintenance on your node"])
+        #expect(answer.json["disconnected"] as? Bool == true)
+        let lost = await aliceEvents.first(within: soon) { $0.link?.currentState == .disconnected }
+        #expect(lost?.link?.reason.contains("maintenance on your node") == true)
+        let back = await aliceEvents.first(within: soon) { $0.link?.currentState == .connected && $0.link?.isResumed == true }
+        #expect(back != nil)
+        _ = try await bob.publish(channel: "room", message: "still here?")
+        #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "still here?" } != nil)
+        let presence = await bobEvents.matching { _ in true }.dropFirst(mark).compactMap(\.presenceEvent)
+        #expect(presence.allSatisfy { $0.userId != "alice" }, "bob saw \(presence)")
+        let nobody = try await admin.call("POST", "/v1/disconnect", body: ["user": "nobody"])
+        #expect(nobody.json["disconnected"] as? Bool == false)
+    }
+
+    @Test("admin kick: the session ends with kickedOutByServer and the reason; members see the leave; no automatic login (C-6)")
+    func kickEndsSession() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, aliceEvents, bob, bobEvents) = try await admin.aliceAndBob(in: "room")
+        defer { Task { await alice.logout(); await bob.logout() } }
+        let kicked = try await admin.call("POST", "/v1/kick", body: ["user": "alice", "reason": "spamming"])
+        #expect(kicked.json["sessionEnded"] as? Bool == true)
+        let failed = await aliceEvents.first(within: soon) { $0.link?.currentState == .failed }
+        #expect(failed?.link?.reasonCode == .kickedOutByServer)
+        #expect(failed?.link?.reason == "spamming")
+        #expect(await aliceEvents.first(within: soon) { $0.classic == .aborted } != nil)
+        let left = await bobEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteLeave && $0.presenceEvent?.userId == "alice" }
+        #expect(left != nil)
+        #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
+        // Never back by itself: the session stays gone.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
+        let sessions = try await admin.call("GET", "/v1/sessions")
+        #expect((sessions.json["sessions"] as? [[String: Any]])?.compactMap { $0["userId"] as? String } == ["bob"])
+    }
+
+    @Test("admin ban: logins are refused with -10012 naming the ban until it ends, then admitted")
+    func banRefusesLogin() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, aliceEvents) = try await Harness.client("alice", port: admin.port)
+        defer { Task { await alice.logout() } }
+        let banned = try await admin.call("POST", "/v1/ban", body: ["user": "alice", "seconds": 1.0, "reason": "cooling off"])
+        #expect(banned.json["sessionEnded"] as? Bool == true)
+        #expect(banned.json["bannedUntil"] is Int)
+        let failed = await aliceEvents.first(within: soon) { $0.link?.currentState == .failed }
+        #expect(failed?.link?.reason == "banned: cooling off")
+        let bans = try await admin.call("GET", "/v1/bans")
+        #expect((bans.json["bans"] as? [[String: Any]])?.first?["user"] as? String == "alice")
+
+        let (again, _) = try await Harness.client("alice", port: admin.port, login: false)
+        defer { Task { await again.logout() } }
+        do {
+            try await again.login(token: Harness.token("alice"))
+            Issue.record("a banned user logged in")
+        } catch {
+            #expect(error.code == .loginRejected)
+            #expect(error.reason.contains("is banned for"))
+            #expect(error.reason.contains("cooling off"))
+        }
+        // The ban ends by itself.
+        try await Task.sleep(for: .milliseconds(1100))
+        let (later, _) = try await Harness.client("alice", port: admin.port, login: false)
+        defer { Task { await later.logout() } }
+        try await later.login(token: Harness.token("alice"))
+        // And it can be lifted early.
+        _ = try await admin.call("POST", "/v1/ban", body: ["user": "carol", "seconds": 600])
+        let lifted = try await admin.call("POST", "/v1/unban", body: ["user": "carol"])
+        #expect(lifted.json["unbanned"] as? Bool == true)
+        let (carol, _) = try await Harness.client("carol", port: admin.port)
+        await carol.logout()
+    }
+
+    @Test("admin revoke: a revoked token's session ends (invalidToken) and the token is refused (-10005); revoking a user refuses its older tokens only")
+    func revokeTokens() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let now = UInt32(Date().timeIntervalSince1970)
+        let token = AccessToken2.buildRTMToken(appId: Harness.appId, appCertificate: Harness.certificate, userId: "alice", expire: 3600)
+        let (alice, aliceEvents) = try await Harness.client("alice", port: admin.port, login: false)
+        defer { Task { await alice.logout() } }
+        try await alice.login(token: token)
+        let revoked = try await admin.call("POST", "/v1/revoke", body: ["token": token])
+        #expect(revoked.json["scope"] as? String == "token")
+        #expect(revoked.json["sessionsEnded"] as? Int == 1)
+        let failed = await aliceEvents.first(within: soon) { $0.link?.currentState == .failed }
+        #expect(failed?.link?.reasonCode == .invalidToken)
+
+        let (retry, _) = try await Harness.client("alice", port: admin.port, login: false)
+        defer { Task { await retry.logout() } }
+        await #expect(throws: RTMError.self) { try await retry.login(token: token) }
+        let fresh = AccessToken2.buildRTMToken(appId: Harness.appId, appCertificate: Harness.certificate, userId: "alice", expire: 3600, issueTs: now + 1)
+        try await retry.login(token: fresh)
+
+        // Every token of the user issued before now.
+        let all = try await admin.call("POST", "/v1/revoke", body: ["user": "alice"])
+        #expect(all.json["scope"] as? String == "user")
+        #expect(all.json["sessionsEnded"] as? Int == 1)
+        let before = try #require(all.json["before"] as? Int)
+        let old = AccessToken2.buildRTMToken(appId: Harness.appId, appCertificate: Harness.certificate, userId: "alice", expire: 3600,
+                                            issueTs: UInt32(before) - 5)
+        let (third, _) = try await Harness.client("alice", port: admin.port, login: false)
+        defer { Task { await third.logout() } }
+        do {
+            try await third.login(token: old)
+            Issue.record("a token issued before the revocation logged in")
+        } catch {
+            #expect(error.code == .invalidToken)
+            #expect(error.reason.contains("were revoked"))
+        }
+        let newer = AccessToken2.buildRTMToken(appId: Harness.appId, appCertificate: Harness.certificate, userId: "alice", expire: 3600,
+                                              issueTs: UInt32(before))
+        try await third.login(token: newer)
+    }
+
+    @Test("admin: presence, channels, inspector, sessions, history and info reflect the server")
+    func reads() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, _) = try await Harness.client("alice", port: admin.port)
+        defer { Task { await alice.logout() } }
+        try await alice.subscribe("room")
+        try await alice.setState(channel: "room", ["mood": "busy"])
+        _ = try await alice.publish(channel: "room", message: "one", storeInHistory: true)
+        let whoNow = try await admin.call("GET", "/v1/presence/whonow?channel=room&includeState=true")
+        #expect(whoNow.json["users"] as? [String] == ["alice"])
+        #expect((whoNow.json["states"] as? [String: [String: String]])?["alice"] == ["mood": "busy"])
+        let whereNow = try await admin.call("GET", "/v1/presence/wherenow?user=alice")
+        #expect(whereNow.json["channels"] as? [String] == ["room"])
+        #expect(try await admin.call("GET", "/v1/presence/wherenow?user=ghost").status == 404)
+        let channels = try await admin.call("GET", "/v1/channels")
+        let room = (channels.json["channels"] as? [[String: Any]])?.first { $0["name"] as? String == "room" }
+        #expect(room?["members"] as? Int == 1)
+        #expect(room?["lastSeq"] as? Int == 1)
+        let inspected = try await admin.call("GET", "/v1/channels/room")
+        #expect((inspected.json["recent"] as? [[String: Any]])?.first?["text"] as? String == "one")
+        #expect(try await admin.call("GET", "/v1/channels/nowhere").status == 404)
+        let history = try await waitForHistory(admin, channel: "room")
+        #expect((history.json["messages"] as? [[String: Any]])?.first?["text"] as? String == "one")
+        let info = try await admin.call("GET", "/v1/info")
+        #expect((info.json["connections"] as? [String: Any])?["message"] as? Int == 1)
+        #expect((info.json["counters"] as? [String: Any])?["channelMessages"] as? Int == 1)
+        #expect(info.json["version"] as? String == "0.14.0")
+    }
+
+    /// History is written after the publish's reply: waits until it shows.
+    private func waitForHistory(_ admin: AdminHarness, channel: String) async throws -> (status: Int, json: [String: Any]) {
+        let deadline = ContinuousClock.now + soon
+        while true {
+            let page = try await admin.call("GET", "/v1/history?channel=\(channel)&count=10")
+            if !((page.json["messages"] as? [Any]) ?? []).isEmpty || ContinuousClock.now > deadline { return page }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import RTMServer
+import Testing
+@testable import RTMClient
+
+/// Chromium on the PATH.
+private let chromium: String? = ["chromium", "chromium-browser", "google-chrome"].lazy.compactMap { name in
+    (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/\(name)" }
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
+}.first
+
+/// The admin web console in a real headless browser (issue 14, item 3). Runs when Chromium is
+/// installed, and always in CI (`RTM_CONSOLE_TEST=1`, where a missing browser is a failure).
+@Suite("Admin console", .serialized)
+struct AdminConsoleTests {
+    @Test("console: loads in headless Chromium, takes the key, shows a published message and a connected user, draws the chart",
+          .enabled(if: chromium != nil || ProcessInfo.processInfo.environment["RTM_CONSOLE_TEST"] == "1"))
+    func consoleInBrowser() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, events) = try await Harness.client("alice", port: admin.port)
+        let (bob, _) = try await Harness.client("bob", port: admin.port)
+        defer { Task { await alice.logout(); await bob.logout() } }
+        try await alice.subscribe("room")
+        try await bob.subscribe("lobby")
+        try await alice.setState(channel: "room", ["mood": "on call"])
+        for text in ["hello from ops", "deploy at 14:00"] {
+            #expect(try await admin.call("POST", "/v1/publish", body: ["channel": "room", "message": text, "publisher": "ops"]).status == 200)
+        }
+        _ = try await alice.publish(channel: "room", message: "roger")
+        let screenshot = ProcessInfo.processInfo.environment["RTM_CONSOLE_SCREENSHOT"]
+            ?? "\(packageRoot)/.build/console-test.png"
+        let python = try #require(python3)
+        let result = try runProgram(python, [
+            "\(packageRoot)/Tests/console/check_console.py", "--url", "\(admin.baseURL)/console", "--key", AdminHarness.key,
+            "--expect", "hello from ops", "--expect", "roger", "--expect", "alice", "--expect", "bob",
+            "--channel", "room", "--publish", "typed in the console", "--screenshot", screenshot,
+        ])
+        #expect(result.status == 0, "\(result.output)")
+        // The console's publish form reached the channel's subscribers.
+        #expect(await events.first(within: soon) { $0.messageEvent?.text == "typed in the console" } != nil)
+        let attributes = try FileManager.default.attributesOfItem(atPath: screenshot)
+        #expect((attributes[.size] as? Int ?? 0) > 10_000, "screenshot \(screenshot) is missing or empty")
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RTMClient
+import RTMServer
+import RTMTestSupport
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A real server with its admin listener on 127.0.0.1:0, a recording logger, and an HTTP
+/// client for the admin API that records every exchange (for the OpenAPI check).
+struct AdminHarness {
+    static let key = "test-admin-key-0123456789"
+
+    let harness: Harness
+    let adminPort: Int
+    let logs: LogRecorder
+    let exchanges: ExchangeRecorder
+
+    var port: Int { harness.port }
+    var baseURL: String { "http://127.0.0.1:\(adminPort)" }
+
+    static func start(_ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> AdminHarness {
+        var config = Harness.serverConfig()
+        config.adminKey = key
+        config.adminPort = 0
+        configure(&config)
+        let logs = LogRecorder()
+        let server = try RTMServer(configuration: config, logger: Logger(label: "test.admin") { _ in logs.handler() })
+        let port = try await server.start()
+        let adminPort = try #require(server.adminPort)
+        return AdminHarness(harness: Harness(server: server, port: port), adminPort: adminPort, logs: logs, exchanges: ExchangeRecorder())
+    }
+
+    func stop() async { await harness.stop() }
+
+    /// alice and bob, logged in and both in `channel`, with their events.
+    func aliceAndBob(in channel: String) async throws -> (RTMClient, AsyncRecorder<RTMEvent>, RTMClient, AsyncRecorder<RTMEvent>) {
+        let (alice, aliceEvents) = try await Harness.client("alice", port: port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: port)
+        try await alice.subscribe(channel)
+        try await bob.subscribe(channel)
+        return (alice, aliceEvents, bob, bobEvents)
+    }
+
+    /// One call; returns the status and the body (JSON decoded when it is JSON).
+    @discardableResult
+    func call(_ method: String, _ path: String, body: [String: Any]? = nil, key: String? = AdminHarness.key) async throws -> (status: Int, json: [String: Any]) {
+        var request = URLRequest(url: URL(string: baseURL + path)!)
+        request.httpMethod = method
+        if let key { request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = try JSONSerialization.data(withJSONObject: body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        let contentType = http.value(forHTTPHeaderField: "Content-Type") ?? ""
+        exchanges.append(["method": method, "path": path, "status": http.statusCode, "contentType": contentType,
+                          "body": String(decoding: data, as: UTF8.self),
+                          "requestBody": request.httpBody.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()])
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return (http.statusCode, json)
+    }
+}
+
+/// Every exchange with the admin API, as `openapi/check_exchanges.py` reads them.
+final class ExchangeRecorder: Sendable {
+    private let items = NIOLockedValueBox<[[String: any Sendable]]>([])
+
+    func append(_ exchange: [String: any Sendable]) { items.withLockedValue { $0.append(exchange) } }
+
+    /// Writes them as JSON to `path`.
+    func write(to path: String) throws {
+        let all = items.withLockedValue { $0 }
+        try JSONSerialization.data(withJSONObject: all, options: [.prettyPrinted]).write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// Log lines a server wrote (level and message), for tests that check what is logged.
+final class LogRecorder: Sendable {
+    let lines = NIOLockedValueBox<[(Logger.Level, String)]>([])
+
+    func handler() -> RecordingLogHandler { RecordingLogHandler(recorder: self) }
+
+    func contains(_ level: Logger.Level, _ fragment: String) -> Bool {
+        lines.withLockedValue { $0.contains { $0.0 == level && $0.1.contains(fragment) } }
+    }
+}
+
+struct RecordingLogHandler: LogHandler {
+    let recorder: LogRecorder
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .info
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let text = "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        recorder.lines.withLockedValue { $0.append((event.level, text)) }
+    }
+}
+
+/// Runs a program to its end; returns its exit status and its output (stdout and stderr).
+func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// `python3` on the PATH.
+var python3: String? {
+    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+        let candidate = "\(dir)/python3"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
+
+/// The package's root directory (the tests run from it; found from this file otherwise).
+var packageRoot: String {
+    var url = URL(fileURLWithPath: #filePath)
+    while url.path != "/" {
+        url.deleteLastPathComponent()
+        if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url.path }
+    }
+    return FileManager.default.currentDirectoryPath
+}
