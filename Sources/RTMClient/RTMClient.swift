@@ -27,9 +27,10 @@ public final class RTMClient: Sendable {
     /// Creates a client. Throws when the configuration is invalid (the error names the field).
     public init(config: RTMClientConfig, eventLoop: (any EventLoop)? = nil, logger: Logger = Logger(label: "rtm.client")) throws(RTMError) {
         try config.validate()
-        guard let endpoint = ClientTransport.Endpoint(config.endpoint) else {
-            throw RTMError(.invalidParameter, operation: "config", "endpoint '\(config.endpoint)' is not ws://host:port[/path]")
+        guard var endpoint = ClientTransport.Endpoint(config.endpoint) else {
+            throw RTMError(.invalidParameter, operation: "config", "endpoint '\(config.endpoint)' is not ws://host:port[/path] or wss://…")
         }
+        if endpoint.secure { endpoint.tls = try ClientTLS(caFile: config.caFile) }
         let loop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         self.eventLoop = loop
         self.core = ClientCore(config: config, endpoint: endpoint, loop: loop, logger: logger)

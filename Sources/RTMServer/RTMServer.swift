@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import RTMProtocol
 import ServiceLifecycle
@@ -32,6 +33,7 @@ public final class RTMServer: Service, Sendable {
     private let hub: Hub
     private let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
+    private let tls: ServerTLS?
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
     /// `store`); nothing is bound until `start()`.
@@ -39,6 +41,12 @@ public final class RTMServer: Service, Sendable {
                 logger: Logger = Logger(label: "rtm.server")) throws {
         self.configuration = configuration
         self.logger = logger
+        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
+        case (nil, nil): self.tls = nil
+        case (let certificate?, let key?): self.tls = try ServerTLS(certificatePath: certificate, keyPath: key)
+        default: throw TLSFilesError(file: configuration.tlsCertificatePath ?? configuration.tlsKeyPath ?? "",
+                                     problem: "TLS needs both a certificate (tlsCertificatePath) and a key (tlsKeyPath)")
+        }
         let store = try store ?? SQLiteUserMessageStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("rtm.sqlite") },
             fullSync: configuration.storeFullSync)
@@ -49,7 +57,13 @@ public final class RTMServer: Service, Sendable {
         let serviceStore = try SQLiteServiceStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("storage.sqlite") },
             fullSync: configuration.storeFullSync)
-        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger)
+        let group = self.group
+        let webhooks = try configuration.webhook.map {
+            try WebhookDispatcher(configuration: $0, dataDirectory: configuration.dataDirectory, fullSync: configuration.storeFullSync,
+                                  group: group, logger: logger)
+        }
+        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger,
+                       webhooks: webhooks)
     }
 
     /// The bound port, once started.
@@ -71,6 +85,9 @@ public final class RTMServer: Service, Sendable {
     /// Logged-in MESSAGE connections, joined STREAM connections, and the PCU peak (K-2, K-3).
     public var connectionCounters: ConnectionCounters { hub.counters.withLockedValue { $0 } }
 
+    /// Webhook delivery counters; nil without a webhook URL.
+    public var webhookStats: WebhookStats? { hub.webhooks?.stats }
+
     /// Sessions (online, or offline within their grace window).
     public var sessionCount: Int { hub.sessionCount }
 
@@ -82,6 +99,7 @@ public final class RTMServer: Service, Sendable {
     public func start() async throws -> Int {
         let hub = self.hub
         let config = configuration
+        let tls = self.tls
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -89,6 +107,11 @@ public final class RTMServer: Service, Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        // The context current at the accept: a reload affects new connections only.
+                        try channel.pipeline.syncOperations.addHandlers(
+                            PlainTextOnTLSPortHandler(), NIOSSLServerHandler(context: tls.current))
+                    }
                     try Self.configurePipeline(channel, hub: hub, config: config)
                 }
             }
@@ -98,8 +121,22 @@ public final class RTMServer: Service, Sendable {
         hub.startHistoryTrimming()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
-        logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])
+        logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])
         return port
+    }
+
+    /// Reads the TLS certificate and key files again; connections accepted from now on use
+    /// them, open ones keep theirs. A file that cannot be used is logged and thrown, and the
+    /// current certificate stays. Does nothing without TLS. `rtm serve` calls it on SIGHUP.
+    public func reloadTLSCertificate() throws {
+        guard let tls else { return }
+        do {
+            try tls.reload()
+            logger.info("TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
+        } catch {
+            logger.error("TLS certificate reload failed; keeping the current one", metadata: ["error": "\(error)"])
+            throw error
+        }
     }
 
     private static func configurePipeline(_ channel: any Channel, hub: Hub, config: ServerConfiguration) throws {
@@ -150,6 +187,7 @@ public final class RTMServer: Service, Sendable {
         }
         await hub.mailbox.drain()
         await hub.storage.drain()
+        await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

@@ -78,6 +78,15 @@ public struct ServerConfiguration: Sendable {
     /// Test flag: the channel message with this sequence number is acknowledged but never
     /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
     public var testDropSeq: UInt64?
+    /// TLS certificate chain (PEM) for `wss://`; with `tlsKeyPath`. Both nil (the default) =
+    /// plain `ws://`. `RTMServer.reloadTLSCertificate()` (SIGHUP in `rtm serve`) reads the files
+    /// again for new connections.
+    public var tlsCertificatePath: String?
+    /// TLS private key (PEM) matching `tlsCertificatePath`.
+    public var tlsKeyPath: String?
+    /// Webhook events POSTed to a URL (online/offline, channel join/leave, undeliverable user
+    /// messages); nil (the default) = none.
+    public var webhook: WebhookConfiguration?
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

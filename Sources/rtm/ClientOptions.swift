@@ -5,7 +5,8 @@ import RTMClient
 
 /// Options shared by the client commands.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "Server URL.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Server URL: ws://host:port, or wss://host:port for TLS.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "For wss://: PEM file of the CA certificates to trust instead of the system trust store.") var caFile: String?
     @Option(help: "User id to log in as (default: a random cli-XXXX).") var user: String?
     @Option(help: "Login token (default: minted from the app certificate).") var token: String?
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
@@ -23,6 +24,7 @@ struct ClientOptions: ParsableArguments {
         let userId = user ?? "cli-\(DevCredentials.randomHex(4))"
         var config = RTMClientConfig(appId: appId, userId: userId, endpoint: url)
         config.heartbeatInterval = heartbeat
+        config.caFile = caFile
         config.presenceTimeout = presenceTimeout
         config.pongTimeout = pongTimeout
         if allowTestTimings {
