@@ -51,7 +51,7 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
-        self.streams = StreamHub(limits: configuration.limits)
+        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)

@@ -83,6 +83,26 @@ struct WebhookTests {
         for client in [bob, carol, dave] { await client.logout() }
     }
 
+    @Test("Webhooks: joining and leaving a stream channel reports joinChannel/leaveChannel with channelType stream")
+    func streamChannel() async throws {
+        let receiver = try await WebhookReceiver.start(secret: Self.secret)
+        defer { Task { await receiver.stop() } }
+        let harness = try await Harness.start { $0.webhook = Self.webhook(port: receiver.port) }
+        defer { Task { await harness.stop() } }
+        let (erin, _) = try await Harness.client("erin", port: harness.port)
+        let stream = try erin.createStreamChannel("cam")
+        _ = try await stream.join()
+        await stream.leave()
+        let done = await receiver.wait(within: soon) { received in
+            received.contains { $0.event.eventType == .leaveChannel && $0.event.channelType == "stream" }
+        }
+        #expect(done, "\(receiver.received.map(\.event))")
+        let streamEvents = receiver.unique.filter { $0.channelType == "stream" }
+        #expect(streamEvents.map(\.eventType) == [.joinChannel, .leaveChannel])
+        #expect(streamEvents.allSatisfy { $0.channelName == "cam" && $0.userId == "erin" })
+        await erin.logout()
+    }
+
     @Test("Webhooks: a receiver down for 30 s (scaled to 0.6 s) gets every event afterwards, once each after dedupe by eventId, in order per user")
     func receiverDown() async throws {
         let port = try RTMProcess.freePort()   // nothing listens there yet
