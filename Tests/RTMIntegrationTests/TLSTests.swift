@@ -38,7 +38,7 @@ struct TLSTests {
         }
     }
 
-    @Test("TLS: wss:// clients trusting the CA (by IP and by host name) log in, subscribe, publish and receive")
+    @Test("TLS: wss:// clients trusting the CA (by IP and by host name) log in, subscribe, publish and receive; a stream channel joins over TLS")
     func endToEnd() async throws {
         let certificates = try TestCertificates.make("a")
         defer { certificates.remove() }
@@ -50,6 +50,11 @@ struct TLSTests {
         _ = try await bob.publish(channel: "room", message: "over TLS")
         let received = await aliceEvents.first(within: soon) { $0.messageEvent?.text == "over TLS" }
         #expect(received?.messageEvent?.publisher == "bob")
+        // A stream channel's own connection (K-3) goes over TLS too.
+        let stream = try alice.createStreamChannel("cam")
+        _ = try await stream.join()
+        #expect(await stream.linkState == .connected)
+        await stream.leave()
         await alice.logout()
         await bob.logout()
     }
