@@ -207,6 +207,9 @@ struct WebhookTests {
         await #expect { try await Harness.start { $0.webhook = WebhookConfiguration(url: "http://127.0.0.1:1/", secret: "") } } throws: {
             "\($0)".contains("secret")
         }
+        var noBackoff = WebhookConfiguration(url: "http://127.0.0.1:1/", secret: "s")
+        noBackoff.initialBackoff = .zero
+        await #expect { try await Harness.start { $0.webhook = noBackoff } } throws: { "\($0)".contains("initialBackoff") }
     }
 }
 

@@ -33,7 +33,11 @@ final class WebhookDispatcher: @unchecked Sendable {
         }
         guard !configuration.secret.isEmpty else { throw WebhookConfigurationError(reason: "webhook secret is empty") }
         guard configuration.maxQueuedEvents > 0, configuration.maxConcurrentDeliveries > 0 else {
-            throw WebhookConfigurationError(reason: "maxQueuedEvents and maxConcurrentDeliveries must be ≥ 1")
+            throw WebhookConfigurationError(reason: "webhook maxQueuedEvents and maxConcurrentDeliveries must be ≥ 1")
+        }
+        guard configuration.initialBackoff > .zero, configuration.maxBackoff >= configuration.initialBackoff,
+              configuration.requestTimeout > .zero, configuration.maxRetryDuration > .zero else {
+            throw WebhookConfigurationError(reason: "webhook initialBackoff, requestTimeout and maxRetryDuration must be > 0 and maxBackoff ≥ initialBackoff")
         }
         self.configuration = configuration
         self.logger = logger
