@@ -41,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // `swift package generate-documentation --target RTMClient` (the DocC catalog; CI builds it).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // Wire protocol shared by server and SDK: frames, codec, error codes, limits. No I/O.
@@ -74,6 +77,10 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            // The admin API keeps revoked tokens as SHA-256 digests; webhooks are HMAC-signed.
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
         // The cluster's shared state in PostgreSQL (`rtm serve --postgres URL`): schema
         // migrations, the channel message log and its follower. Apps never link it.
@@ -82,8 +89,6 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
-            // Already built for RTMAuth: the admin API keeps revoked tokens as SHA-256 digests.
-            .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: strict),
         // The client SDK. Never depends on the server.
         .target(name: "RTMClient", dependencies: [
@@ -95,6 +100,7 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], swiftSettings: strict),
         // Test support: the fault-injecting TCP proxy and waiting helpers.
         .target(name: "RTMTestSupport", dependencies: [
@@ -124,6 +130,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
+        // A command-line chat with presence on the public SDK API only (`rtm-chat-example`).
+        .executableTarget(name: "rtm-chat-example", dependencies: ["RTMClient"], path: "Examples/ChatExample",
+                          swiftSettings: strict),
         .testTarget(name: "RTMProtocolTests", dependencies: ["RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
         .testTarget(name: "RTMPostgresTests", dependencies: [
@@ -140,6 +149,8 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
     ]

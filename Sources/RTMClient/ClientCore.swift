@@ -232,6 +232,10 @@ final class ClientCore: @unchecked Sendable {
                 self.ready(channel, attempt: attempt, resume: resume)
             },
             onFrame: { [weak self] frame, problem in self?.received(frame, problem: problem, attempt: attempt) },
+            onFailure: { [weak self] error in
+                guard let self, self.connection?.attempt == attempt else { return }
+                self.run(self.machine.connectionRefused(attempt: attempt, error: error, now: .now()))
+            },
             onClose: { [weak self] message in self?.closed(attempt: attempt, message: message) })
     }
 

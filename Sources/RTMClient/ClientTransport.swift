@@ -13,11 +13,16 @@ enum ClientTransport {
         let host: String
         let port: Int
         let path: String
+        /// `wss://`: the connection runs over TLS.
+        let secure: Bool
+        /// The TLS context for a `wss://` endpoint (set by the client from its configuration).
+        var tls: ClientTLS?
 
-        /// Parses `ws://host:port[/path]`.
+        /// Parses `ws://host:port[/path]` or `wss://host:port[/path]` (ports 80 and 443 by default).
         init?(_ url: String) {
-            guard url.hasPrefix("ws://") else { return nil }
-            var rest = Substring(url.dropFirst(5))
+            secure = url.hasPrefix("wss://")
+            guard url.hasPrefix("ws://") || secure else { return nil }
+            var rest = Substring(url.dropFirst(secure ? 6 : 5))
             var path = FrameCodec.path
             if let slash = rest.firstIndex(of: "/") {
                 let given = String(rest[slash...])
@@ -25,7 +30,7 @@ enum ClientTransport {
                 rest = rest[..<slash]
             }
             var host = String(rest)
-            var port = 80
+            var port = secure ? 443 : 80
             if host.hasPrefix("["), let close = host.firstIndex(of: "]") {   // [::1]:port
                 let after = host[host.index(after: close)...]
                 if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p }
@@ -44,15 +49,19 @@ enum ClientTransport {
 
     /// Connects; `onFrame` gets each decoded frame, `onReady` runs once the upgrade is done,
     /// `onClose` runs exactly once when the connection ends (or never opened).
+    /// `onFailure` runs before `onClose` when the attempt failed for a reason retrying cannot
+    /// fix (an untrusted certificate, TLS against a plain port or the reverse; see
+    /// `UpgradeProblemHandler`).
     static func connect(
         endpoint: Endpoint, eventLoop: any EventLoop, connectTimeout: TimeAmount, maxFrameSize: Int,
         onReady: @escaping @Sendable (any Channel) -> Void,
         onFrame: @escaping @Sendable (Frame?, String?) -> Void,
+        onFailure: (@Sendable (RTMError) -> Void)? = nil,
         onClose: @escaping @Sendable (String) -> Void
     ) {
         open(endpoint: endpoint, eventLoop: eventLoop, connectTimeout: connectTimeout, maxFrameSize: maxFrameSize,
              subprotocol: FrameCodec.subprotocol, makeHandler: { ClientFrameHandler(onFrame: onFrame) },
-             onReady: onReady, onClose: onClose)
+             onReady: onReady, onFailure: onFailure, onClose: onClose)
     }
 
     /// The SDK's WebSocket layer under any message handler: TCP, the HTTP upgrade (offering
@@ -66,13 +75,19 @@ enum ClientTransport {
         maxFragments: Int = 64, subprotocol: String?,
         makeHandler: @escaping @Sendable () -> any ChannelHandler,
         onReady: @escaping @Sendable (any Channel) -> Void,
+        onFailure: (@Sendable (RTMError) -> Void)? = nil,
         onClose: @escaping @Sendable (String) -> Void
     ) {
+        let problem = ConnectionProblem()
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if endpoint.secure {
+                        guard let tls = endpoint.tls else { throw RTMError(.invalidParameter, operation: "login", "wss:// without a TLS context") }
+                        try channel.pipeline.syncOperations.addHandler(try tls.handler(host: endpoint.host))
+                    }
                     let upgrader = NIOWebSocketClientUpgrader(
                         requestKey: NIOWebSocketClientUpgrader.randomRequestKey(),
                         maxFrameSize: maxFrameSize,
@@ -80,6 +95,7 @@ enum ClientTransport {
                         upgradePipelineHandler: { channel, _ in
                             channel.eventLoop.makeCompletedFuture {
                                 let sync = channel.pipeline.syncOperations
+                                sync.removeHandler(name: UpgradeProblemHandler.name, promise: nil)
                                 try sync.addHandler(ClientMessageAggregator(maxFrameSize: maxFrameSize, maxFragments: maxFragments))
                                 try sync.addHandler(WebSocketViolationHandler(isServer: false))
                                 try sync.addHandler(makeHandler())
@@ -91,6 +107,8 @@ enum ClientTransport {
                     // response: forwarded to the WebSocket decoder, not dropped (NIO's default;
                     // found by Autobahn, whose server sends a message at once).
                     try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, withClientUpgrade: config)
+                    try channel.pipeline.syncOperations.addHandler(UpgradeProblemHandler(problem: problem, secure: endpoint.secure),
+                                                                   name: UpgradeProblemHandler.name)
                     try channel.pipeline.syncOperations.addHandler(CloseOnErrorHandler())
                 }
             }
@@ -99,7 +117,14 @@ enum ClientTransport {
             case .failure(let error):
                 onClose("connect failed: \(error)")
             case .success(let channel):
-                channel.closeFuture.whenComplete { _ in onClose("connection closed") }
+                channel.closeFuture.whenComplete { _ in
+                    if let error = problem.error {
+                        onFailure?(error)
+                        onClose(error.reason)
+                    } else {
+                        onClose("connection closed")
+                    }
+                }
                 var headers = HTTPHeaders()
                 headers.add(name: "Host", value: "\(endpoint.host):\(endpoint.port)")
                 if let subprotocol { headers.add(name: "Sec-WebSocket-Protocol", value: subprotocol) }

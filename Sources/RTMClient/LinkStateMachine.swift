@@ -318,6 +318,17 @@ struct LinkStateMachine: Sendable {
                     retryIn: spread.map { backoff.spread($0) })
     }
 
+    /// An attempt failed for a reason retrying cannot fix (the server's TLS certificate is not
+    /// trusted, TLS against a plain port or the reverse): the initial login fails at once with
+    /// that error instead of retrying until its deadline (C-1); a reconnection goes on retrying
+    /// like after any failed attempt (the server's certificate may be fixed meanwhile, T-5).
+    mutating func connectionRefused(attempt: UInt64, error: RTMError, now: NIODeadline) -> [Action] {
+        if case .loggingIn(attempt, _) = state {
+            return loginRejected(attempt: attempt, code: error.code, reason: error.reason, now: now)
+        }
+        return connectionClosed(attempt: attempt, message: error.reason, now: now)
+    }
+
     /// The server ended the session (`kicked`): no automatic login ever follows (C-6).
     mutating func kicked(attempt: UInt64, reason: LinkStateChangeReason, message: String, now: NIODeadline) -> [Action] {
         guard currentAttempt == attempt else { return [] }

@@ -28,9 +28,15 @@ public final class RTMClient: Sendable {
     public init(config: RTMClientConfig, eventLoop: (any EventLoop)? = nil, logger: Logger = Logger(label: "rtm.client")) throws(RTMError) {
         try config.validate()
         var endpoints: [ClientTransport.Endpoint] = []
+        // One trust configuration for every wss:// endpoint (the CA file is read once).
+        var tls: ClientTLS?
         for url in config.allEndpoints {
-            guard let endpoint = ClientTransport.Endpoint(url) else {
-                throw RTMError(.invalidParameter, operation: "config", "endpoint '\(url)' is not ws://host:port[/path]")
+            guard var endpoint = ClientTransport.Endpoint(url) else {
+                throw RTMError(.invalidParameter, operation: "config", "endpoint '\(url)' is not ws://host:port[/path] or wss://…")
+            }
+            if endpoint.secure {
+                if tls == nil { tls = try ClientTLS(caFile: config.caFile) }
+                endpoint.tls = tls
             }
             endpoints.append(endpoint)
         }

@@ -10,14 +10,17 @@ public struct RTMClientConfig: Sendable {
     public var appId: String
     /// This client's user id (≤ 64 characters of the allowed set).
     public var userId: String
-    /// Server endpoint, `ws://host:port` (the path `/v1` is added when missing). Used when
-    /// `endpoints` is empty.
+    /// Server endpoint, `ws://host:port` or `wss://host:port` (TLS; the path `/v1` is added when
+    /// missing). Used when `endpoints` is empty.
     public var endpoint: String
     /// Several endpoints of one service (the nodes of a cluster, issue 13): tried in a shuffled
     /// order, the next one after each failed attempt or lost connection, with the usual backoff
     /// between attempts; a client fails over to another node when one dies or drains (`goaway`).
     /// Empty (the default): `endpoint` alone.
     public var endpoints: [String] = []
+    /// For `wss://`: a PEM file of the CA certificates to trust instead of the system trust
+    /// store (a private CA, a self-signed server). nil (the default) = the system trust store.
+    public var caFile: String?
     /// Seconds between pings (SPEC H-1), integer in [5, 1800]; default 5.
     public var heartbeatInterval: Double = 5
     /// Grace the server gives this client after losing it, seconds, in [5, 300]; default 15 (P-1).

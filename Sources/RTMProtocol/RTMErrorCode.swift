@@ -40,6 +40,11 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let invalidFrame = RTMErrorCode(rawValue: -10100)
     /// The request did not get a reply within the request timeout.
     public static let requestTimeout = RTMErrorCode(rawValue: -10101)
+    /// The TLS handshake failed: the server's certificate is not trusted (unknown CA, wrong
+    /// host name, expired) or the server does not speak TLS (a `wss://` URL for a `ws://` port).
+    public static let tlsHandshakeFailed = RTMErrorCode(rawValue: -10102)
+    /// The server's port requires TLS and the client connected with `ws://`: use `wss://`.
+    public static let tlsRequired = RTMErrorCode(rawValue: -10103)
     /// The client is not subscribed to that channel.
     public static let channelNotSubscribed = RTMErrorCode(rawValue: -11002)
     /// Too many subscribed channels for this client.
@@ -153,7 +158,8 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -10011: "loginTimeout", -10012: "loginRejected", -10013: "loginAborted",
         -10014: "invalidParameter", -10017: "duplicateOperation",
         -10021: "operationRateExceedLimitation", -10023: "loginCanceled", -10025: "notConnected",
-        -10100: "invalidFrame", -10101: "requestTimeout", -11002: "channelNotSubscribed",
+        -10100: "invalidFrame", -10101: "requestTimeout",
+        -10102: "tlsHandshakeFailed", -10103: "tlsRequired", -11002: "channelNotSubscribed",
         -11005: "channelInstanceExceedLimitation", -11009: "channelInvalidMessage",
         -11010: "channelMessageLengthExceedLimitation", -11025: "channelPublishMessageTooFrequent",
         -11026: "channelPublishMessageTimeout", -11029: "channelCustomTypeLengthOverflow",

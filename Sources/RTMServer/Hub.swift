@@ -35,15 +35,19 @@ final class Hub: Sendable {
     let draining = NIOLockedValueBox(false)
     /// Bans and revoked tokens, set through the admin API.
     let moderation = Moderation()
+    /// Webhook events (issue 14), when a webhook URL is configured.
+    let webhooks: WebhookDispatcher?
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
-         serviceStore: any ServiceStore, logger: Logger) {
+         serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
         self.configuration = configuration
         self.logger = logger
+        self.webhooks = webhooks
         let metrics = ServerMetrics()
         self.metrics = metrics
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
-                                   dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics)
+                                   dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
+                                   onUndeliverable: Self.undeliverableHook(webhooks))
         let hubState = HubState(configuration: configuration)
         self.epoch = hubState.serverEpoch
         self.state = NIOLockedValueBox(hubState)
@@ -57,12 +61,18 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
-        self.streams = StreamHub(limits: configuration.limits)
+        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }
+    }
+
+    /// The mailbox's report of undelivered user messages, as a webhook event.
+    private static func undeliverableHook(_ webhooks: WebhookDispatcher?) -> (@Sendable (UserKey, Int) -> Void)? {
+        guard let webhooks else { return nil }
+        return { key, count in webhooks.undeliverable(key, count: count) }
     }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -133,8 +143,11 @@ final class Hub: Sendable {
     func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> HubState.LoginDecision {
         let now = NIODeadline.now()
         let decision = state.withLockedValue {
-            $0.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
-                     presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
+            let ending = $0.sessions[key]?.channels   // a new (not resumed) login ends this session
+            let decision = $0.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
+                                    presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
+            if case .admitted(let admission) = decision, !admission.resumed { webhooks?.loggedIn(key, ended: ending) }
+            return decision
         }
         if case .admitted(let admission) = decision {
             if let kicked = admission.kicked {
@@ -172,8 +185,11 @@ final class Hub: Sendable {
         guard let timer = grace else { return }
         loop.scheduleTask(deadline: timer.deadline) { [self] in
             let (broadcasts, ended) = state.withLockedValue { state in
+                let channels = state.sessions[timer.key]?.channels
                 let broadcasts = state.graceExpired(timer, wallMillis: Self.wallMillis)
-                return (broadcasts, state.sessions[timer.key] == nil)
+                let ended = state.sessions[timer.key] == nil
+                if ended, let channels { webhooks?.sessionEnded(timer.key, channels: channels, reason: "connectionTimeout") }
+                return (broadcasts, ended)
             }
             if !broadcasts.isEmpty {
                 logger.info("presence timeout", metadata: ["user": "\(timer.key.userId)"])
@@ -191,6 +207,7 @@ final class Hub: Sendable {
         let (broadcasts, locks, key) = state.withLockedValue { state in
             let key = state.userKey(of: connection)
             let locks = key.map { state.releaseLocks(of: $0, wallMillis: Self.wallMillis) } ?? HubState.LockOutcome()
+            if let key, let channels = state.sessions[key]?.channels { webhooks?.sessionEnded(key, channels: channels, reason: "logout") }
             return (state.logout(connection, wallMillis: Self.wallMillis), locks, key)
         }
         perform(broadcasts)
@@ -209,15 +226,25 @@ final class Hub: Sendable {
     // MARK: channels
 
     func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures) -> HubState.SubscribeDecision {
-        let decision = state.withLockedValue {
-            $0.subscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis)
+        let decision = state.withLockedValue { state in
+            let key = state.userKey(of: connection)
+            let wasMember = key.flatMap { state.sessions[$0]?.channels.contains(channel) } ?? true
+            let decision = state.subscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis)
+            if case .subscribed = decision, !wasMember, let key { webhooks?.channelChanged(.joinChannel, key, channel: channel, reason: nil) }
+            return decision
         }
         if case .subscribed(_, let join?) = decision { perform([join]) }
         return decision
     }
 
     func unsubscribe(_ connection: ConnectionRef, channel: String) -> Bool {
-        guard let outcome = state.withLockedValue({ $0.unsubscribe(connection, channel: channel, wallMillis: Self.wallMillis) }) else { return false }
+        guard let outcome = state.withLockedValue({ state in
+            let key = state.userKey(of: connection)
+            let wasMember = key.flatMap { state.sessions[$0]?.channels.contains(channel) } ?? false
+            let outcome = state.unsubscribe(connection, channel: channel, wallMillis: Self.wallMillis)
+            if wasMember, let key { webhooks?.channelChanged(.leaveChannel, key, channel: channel, reason: "leave") }
+            return outcome
+        }) else { return false }
         if let leave = outcome { perform([leave]) }
         return true
     }

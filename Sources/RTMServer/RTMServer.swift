@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import RTMProtocol
 import ServiceLifecycle
@@ -33,6 +34,7 @@ public final class RTMServer: Service, Sendable {
     let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
     private let admin = AdminHTTPServer()
+    private let tls: ServerTLS?
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
     /// `store`); nothing is bound until `start()`.
@@ -40,6 +42,12 @@ public final class RTMServer: Service, Sendable {
                 logger: Logger = Logger(label: "rtm.server")) throws {
         self.configuration = configuration
         self.logger = logger
+        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
+        case (nil, nil): self.tls = nil
+        case (let certificate?, let key?): self.tls = try ServerTLS(certificatePath: certificate, keyPath: key)
+        default: throw TLSFilesError(file: configuration.tlsCertificatePath ?? configuration.tlsKeyPath ?? "",
+                                     problem: "TLS needs both a certificate (tlsCertificatePath) and a key (tlsKeyPath)")
+        }
         let store = try store ?? SQLiteUserMessageStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("rtm.sqlite") },
             fullSync: configuration.storeFullSync)
@@ -50,7 +58,13 @@ public final class RTMServer: Service, Sendable {
         let serviceStore = try SQLiteServiceStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("storage.sqlite") },
             fullSync: configuration.storeFullSync)
-        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger)
+        let group = self.group
+        let webhooks = try configuration.webhook.map {
+            try WebhookDispatcher(configuration: $0, dataDirectory: configuration.dataDirectory, fullSync: configuration.storeFullSync,
+                                  group: group, logger: logger)
+        }
+        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger,
+                       webhooks: webhooks)
     }
 
     /// The bound port, once started.
@@ -75,6 +89,9 @@ public final class RTMServer: Service, Sendable {
     /// Logged-in MESSAGE connections, joined STREAM connections, and the PCU peak (K-2, K-3).
     public var connectionCounters: ConnectionCounters { hub.counters.withLockedValue { $0 } }
 
+    /// Webhook delivery counters; nil without a webhook URL.
+    public var webhookStats: WebhookStats? { hub.webhooks?.stats }
+
     /// Sessions (online, or offline within their grace window).
     public var sessionCount: Int { hub.sessionCount }
 
@@ -86,6 +103,7 @@ public final class RTMServer: Service, Sendable {
     public func start() async throws -> Int {
         let hub = self.hub
         let config = configuration
+        let tls = self.tls
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -93,6 +111,11 @@ public final class RTMServer: Service, Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        // The context current at the accept: a reload affects new connections only.
+                        try channel.pipeline.syncOperations.addHandlers(
+                            PlainTextOnTLSPortHandler(), NIOSSLServerHandler(context: tls.current))
+                    }
                     try Self.configurePipeline(channel, hub: hub, config: config)
                 }
             }
@@ -102,7 +125,7 @@ public final class RTMServer: Service, Sendable {
         hub.startHistoryTrimming()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
-        logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)"])
+        logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])
         if let key = config.adminKey, !key.isEmpty {
             let api = AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
             let adminPort = try await admin.start(group: group, host: config.adminHost, port: config.adminPort, api: api,
@@ -110,6 +133,20 @@ public final class RTMServer: Service, Sendable {
             logger.info("admin API listening", metadata: ["host": "\(config.adminHost)", "port": "\(adminPort)"])
         }
         return port
+    }
+
+    /// Reads the TLS certificate and key files again; connections accepted from now on use
+    /// them, open ones keep theirs. A file that cannot be used is logged and thrown, and the
+    /// current certificate stays. Does nothing without TLS. `rtm serve` calls it on SIGHUP.
+    public func reloadTLSCertificate() throws {
+        guard let tls else { return }
+        do {
+            try tls.reload()
+            logger.info("TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
+        } catch {
+            logger.error("TLS certificate reload failed; keeping the current one", metadata: ["error": "\(error)"])
+            throw error
+        }
     }
 
     private static func configurePipeline(_ channel: any Channel, hub: Hub, config: ServerConfiguration) throws {
@@ -163,6 +200,7 @@ public final class RTMServer: Service, Sendable {
         }
         await hub.mailbox.drain()
         await hub.storage.drain()
+        await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

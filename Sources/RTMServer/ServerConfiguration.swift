@@ -129,6 +129,15 @@ public struct ServerConfiguration: Sendable {
     public var adminPort: Int = 9601
     /// An admin HTTP connection that sends nothing for this long is closed.
     public var adminIdleTimeout: TimeAmount = .seconds(60)
+    /// TLS certificate chain (PEM) for `wss://`; with `tlsKeyPath`. Both nil (the default) =
+    /// plain `ws://`. `RTMServer.reloadTLSCertificate()` (SIGHUP in `rtm serve`) reads the files
+    /// again for new connections.
+    public var tlsCertificatePath: String?
+    /// TLS private key (PEM) matching `tlsCertificatePath`.
+    public var tlsKeyPath: String?
+    /// Webhook events POSTed to a URL (online/offline, channel join/leave, undeliverable user
+    /// messages); nil (the default) = none.
+    public var webhook: WebhookConfiguration?
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
 

@@ -29,8 +29,13 @@ final class StreamHub: Sendable {
 
     private let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
     private let limits: Limits
+    /// `joinChannel` / `leaveChannel` webhook events (channel type `stream`).
+    private let webhooks: WebhookDispatcher?
 
-    init(limits: Limits) { self.limits = limits }
+    init(limits: Limits, webhooks: WebhookDispatcher? = nil) {
+        self.limits = limits
+        self.webhooks = webhooks
+    }
 
     /// Joins `connection` as `user`. A second connection of the same user (a rejoin before the
     /// server noticed the old one was gone) replaces the first, which is closed. Returns the
@@ -44,6 +49,7 @@ final class StreamHub: Sendable {
             if let old { member.topics = old.topics; member.subscriptions = old.subscriptions }
             members[membership.userId] = member
             all[membership.channel] = members
+            if old == nil { webhooks?.streamChanged(.joinChannel, membership, reason: nil) }
             let users = members.filter { !$0.value.quiet }.keys.sorted()
             return (old?.connection, old == nil && !quiet ? Self.others(members, except: membership.userId, presenceOnly: true) : [],
                     (users, Self.topicInfos(members)))
@@ -62,6 +68,7 @@ final class StreamHub: Sendable {
                   member.connection == connection else { return (nil, [], []) }
             members[membership.userId] = nil
             all[membership.channel] = members.isEmpty ? nil : members
+            webhooks?.streamChanged(.leaveChannel, membership, reason: "leave")
             return (member, Self.others(members, except: membership.userId, presenceOnly: false),
                     Self.others(members, except: membership.userId, presenceOnly: true))
         }

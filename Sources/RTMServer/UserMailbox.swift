@@ -81,9 +81,14 @@ final class UserMailbox: @unchecked Sendable {
     let storedCount = NIOLockedValueBox<UInt64>(0)
 
     private let metrics: ServerMetrics?
+    /// Told how many messages for a receiver were dropped undelivered (cap or age, M-1), when
+    /// the store reports them (the receiver's next login): the `userMessageUndeliverable` webhook.
+    private let onUndeliverable: (@Sendable (UserKey, Int) -> Void)?
 
-    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil) {
+    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil,
+         onUndeliverable: (@Sendable (UserKey, Int) -> Void)? = nil) {
         self.metrics = metrics
+        self.onUndeliverable = onUndeliverable
         self.store = store
         self.cap = cap
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
@@ -139,7 +144,10 @@ final class UserMailbox: @unchecked Sendable {
                     let waiting = try store.pending(appId: key.appId, receiver: key.userId, notBefore: notBefore)
                     return (dropped + (try store.takeDropped(appId: key.appId, receiver: key.userId)), waiting)
                 }
-                queue.async { [self] in attached(key, connection: connection, result) }
+                queue.async { [self] in
+                    if case .success(let read) = result, read.dropped > 0 { onUndeliverable?(key, read.dropped) }
+                    attached(key, connection: connection, result)
+                }
             }
         }
     }

@@ -5,7 +5,8 @@ import RTMClient
 
 /// Options shared by the client commands.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "Server URL; several endpoints of one service comma-separated (ws://a:9600,ws://b:9600): tried in a shuffled order, failing over.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "Server URL: ws://host:port, or wss://host:port for TLS; several endpoints of one service comma-separated (ws://a:9600,ws://b:9600): tried in a shuffled order, failing over.") var url = "ws://127.0.0.1:9600"
+    @Option(help: "For wss://: PEM file of the CA certificates to trust instead of the system trust store.") var caFile: String?
     @Option(help: "User id to log in as (default: a random cli-XXXX).") var user: String?
     @Option(help: "Login token (default: minted from the app certificate).") var token: String?
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
@@ -25,6 +26,7 @@ struct ClientOptions: ParsableArguments {
         let endpoints = url.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if endpoints.count > 1 { config.endpoints = endpoints }
         config.heartbeatInterval = heartbeat
+        config.caFile = caFile
         config.presenceTimeout = presenceTimeout
         config.pongTimeout = pongTimeout
         if allowTestTimings {

@@ -12,7 +12,9 @@ struct Serve: AsyncParsableCommand {
             are refused, connected clients get a goaway frame in paced batches (--drain-rate a second) and \
             reconnect elsewhere (or here, once the server is back), keeping their sessions' grace window; \
             the process exits when every client is gone or after --drain-timeout. GET /health, /ready and \
-            /metrics (Prometheus) answer on the same port.
+            /metrics (Prometheus) answer on the same port. \
+            With --tls-cert/--tls-key it serves wss:// only; SIGHUP reloads the certificate (new connections get it, \
+            open ones keep theirs; a file that cannot be used is logged and the old certificate stays).
             """)
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
@@ -30,6 +32,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Drain: seconds to wait for every client to go before stopping anyway.") var drainTimeout: Double = 30
     @Option(help: "Drain: seconds over which a client spreads its reconnection (sent in goaway as reconnectDelay; 0 = at once).") var drainReconnectSpread: Double = 1
     @Option(help: "Event-loop threads (default: cores).") var threads: Int?
+    @Option(help: "TLS certificate chain (PEM): serve wss:// (with --tls-key). SIGHUP reloads both files for new connections.") var tlsCert: String?
+    @Option(help: "TLS private key (PEM) for --tls-cert.") var tlsKey: String?
+    @Option(help: "POST events (userOnline, userOffline, joinChannel, leaveChannel, userMessageUndeliverable) as JSON to this http(s) URL, with --webhook-secret.") var webhookUrl: String?
+    @Option(help: "Secret for the X-RTM-Signature header: sha256=<hex HMAC-SHA256(secret, body)>.") var webhookSecret: String?
+    @Option(help: "Webhook events kept on disk for delivery; past it the oldest are dropped.") var webhookMaxQueued = 100_000
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
@@ -57,6 +64,17 @@ struct Serve: AsyncParsableCommand {
         config.drainReconnectSpread = .nanoseconds(Int64(drainReconnectSpread * 1e9))
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        config.tlsCertificatePath = tlsCert
+        config.tlsKeyPath = tlsKey
+        if let webhookUrl {
+            guard let webhookSecret, !webhookSecret.isEmpty else { throw ValidationError("--webhook-url needs --webhook-secret") }
+            var webhook = WebhookConfiguration(url: webhookUrl, secret: webhookSecret)
+            webhook.maxQueuedEvents = webhookMaxQueued
+            config.webhook = webhook
+        } else if webhookSecret != nil {
+            throw ValidationError("--webhook-secret needs --webhook-url")
+        }
         config.testDropSeq = testDropSeq
         try configureAdmin(&config)
         if let appId {
@@ -76,8 +94,10 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data(text.utf8))   // unbuffered: shown before the log lines
         }
         let server = try RTMServer(configuration: config, logger: logger)
+        // SIGHUP reloads the certificate only when there is one (otherwise it keeps its default).
+        let services: [any Service] = [server] + (tlsCert != nil ? [CertificateReloader(server: server)] : [])
         let group = ServiceGroup(configuration: .init(
-            services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 

@@ -30,5 +30,15 @@ struct ClientConfigTests {
         #expect(b?.host == "::1" && b?.port == 1234)
         #expect(ClientTransport.Endpoint("http://x:1") == nil)
         #expect(ClientTransport.Endpoint("ws://host:notaport") == nil)
+        #expect(a?.secure == false)
+    }
+
+    @Test("endpoint parsing: wss:// is secure, port 443 by default")
+    func secureEndpoints() {
+        let a = ClientTransport.Endpoint("wss://rtm.example.com")
+        #expect(a?.secure == true && a?.port == 443 && a?.host == "rtm.example.com" && a?.path == "/v1")
+        let b = ClientTransport.Endpoint("wss://127.0.0.1:9601/v1")
+        #expect(b?.secure == true && b?.port == 9601)
+        #expect(ClientTransport.Endpoint("ws://rtm.example.com")?.port == 80)
     }
 }

@@ -12,19 +12,23 @@ final class RTMProcess: Sendable {
     private let lines = NIOLockedValueBox<[String]>([])
 
     /// The `rtm` binary built next to the test bundle.
-    static var binary: URL {
+    static var binary: URL { built("rtm") }
+
+    /// An executable of this package built next to the test bundle.
+    static func built(_ name: String) -> URL {
         let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for dir in [bundleDir, bundleDir.deletingLastPathComponent(), URL(fileURLWithPath: ".build/debug")] {
-            let candidate = dir.appendingPathComponent("rtm")
+            let candidate = dir.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
-        return URL(fileURLWithPath: ".build/debug/rtm")
+        return URL(fileURLWithPath: ".build/debug/\(name)")
     }
 
     /// Runs `rtm` with `arguments`; with `user`, as that user through `runuser` (the test
     /// runs as root then), from `binary`.
-    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary) throws {
+    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary, input: Pipe? = nil) throws {
         process = Process()
+        if let input { process.standardInput = input }
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
             process.arguments = ["-u", user, "--", binary.path] + arguments

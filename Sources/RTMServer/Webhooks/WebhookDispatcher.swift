@@ -1,0 +1,187 @@
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+
+/// The one owner of webhook delivery: events come in from the hub (`emit`, any thread), are
+/// written to the on-disk queue, and POSTed as `WebhookScheduler` decides; a 2xx answer removes
+/// an event from the queue. Everything runs on one serial queue.
+final class WebhookDispatcher: @unchecked Sendable {
+    private let configuration: WebhookConfiguration
+    private let client: WebhookHTTPClient
+    private let store: WebhookQueueStore
+    private let logger: Logger
+    private let queue = DispatchQueue(label: "rtm.webhooks")
+    private let key: SymmetricKey
+    /// This run's prefix of event ids (events queued by an earlier run keep theirs).
+    private let runId = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+
+    // Confined to `queue`.
+    private var scheduler: WebhookScheduler
+    private var unwritten: [WebhookEvent] = []
+    private var flushScheduled = false
+    private var nextSequence: UInt64 = 1
+    private var stopped = false
+    private var counters = WebhookStats()
+    private var random = SystemRandomNumberGenerator()
+
+    /// Opens the queue (`webhooks.sqlite` under `dataDirectory`) and posts what an earlier run
+    /// left in it.
+    init(configuration: WebhookConfiguration, dataDirectory: String?, fullSync: Bool, group: any EventLoopGroup, logger: Logger) throws {
+        guard let target = WebhookHTTPClient.Target(configuration.url) else {
+            throw WebhookConfigurationError(reason: "webhook url '\(configuration.url)' is not an absolute http:// or https:// URL")
+        }
+        guard !configuration.secret.isEmpty else { throw WebhookConfigurationError(reason: "webhook secret is empty") }
+        guard configuration.maxQueuedEvents > 0, configuration.maxConcurrentDeliveries > 0 else {
+            throw WebhookConfigurationError(reason: "webhook maxQueuedEvents and maxConcurrentDeliveries must be ≥ 1")
+        }
+        guard configuration.initialBackoff > .zero, configuration.maxBackoff >= configuration.initialBackoff,
+              configuration.requestTimeout > .zero, configuration.maxRetryDuration > .zero else {
+            throw WebhookConfigurationError(reason: "webhook initialBackoff, requestTimeout and maxRetryDuration must be > 0 and maxBackoff ≥ initialBackoff")
+        }
+        self.configuration = configuration
+        self.logger = logger
+        self.key = SymmetricKey(data: Data(configuration.secret.utf8))
+        self.client = try WebhookHTTPClient(target: target, timeout: configuration.requestTimeout, group: group)
+        self.store = try WebhookQueueStore(path: dataDirectory.map { ($0 as NSString).appendingPathComponent("webhooks.sqlite") },
+                                           maxEvents: configuration.maxQueuedEvents, fullSync: fullSync)
+        self.scheduler = WebhookScheduler(timing: .init(
+            initialBackoff: configuration.initialBackoff, maxBackoff: configuration.maxBackoff,
+            maxRetryDuration: configuration.maxRetryDuration, maxConcurrent: configuration.maxConcurrentDeliveries))
+        let leftOver = try store.all()
+        if !leftOver.isEmpty { logger.info("webhook events queued by an earlier run", metadata: ["count": "\(leftOver.count)"]) }
+        queue.async { self.run(self.scheduler.enqueue(leftOver, now: .now())) }
+    }
+
+    /// Queues an event. Calls for one user must come in that user's order (the hub makes them
+    /// under its state lock).
+    func emit(_ type: WebhookEvent.EventType, user: UserKey, channel: String? = nil, channelType: String? = nil,
+              reason: String? = nil, count: Int? = nil) {
+        let event = WebhookEvent(eventId: "", eventType: type, appId: user.appId, userId: user.userId, ts: Hub.wallMillis,
+                                 channelName: channel, channelType: channelType, reason: reason, count: count)
+        queue.async {
+            guard !self.stopped else { return }
+            self.unwritten.append(event)
+            guard !self.flushScheduled else { return }
+            self.flushScheduled = true
+            self.queue.async { self.flush() }
+        }
+    }
+
+    /// Delivery counters.
+    var stats: WebhookStats {
+        queue.sync {
+            var stats = counters
+            stats.queued = store.count
+            return stats
+        }
+    }
+
+    /// Writes what was emitted to disk and stops posting (shutdown). What is queued stays on
+    /// disk for the next run.
+    func stop() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.flush()
+                self.stopped = true
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: on the queue
+
+    private func flush() {
+        flushScheduled = false
+        guard !unwritten.isEmpty else { return }
+        var rows: [(key: String, eventId: String, body: Data)] = []
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for var event in unwritten {
+            event.eventId = "\(runId)-\(nextSequence)"
+            nextSequence += 1
+            guard let body = try? encoder.encode(event) else { continue }
+            rows.append((event.orderingKey, event.eventId, body))
+        }
+        unwritten.removeAll()
+        do {
+            let (items, dropped) = try store.append(rows)
+            if !dropped.isEmpty {
+                counters.droppedQueueFull += dropped.count
+                logger.warning("webhook queue full: dropped the oldest events",
+                               metadata: ["dropped": "\(dropped.count)", "max": "\(configuration.maxQueuedEvents)"])
+                scheduler.evict(Set(dropped))
+            }
+            run(scheduler.enqueue(items, now: .now()))
+        } catch {
+            logger.error("webhook queue write failed; events lost", metadata: ["count": "\(rows.count)", "error": "\(error)"])
+        }
+    }
+
+    private func run(_ actions: [WebhookScheduler.Action]) {
+        for action in actions {
+            switch action {
+            case .post(let item, let attempt):
+                post(item, attempt: attempt)
+            case .wake(let deadline):
+                let delay = max(0, (deadline - .now()).nanoseconds)
+                queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) {
+                    guard !self.stopped else { return }
+                    self.run(self.scheduler.wake(now: .now()))
+                }
+            case .delivered(let item):
+                counters.delivered += 1
+                remove(item)
+            case .expired(let item):
+                counters.droppedExpired += 1
+                logger.warning("webhook event dropped after retrying for maxRetryDuration",
+                               metadata: ["eventId": "\(item.eventId)", "key": "\(item.key)"])
+                remove(item)
+            }
+        }
+    }
+
+    private func remove(_ item: WebhookScheduler.Item) {
+        do { try store.delete([item.id]) } catch {
+            logger.error("webhook queue delete failed (the event may be sent again)", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func post(_ item: WebhookScheduler.Item, attempt: Int) {
+        guard !stopped else { return }
+        let signature = Self.signature(of: item.body, key: key)
+        let headers = [("X-RTM-Signature", "sha256=\(signature)"), ("X-RTM-Event-Id", item.eventId), ("X-RTM-Attempt", "\(attempt)")]
+        client.post(body: item.body, headers: headers).whenComplete { result in
+            self.queue.async {
+                guard !self.stopped else { return }
+                switch result {
+                case .success(let status) where (200..<300).contains(status.code):
+                    self.run(self.scheduler.delivered(item, now: .now()))
+                case .success(let status):
+                    self.failed(item, attempt: attempt, reason: "HTTP \(status.code)")
+                case .failure(let error):
+                    self.failed(item, attempt: attempt, reason: "\(error)")
+                }
+            }
+        }
+    }
+
+    private func failed(_ item: WebhookScheduler.Item, attempt: Int, reason: String) {
+        counters.failedAttempts += 1
+        logger.debug("webhook POST failed; will retry", metadata: ["eventId": "\(item.eventId)", "attempt": "\(attempt)", "reason": "\(reason)"])
+        run(scheduler.failed(item, now: .now(), jitter: Double.random(in: 0..<1, using: &random)))
+    }
+
+    /// Lowercase hex of HMAC-SHA256(key, body): the `X-RTM-Signature` value after `sha256=`.
+    static func signature(of body: Data, key: SymmetricKey) -> String {
+        HMAC<SHA256>.authenticationCode(for: body, using: key).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// A webhook configuration the server cannot use.
+public struct WebhookConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, naming the field.
+    public let reason: String
+    /// The reason.
+    public var description: String { reason }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// POSTs one webhook body per connection with NIO's HTTP/1 client handlers.
+///
+/// Why not async-http-client: a webhook needs one POST and its status code, nothing of a
+/// general client (pooling, redirects, HTTP/2, proxies), and async-http-client would add its
+/// own dependency tree to every build. One connection per POST also means no stale pooled
+/// connection can eat a retry.
+struct WebhookHTTPClient: Sendable {
+    /// A parsed `http://` or `https://` URL.
+    struct Target: Sendable {
+        let host: String
+        let port: Int
+        let path: String
+        let secure: Bool
+
+        /// Parses `url`; nil when it is not an absolute http(s) URL with a host.
+        init?(_ url: String) {
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                  scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return nil }
+            secure = scheme == "https"
+            self.host = host
+            port = components.port ?? (secure ? 443 : 80)
+            let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+            self.path = components.percentEncodedQuery.map { "\(path)?\($0)" } ?? path
+        }
+    }
+
+    let target: Target
+    let timeout: TimeAmount
+    let group: any EventLoopGroup
+    private let tls: NIOSSLContext?
+
+    init(target: Target, timeout: TimeAmount, group: any EventLoopGroup) throws {
+        self.target = target
+        self.timeout = timeout
+        self.group = group
+        tls = target.secure ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+    }
+
+    /// POSTs `body` with `headers`; the future holds the response status, or fails (connect
+    /// error, timeout, connection closed before a complete response).
+    func post(body: Data, headers extra: [(String, String)]) -> EventLoopFuture<HTTPResponseStatus> {
+        let loop = group.next()
+        let promise = loop.makePromise(of: HTTPResponseStatus.self)
+        let target = self.target
+        let tls = self.tls
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(timeout)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if let tls {
+                        let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
+                        try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: isAddress ? nil : target.host))
+                    }
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(ResponseStatusHandler(promise: promise))
+                }
+            }
+        let timer = loop.scheduleTask(in: timeout) {
+            promise.fail(WebhookDeliveryError(reason: "no response within \(timeout)"))
+        }
+        promise.futureResult.whenComplete { _ in timer.cancel() }
+        bootstrap.connect(host: target.host, port: target.port).whenComplete { result in
+            switch result {
+            case .failure(let error):
+                promise.fail(WebhookDeliveryError(reason: "connect to \(target.host):\(target.port) failed: \(error)"))
+            case .success(let channel):
+                promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
+                var headers = HTTPHeaders([("Host", target.port == (target.secure ? 443 : 80) ? target.host : "\(target.host):\(target.port)"),
+                                           ("Content-Type", "application/json"), ("Content-Length", "\(body.count)"),
+                                           ("Connection", "close"), ("User-Agent", "rtm-webhooks")])
+                for (name, value) in extra { headers.add(name: name, value: value) }
+                channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path, headers: headers)),
+                              promise: nil)
+                channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            }
+        }
+        return promise.futureResult
+    }
+}
+
+/// A webhook POST that got no usable answer.
+struct WebhookDeliveryError: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
+}
+
+/// Completes the promise with the status once the whole response has arrived; fails it when the
+/// connection ends first or errs.
+private final class ResponseStatusHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    private let promise: EventLoopPromise<HTTPResponseStatus>
+    private var status: HTTPResponseStatus?
+
+    init(promise: EventLoopPromise<HTTPResponseStatus>) { self.promise = promise }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): status = head.status
+        case .body: break
+        case .end:
+            if let status { promise.succeed(status) }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(WebhookDeliveryError(reason: "connection closed before a complete response"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(WebhookDeliveryError(reason: "\(error)"))
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension ResponseStatusHandler: Sendable {}
