@@ -32,6 +32,13 @@ public final class PostgresTestServer: @unchecked Sendable {
     /// Whether PostgreSQL's server binaries can be found on this machine.
     public static var isAvailable: Bool { findBinDirectory() != nil }
 
+    /// Whether tests that need PostgreSQL run: when it is installed, or always when
+    /// `RTM_REQUIRE_POSTGRES` is set (CI: a missing server then fails the tests instead of
+    /// skipping them).
+    public static var isRequiredOrAvailable: Bool {
+        ProcessInfo.processInfo.environment["RTM_REQUIRE_POSTGRES"] != nil || isAvailable
+    }
+
     /// Creates a cluster in a new temporary directory and starts it.
     public static func start() throws -> PostgresTestServer {
         guard let bin = findBinDirectory() else {

@@ -7,7 +7,7 @@ import RTMTestSupport
 import Testing
 
 /// The channel log on a real PostgreSQL started for the test (initdb + pg_ctl on a free port).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresChannelLogTests {
     private static let logger = Logger(label: "test.postgres")
 
