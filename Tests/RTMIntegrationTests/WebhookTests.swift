@@ -125,7 +125,14 @@ struct WebhookTests {
         for user in users { #expect(Self.sequence(of: user, in: events) == Self.sessionEvents, "\(user)") }
         let allSigned = receiver.received.allSatisfy { $0.signatureValid }
         #expect(allSigned)
-        let after = try #require(harness.server.webhookStats)
+        // The receiver has every event; the server counts each delivery when the answer to its
+        // POST arrives, a moment later: wait for the counts (bounded), then check them.
+        let deadline = ContinuousClock.now + .seconds(5)
+        var after = try #require(harness.server.webhookStats)
+        while (after.delivered < expected || after.queued > 0) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            after = try #require(harness.server.webhookStats)
+        }
         #expect(after.delivered >= expected)
         #expect(after.queued == 0)
     }
