@@ -84,8 +84,11 @@ let package = Package(
         ], swiftSettings: strict),
         // The cluster's shared state in PostgreSQL (`rtm serve --postgres URL`): schema
         // migrations, the channel message log and its follower. Apps never link it.
+        // `PostgresChannelBackplane` plugs it into the server (RTMServer never depends on it).
         .target(name: "RTMPostgres", dependencies: [
+            "RTMServer",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -123,7 +126,7 @@ let package = Package(
             .unsafeFlags(["-enforce-exclusivity=unchecked"]),
         ]),
         .executableTarget(name: "rtm", dependencies: [
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench",
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -143,7 +146,7 @@ let package = Package(
         ], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
-            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "RTMWebSocket", "rtm",
+            "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "RTMWebSocket", "rtm", "RTMPostgres",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

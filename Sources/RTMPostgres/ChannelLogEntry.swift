@@ -1,4 +1,5 @@
 import NIOCore
+import RTMServer
 
 /// One channel message as it crosses the database: what a node publishes, and what every node
 /// reads back to deliver to its own subscribers.
@@ -36,29 +37,9 @@ public struct ChannelLogEntry: Sendable, Equatable {
     }
 }
 
-/// A message to append (its sequence number and epoch are the database's to give).
-public struct ChannelLogAppend: Sendable {
-    public var appId: String
-    public var channel: String
-    public var publisher: String
-    public var msgId: UInt64?
-    public var customType: String?
-    public var isText: Bool
-    public var payload: ByteBuffer
-    public var millis: Int64
-
-    public init(appId: String, channel: String, publisher: String, msgId: UInt64?, customType: String?,
-                isText: Bool, payload: ByteBuffer, millis: Int64) {
-        self.appId = appId
-        self.channel = channel
-        self.publisher = publisher
-        self.msgId = msgId
-        self.customType = customType
-        self.isText = isText
-        self.payload = payload
-        self.millis = millis
-    }
-}
+/// A message to append (its sequence number and epoch are the database's to give): the
+/// server's `BackplanePublish`, so the backplane hands publishes to the log as they are.
+public typealias ChannelLogAppend = BackplanePublish
 
 /// Where a committed append landed.
 public struct ChannelLogReceipt: Sendable, Equatable {

@@ -43,8 +43,9 @@ public final class ChannelLogFollower: Sendable {
     }
 
     /// Follows the log from now on until the task is cancelled, calling `deliver` for each
-    /// event, one at a time.
-    public func run(deliver: @escaping @Sendable (Event) async -> Void) async throws {
+    /// event, one at a time. `started` is called once the starting position is read: every
+    /// message committed after that call is delivered.
+    public func run(started: @escaping @Sendable () -> Void = {}, deliver: @escaping @Sendable (Event) async -> Void) async throws {
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen(wake: wake, deliver: deliver) }
@@ -54,14 +55,14 @@ public final class ChannelLogFollower: Sendable {
                     wake.yield()
                 }
             }
-            group.addTask { try await self.follow(wakes: wakes, deliver: deliver) }
+            group.addTask { try await self.follow(wakes: wakes, started: started, deliver: deliver) }
             try await group.next()
             group.cancelAll()
         }
     }
 
     /// Reads whenever woken.
-    private func follow(wakes: AsyncStream<Void>, deliver: @Sendable (Event) async -> Void) async throws {
+    private func follow(wakes: AsyncStream<Void>, started: @Sendable () -> Void, deliver: @Sendable (Event) async -> Void) async throws {
         var start: (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64])?
         while start == nil {
             do {
@@ -71,6 +72,7 @@ public final class ChannelLogFollower: Sendable {
                 try await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))
             }
         }
+        started()
         var cursor = start!.cursor
         var ordering = ChannelLogOrdering(applied: start!.applied, holdbackMillis: holdbackMillis)
         var failing = false

@@ -74,6 +74,12 @@ extension ConnectionHandler {
         var runChannel: String?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
+            if let backplane = hub.backplane {   // cluster mode: acknowledged after the commit
+                publishThroughBackplane(backplane, run, channel: channel, key: key, context: context)
+                fanout.stats.channelMessagesIn &+= run.count
+                run.removeAll(keepingCapacity: true)
+                return
+            }
             let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
             fanout.stats.channelMessagesIn &+= run.count
             for (index, seq) in zip(run.indices, seqs) {
@@ -105,6 +111,11 @@ extension ConnectionHandler {
         }
         publishRun()
         writeReplies(&replies, context: context)
+        writePublishAcks(acks, context: context)
+    }
+
+    /// Acknowledges binary publishes, all in one binary ack frame.
+    func writePublishAcks(_ acks: [(requestID: UInt64, seq: UInt64)], context: ChannelHandlerContext) {
         guard !acks.isEmpty else { return }
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
@@ -115,7 +126,7 @@ extension ConnectionHandler {
     /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
     /// encoder in one buffer). Kept out of line: the binary path does not pay for its code.
     @inline(never)
-    private static func appendPublishOK(id: UInt64, seq: UInt64, to replies: inout ByteBuffer?, expected: Int, allocator: ByteBufferAllocator) {
+    static func appendPublishOK(id: UInt64, seq: UInt64, to replies: inout ByteBuffer?, expected: Int, allocator: ByteBufferAllocator) {
         let length = FrameCodec.publishOKLength(id: id, seq: seq)
         if replies == nil { replies = allocator.buffer(capacity: (length + 2) * expected) }
         BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
@@ -124,7 +135,7 @@ extension ConnectionHandler {
 
     /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the
     /// fan-out does) and flushes.
-    private func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
+    func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
         guard let buffer = replies else { return }
         replies = nil
         fanout.stats.bytesOut &+= buffer.readableBytes

@@ -221,7 +221,10 @@ extension ConnectionHandler {
         guard let channel = validChannel(frame, context: context), validPayload(frame, context: context) else { return }
         let payload = frame.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: frame.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: frame.id ?? 0, msgId: frame.msgId, customType: frame.customType,
-                                    isText: frame.text != nil, payload: payload)
+                                    isText: frame.text != nil, payload: payload, repliesInJSON: true)
+        if let backplane = hub.backplane {   // cluster mode: answered after the commit
+            return publishRequestThroughBackplane(backplane, outgoing, frame: frame, channel: channel, key: key, context: context)
+        }
         let seq = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: [outgoing],
                               allocator: context.channel.allocator)[0]
         let reply = Frame(type: .ok, id: frame.id, seq: seq)

@@ -37,12 +37,15 @@ final class Hub: Sendable {
     let moderation = Moderation()
     /// Webhook events (issue 14), when a webhook URL is configured.
     let webhooks: WebhookDispatcher?
+    /// Cluster mode: channel publishes cross nodes through it (Hub+Cluster); nil: single node.
+    let backplane: (any ChannelBackplane)?
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
         self.configuration = configuration
         self.logger = logger
         self.webhooks = webhooks
+        self.backplane = configuration.backplane
         let metrics = ServerMetrics()
         self.metrics = metrics
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
@@ -283,7 +286,7 @@ final class Hub: Sendable {
         }
     }
 
-    private func enqueueRaw(_ buffer: ByteBuffer, messages: Int, to channel: ChannelKey, loops: UInt64) {
+    func enqueueRaw(_ buffer: ByteBuffer, messages: Int, to channel: ChannelKey, loops: UInt64) {
         hop(to: loops) { fanout in fanout.deliverRaw(buffer, messages: messages, to: channel) }
     }
 

@@ -21,8 +21,9 @@ struct HubState {
 
     struct ChannelState {
         /// Names this incarnation of the channel's sequence numbers: a channel forgotten and
-        /// created again (or a restarted server) starts a new epoch (SPEC M-2).
-        let epoch: String
+        /// created again (or a restarted server) starts a new epoch (SPEC M-2). In a cluster,
+        /// the backplane's epoch (HubState+Cluster).
+        var epoch: String
         /// The members (presence), by user id.
         var members: [String: Member] = [:]
         /// How many of them are not quiet.

@@ -119,6 +119,7 @@ public final class RTMServer: Service, Sendable {
                     try Self.configurePipeline(channel, hub: hub, config: config)
                 }
             }
+        try await hub.startBackplane()   // cluster mode: following before serving
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startSweeping()
         hub.startPresenceIntervals()
@@ -201,6 +202,7 @@ public final class RTMServer: Service, Sendable {
         await hub.mailbox.drain()
         await hub.storage.drain()
         await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
+        await configuration.backplane?.stop()
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

@@ -140,6 +140,10 @@ public struct ServerConfiguration: Sendable {
     public var webhook: WebhookConfiguration?
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
+    /// Cluster mode (issue 13): channel publishes cross nodes through this backplane (e.g.
+    /// RTMPostgres' `PostgresChannelBackplane`, `rtm serve --postgres URL`). nil (the default):
+    /// a single node, the in-process path.
+    public var backplane: (any ChannelBackplane)?
 
     /// The defaults.
     public init() {}

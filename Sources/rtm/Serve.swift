@@ -1,12 +1,13 @@
 import Foundation
 import ArgumentParser
 import Logging
+import RTMPostgres
 import RTMServer
 import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the server (single node; user messages, metadata and history in SQLite under --data-dir).",
+        abstract: "Run the server (single node, or a cluster node with --postgres; user messages, metadata and history in SQLite under --data-dir).",
         discussion: """
             Stops gracefully on SIGTERM or SIGINT by draining: /ready answers 503, new WebSocket upgrades \
             are refused, connected clients get a goaway frame in paced batches (--drain-rate a second) and \
@@ -42,6 +43,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
+    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. Sessions, presence, user messages, metadata and locks stay per node.") var postgres: String?
+    @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
 
     func run() async throws {
         FileLimit.raise()
@@ -77,6 +80,7 @@ struct Serve: AsyncParsableCommand {
         }
         config.testDropSeq = testDropSeq
         try configureAdmin(&config)
+        try configureCluster(&config, logger: logger)
         if let appId {
             guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
             config.apps = [appId: appCertificate]
@@ -99,6 +103,20 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// --postgres and --node-id: channel messages through the PostgreSQL backplane (issue 13).
+    private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws {
+        guard let postgres else {
+            if nodeId != nil { throw ValidationError("--node-id needs --postgres") }
+            return
+        }
+        let location: PostgresLocation
+        do { location = try PostgresLocation(url: postgres) } catch { throw ValidationError("--postgres: \(error)") }
+        let node = nodeId ?? "\(ProcessInfo.processInfo.hostName):\(port == 0 ? String(UInt32.random(in: 1...UInt32.max), radix: 36) : String(port))"
+        guard !node.isEmpty else { throw ValidationError("--node-id must not be empty") }
+        logger.info("cluster mode", metadata: ["postgres": "\(location.redacted)", "node": "\(node)"])
+        config.backplane = PostgresChannelBackplane(location: location, node: node, logger: logger)
     }
 
     /// --admin-key / RTM_ADMIN_KEY and --admin-listen.

@@ -121,9 +121,30 @@ extension AdminAPI {
         try checkPayload(text: body.message, data: body.data, customType: body.customType)
         let payload = body.message.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: body.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: 0, msgId: nil, customType: body.customType, isText: body.message != nil, payload: payload)
+        if let backplane = hub.backplane {   // cluster mode (Hub+Cluster): answered after the commit
+            let hub = self.hub
+            Task {
+                do {
+                    let (seqs, epoch) = try await hub.publishThroughBackplane(backplane, appId: appId, channel: channel,
+                                                                              publisher: UserKey(appId: appId, userId: publisher), messages: [outgoing])
+                    self.published(body, appId: appId, channel: channel, publisher: publisher, seq: seqs[0],
+                                   epoch: epoch ?? hub.channelPosition(appId: appId, channel: channel).epoch, respond: respond)
+                } catch {
+                    respond(.error(.internalServerError, "publishFailed", "the message could not be stored for the cluster: \(error)",
+                                   code: RTMErrorCode.channelPublishMessageTimeout.rawValue))
+                }
+            }
+            return
+        }
         let seq = hub.publish(appId: appId, channel: channel, publisher: UserKey(appId: appId, userId: publisher),
                               messages: [outgoing], allocator: ByteBufferAllocator())[0]
-        let epoch = hub.channelPosition(appId: appId, channel: channel).epoch
+        published(body, appId: appId, channel: channel, publisher: publisher, seq: seq,
+                  epoch: hub.channelPosition(appId: appId, channel: channel).epoch, respond: respond)
+    }
+
+    /// Answers a publish (and stores it in history if asked).
+    private func published(_ body: AdminModels.PublishRequest, appId: String, channel: String, publisher: String, seq: UInt64,
+                           epoch: String, respond: @escaping Respond) {
         let result = AdminModels.PublishResult(channel: channel, seq: seq, epoch: epoch)
         guard body.storeInHistory == true else { return respond(.json(result)) }
         let record = HistoryMessage(publisher: publisher, text: body.message, data: body.data, customType: body.customType, ts: Hub.wallMillis)

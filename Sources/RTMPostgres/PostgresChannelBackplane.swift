@@ -1,0 +1,83 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PostgresNIO
+import RTMServer
+
+/// The PostgreSQL `ChannelBackplane` (`rtm serve --postgres URL`, issue 13): channel messages
+/// of every node in one log (`PostgresChannelLog`), appended in group commits
+/// (`ChannelLogWriter`) and followed by every node (`ChannelLogFollower`), so that a publish on
+/// any node reaches the subscribers of every node, in one order per channel, with one sequence
+/// and epoch per channel for the whole cluster.
+///
+/// One pool of `poolSize` connections (appends, reads, NOTIFY) plus the follower's dedicated
+/// `LISTEN` connection per node. The schema is created or migrated at `start`.
+public final class PostgresChannelBackplane: ChannelBackplane {
+    /// This node's name, stored with every message it appends.
+    public let node: String
+    private let client: PostgresClient
+    private let writer: ChannelLogWriter
+    private let follower: ChannelLogFollower
+    private let logger: Logger
+    private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
+
+    /// - Parameters:
+    ///   - node: this node's name (`rtm serve --node-id`).
+    ///   - poolSize: the pool's connections (default 4).
+    ///   - pollInterval: the follower's fallback read interval (default 100 ms).
+    ///   - holdback: how long a missing number is waited for before it is skipped (default 5 s).
+    public init(location: PostgresLocation, node: String, poolSize: Int = 4, pollInterval: TimeAmount = .milliseconds(100),
+                holdback: TimeAmount = .seconds(5), logger: Logger) {
+        self.node = node
+        self.logger = logger
+        let client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
+        self.client = client
+        let log = PostgresChannelLog(client: client, logger: logger)
+        self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
+        self.follower = ChannelLogFollower(log: log, location: location, pollInterval: pollInterval, holdback: holdback, logger: logger)
+    }
+
+    public func start(deliver: @escaping @Sendable ([BackplaneMessage]) async -> Void) async throws {
+        let client = self.client
+        let running = Task { await client.run() }
+        tasks.withLockedValue { $0.append(running) }
+        try await PostgresSchema.migrate(client, logger: logger)
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        let follower = self.follower, logger = self.logger
+        let following = Task {
+            do {
+                try await follower.run(started: { didStart.finish() }) { event in
+                    switch event {
+                    case .messages(let entries): await deliver(entries.map(Self.message))
+                    case .gaps(let gaps):
+                        logger.warning("channel messages skipped after the hold-back window", metadata: ["gaps": "\(gaps)"])
+                    case .link(let up): logger.info(up ? "database link up" : "database link down")
+                    }
+                }
+            } catch {
+                if !Task.isCancelled { logger.error("following the channel log stopped", metadata: ["error": "\(error)"]) }
+            }
+            didStart.finish()
+        }
+        tasks.withLockedValue { $0.insert(following, at: 0) }   // stopped before the client
+        for await _ in started {}
+        logger.info("cluster backplane started", metadata: ["node": "\(node)"])
+    }
+
+    public func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt] {
+        try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
+    }
+
+    public func stop() async {
+        let tasks = self.tasks.withLockedValue { tasks in defer { tasks = [] }; return tasks }
+        for task in tasks {
+            task.cancel()
+            await task.value
+        }
+    }
+
+    private static func message(_ entry: ChannelLogEntry) -> BackplaneMessage {
+        BackplaneMessage(appId: entry.appId, channel: entry.channel, seq: UInt64(entry.seq), epoch: entry.epoch, publisher: entry.publisher,
+                         customType: entry.customType, isText: entry.isText, payload: entry.payload, millis: entry.millis)
+    }
+}

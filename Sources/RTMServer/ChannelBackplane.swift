@@ -1,0 +1,86 @@
+import NIOCore
+
+/// How channel messages cross nodes (issue 13): the seam between the server core and a shared
+/// engine. Without one (`ServerConfiguration.backplane == nil`, the default) the server is a
+/// single node and publishes take the in-process path unchanged (sequence, fan-out and ack in
+/// one step). With one, a publish is appended through the backplane, acknowledged after its
+/// commit with the backplane's sequence numbers, and delivered on **every** node, the
+/// publisher's included, only when the backplane hands it back (`start(deliver:)`).
+///
+/// RTMServer does not depend on any implementation: `RTMPostgres` provides the PostgreSQL one
+/// (`PostgresChannelBackplane`), and `rtm serve --postgres URL` wires it in.
+public protocol ChannelBackplane: Sendable {
+    /// Starts the backplane; from its return on, every message committed by any node is handed
+    /// to `deliver` once, in each channel's sequence order (one call at a time).
+    func start(deliver: @escaping @Sendable ([BackplaneMessage]) async -> Void) async throws
+    /// Stores messages (all committed together) and returns each one's place, in order. Throws
+    /// when nothing was stored.
+    func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt]
+    /// Stops following and closes the backplane's connections.
+    func stop() async
+}
+
+/// A message to publish through a `ChannelBackplane`.
+public struct BackplanePublish: Sendable {
+    public var appId: String
+    public var channel: String
+    public var publisher: String
+    /// The publisher's client message id (M-3), if any.
+    public var msgId: UInt64?
+    public var customType: String?
+    public var isText: Bool
+    public var payload: ByteBuffer
+    /// Publish time, milliseconds since 1970.
+    public var millis: Int64
+
+    public init(appId: String, channel: String, publisher: String, msgId: UInt64?, customType: String?, isText: Bool,
+                payload: ByteBuffer, millis: Int64) {
+        self.appId = appId
+        self.channel = channel
+        self.publisher = publisher
+        self.msgId = msgId
+        self.customType = customType
+        self.isText = isText
+        self.payload = payload
+        self.millis = millis
+    }
+}
+
+/// Where a published message landed: its channel's sequence number and epoch, the same on
+/// every node (M-2).
+public struct BackplaneReceipt: Sendable, Equatable {
+    public var seq: UInt64
+    public var epoch: String
+
+    public init(seq: UInt64, epoch: String) {
+        self.seq = seq
+        self.epoch = epoch
+    }
+}
+
+/// A committed channel message, as every node delivers it to its own subscribers.
+public struct BackplaneMessage: Sendable {
+    public var appId: String
+    public var channel: String
+    public var seq: UInt64
+    public var epoch: String
+    public var publisher: String
+    public var customType: String?
+    public var isText: Bool
+    public var payload: ByteBuffer
+    /// Publish time, milliseconds since 1970.
+    public var millis: Int64
+
+    public init(appId: String, channel: String, seq: UInt64, epoch: String, publisher: String, customType: String?,
+                isText: Bool, payload: ByteBuffer, millis: Int64) {
+        self.appId = appId
+        self.channel = channel
+        self.seq = seq
+        self.epoch = epoch
+        self.publisher = publisher
+        self.customType = customType
+        self.isText = isText
+        self.payload = payload
+        self.millis = millis
+    }
+}

@@ -1,0 +1,54 @@
+import NIOCore
+import RTMProtocol
+
+extension HubState {
+    /// Cluster mode (issue 13): applies messages a `ChannelBackplane` committed, of one channel,
+    /// in sequence order, from any node. The channel takes the backplane's epoch and numbers
+    /// (the same on every node, SPEC M-2), keeps the messages for replay as a local publish
+    /// does (so a subscriber that resumes on this node after publishing elsewhere is replayed
+    /// from here), and encodes them once for the fan-out. Numbers at or below the channel's
+    /// are dropped (delivered already). Returns the buffer to fan out (nil: nothing new), how
+    /// many messages it holds, and the loops with subscribers.
+    mutating func applyCommitted(_ messages: ArraySlice<BackplaneMessage>, channel key: ChannelKey,
+                                 allocator: ByteBufferAllocator) -> (buffer: ByteBuffer?, count: Int, loops: UInt64) {
+        var state = channels.removeValue(forKey: key) ?? newChannel()
+        var fresh: [RecentMessage] = []
+        fresh.reserveCapacity(messages.count)
+        for message in messages {
+            if message.epoch != state.epoch {
+                // The local placeholder epoch (or an older incarnation): the backplane's wins.
+                state.epoch = message.epoch
+                state.seq = 0
+                state.recent.removeAll()
+                fresh.removeAll()
+            }
+            guard message.seq > state.seq else { continue }
+            state.seq = message.seq
+            fresh.append(RecentMessage(seq: message.seq, millis: message.millis, publisher: message.publisher,
+                                       customType: message.customType, isText: message.isText, payload: message.payload))
+        }
+        var buffer: ByteBuffer?
+        if !fresh.isEmpty {
+            var size = 64
+            for message in fresh { size += message.payload.readableBytes + message.publisher.utf8.count + 8 }
+            var out = allocator.buffer(capacity: size + key.name.utf8.count)
+            // Consecutive messages of one publisher published at the same time share frames,
+            // as on the single-node path.
+            var rest = fresh[...]
+            while let first = rest.first {
+                let group = rest.prefix { $0.publisher == first.publisher && $0.millis == first.millis }
+                Self.appendFrames(group, seqs: group.lazy.map(\.seq), ts: first.millis,
+                                  template: .init(epoch: state.epoch, channel: key.name.utf8, publisher: first.publisher), into: &out)
+                rest = rest.dropFirst(group.count)
+            }
+            buffer = out
+            if replayMax > 0 {
+                state.recent.append(contentsOf: fresh.suffix(replayMax))
+                trim(&state, nowMillis: Hub.wallMillis)
+            }
+        }
+        channels[key] = state
+        pruneIfUnused(key)
+        return (buffer, fresh.count, state.loops)
+    }
+}

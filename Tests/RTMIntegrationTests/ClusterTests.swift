@@ -1,0 +1,190 @@
+import Foundation
+import Logging
+import NIOCore
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13, first slice: channel messages across nodes over a real PostgreSQL (started by the
+/// test), two real servers on loopback, real SDK clients.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterTests {
+    /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
+    private func withCluster(_ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
+        let database = try PostgresTestServer.start()
+        defer { database.destroy() }
+        let location = try PostgresLocation(url: database.url + "?sslmode=disable")
+        var logger = Logger(label: "test.cluster")
+        logger.logLevel = .warning
+        func node(_ name: String) async throws -> Harness {
+            try await Harness.start {
+                $0.backplane = PostgresChannelBackplane(location: location, node: name, pollInterval: .milliseconds(20), logger: logger)
+            }
+        }
+        let a = try await node("a")
+        let b = try await node("b")
+        do {
+            try await body(database, a, b)
+        } catch {
+            Issue.record("database log:\n\(database.log.suffix(2_000))")
+            await a.stop()
+            await b.stop()
+            throw error
+        }
+        await a.stop()
+        await b.stop()
+    }
+
+    private static func received(_ events: AsyncRecorder<RTMEvent>, channel: String = "room") async -> [MessageEvent] {
+        await events.matching { $0.messageEvent?.channelName == channel }.compactMap(\.messageEvent)
+    }
+
+    @Test("issue 13, M-2: publishes on both nodes reach subscribers on both, each once, in one order per channel, with the acknowledged numbers and one epoch")
+    func crossNodeFanout() async throws {
+        try await withCluster { _, a, b in
+            let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
+            let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            try await onA.subscribe("room")
+            try await onB.subscribe("room")
+            // Two publishers on two nodes at once: their messages interleave in the channel.
+            async let aliceSeqs = Self.publish(alice, prefix: "a", count: 40)
+            async let bobSeqs = Self.publish(bob, prefix: "b", count: 40)
+            let acknowledged = try await aliceSeqs.merging(try await bobSeqs) { first, _ in first }
+            // JSON request path (storeInHistory): acknowledged after the commit too.
+            let stored = try await alice.publish(channel: "room", message: "stored", customType: "t", storeInHistory: true)
+            for events in [onAEvents, onBEvents] {
+                #expect(await events.first(within: soon) { $0.messageEvent?.text == "stored" } != nil)
+            }
+            let seenOnA = await Self.received(onAEvents), seenOnB = await Self.received(onBEvents)
+            #expect(seenOnA.count == 81 && seenOnB.count == 81)   // exactly once
+            #expect(seenOnA.map(\.seq) == (1...81).map { UInt64($0) })   // one dense order, no gap
+            #expect(seenOnA.map(\.text) == seenOnB.map(\.text))   // the same order on both nodes
+            #expect(seenOnA.map(\.seq) == seenOnB.map(\.seq))
+            for message in seenOnA where message.text != "stored" {
+                #expect(acknowledged[message.text ?? ""] == message.seq)   // the ack carries the cluster's number
+            }
+            #expect(seenOnA.last?.seq == stored && seenOnA.last?.customType == "t")
+            // Each publisher's messages in its publishing order.
+            for prefix in ["a", "b"] {
+                #expect(seenOnB.compactMap(\.text).filter { $0.hasPrefix(prefix + "-") } == (1...40).map { "\(prefix)-\($0)" })
+            }
+            // One epoch and one position for the channel on both nodes.
+            let positionA = a.server.hub.channelPosition(appId: Harness.appId, channel: "room")
+            let positionB = b.server.hub.channelPosition(appId: Harness.appId, channel: "room")
+            #expect(positionA == positionB && positionA.seq == 81)
+            for client in [onA, onB, alice, bob] { await client.logout() }
+        }
+    }
+
+    @Test("issue 13, M-2: a subscriber that loses node A and reconnects to node B gets what it missed from B's replay, once, in order")
+    func replayOnAnotherNode() async throws {
+        try await withCluster { _, a, b in
+            let toA = try await FaultProxy.start(targetPort: a.port)
+            let toB = try await FaultProxy.start(targetPort: b.port)
+            toB.setRefuseNew(true)   // the first connection goes to node A
+            let (carol, carolEvents) = try await Harness.client("carol", port: a.port) {
+                $0.endpoints = ["ws://127.0.0.1:\(toA.port)", "ws://127.0.0.1:\(toB.port)"]
+                $0.presenceTimeout = 5
+            }
+            #expect(toA.openConnections == 1)
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            try await carol.subscribe("room")
+            _ = try await alice.publish(channel: "room", message: "before")
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "before" } != nil)
+            // Node A becomes unreachable for carol; node B is open.
+            toA.setRefuseNew(true)
+            toA.cutAll()
+            _ = await carolEvents.first(within: soon) { $0.link?.currentState == .disconnected }
+            for i in 1...5 { _ = try await alice.publish(channel: "room", message: "m\(i)") }
+            toB.setRefuseNew(false)
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "m5" } != nil)
+            #expect(toB.openConnections == 1)
+            _ = try await alice.publish(channel: "room", message: "after")
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "after" } != nil)
+            let seen = await Self.received(carolEvents)
+            #expect(seen.compactMap(\.text) == ["before", "m1", "m2", "m3", "m4", "m5", "after"])
+            #expect(seen.map(\.seq) == (1...7).map { UInt64($0) })
+            #expect(await carolEvents.matching { if case .gap = $0 { true } else { false } }.isEmpty)
+            await carol.logout()
+            await alice.logout()
+            try? await toA.stop()
+            try? await toB.stop()
+        }
+    }
+
+    @Test("issue 13: a resend of a committed client message id is acknowledged with its first number and not stored again (M-3, per node)")
+    func resendNotStoredTwice() async throws {
+        try await withCluster { _, a, b in
+            let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            try await onB.subscribe("room")
+            let backplane = try #require(a.server.hub.backplane)
+            let publisher = UserKey(appId: Harness.appId, userId: "alice")
+            let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
+            let first = try await a.server.hub.publishThroughBackplane(backplane, appId: Harness.appId, channel: "room",
+                                                                       publisher: publisher, messages: [message])
+            let again = try await a.server.hub.publishThroughBackplane(backplane, appId: Harness.appId, channel: "room",
+                                                                       publisher: publisher, messages: [message])
+            #expect(first.seqs == [1] && again.seqs == [1] && again.epoch == nil)
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            _ = try await alice.publish(channel: "room", message: "marker")
+            _ = await onBEvents.first(within: soon) { $0.messageEvent?.text == "marker" }
+            #expect(await Self.received(onBEvents).compactMap(\.text) == ["once", "marker"])
+            await onB.logout()
+            await alice.logout()
+        }
+    }
+
+    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL is refused by name")
+    func serveProcesses() async throws {
+        let database = try PostgresTestServer.start()
+        defer { database.destroy() }
+        let url = database.url + "?sslmode=disable"
+        var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
+        defer {
+            for node in nodes {
+                node.process.stop()
+                try? FileManager.default.removeItem(atPath: node.dir)
+            }
+        }
+        for name in ["n1", "n2"] {
+            let port = try RTMProcess.freePort()
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
+            let process = try RTMProcess(arguments: [
+                "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+                "--publish-rate", "0", "--postgres", url, "--node-id", name,
+            ])
+            nodes.append((process, port, dir))
+            let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
+            try #require(listening != nil, "\(process.output)")
+            #expect(process.output.contains { $0.contains("cluster mode") && $0.contains(name) })
+        }
+        let (listener, events) = try await Harness.client("listener", port: nodes[1].port)
+        let (talker, _) = try await Harness.client("talker", port: nodes[0].port)
+        try await listener.subscribe("room")
+        let seq = try await talker.publish(channel: "room", message: "across processes")
+        let received = await events.first(within: soon) { $0.messageEvent?.text == "across processes" }
+        #expect(received?.messageEvent?.seq == seq)
+        await listener.logout()
+        await talker.logout()
+
+        let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", "mysql://nobody@localhost/db"])
+        refused.process.waitUntilExit()
+        #expect(refused.process.terminationStatus != 0)
+        #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
+    }
+
+    /// Publishes `count` messages one after the other; their acknowledged numbers by text.
+    private static func publish(_ client: RTMClient, prefix: String, count: Int) async throws -> [String: UInt64] {
+        var seqs: [String: UInt64] = [:]
+        for i in 1...count {
+            let text = "\(prefix)-\(i)"
+            seqs[text] = try await client.publish(channel: "room", message: text)
+        }
+        return seqs
+    }
+}
