@@ -41,6 +41,38 @@ public enum PostgresSchema {
          "CREATE INDEX rtm_channel_log_tail ON rtm_channel_log (xid, pos)",
          "CREATE INDEX rtm_channel_log_channel ON rtm_channel_log (app, channel, seq)",
          "CREATE INDEX rtm_channel_log_ts ON rtm_channel_log (ts)"],
+        // 2: user messages (SPEC M-1 across nodes, `PostgresUserMessageStore`). Ids are per
+        // receiver, from `rtm_user_seq` (row-locked by the committing transaction, so a
+        // receiver's ids are dense and committed in order: a read that sees id n sees every
+        // smaller id still stored). The epoch is the cluster's, made once here.
+        ["""
+        CREATE TABLE rtm_meta (key text PRIMARY KEY, value text NOT NULL)
+        """,
+         "INSERT INTO rtm_meta (key, value) VALUES ('user_epoch', 'pg' || to_hex((random() * 2^52)::int8))",
+         """
+        CREATE TABLE rtm_user_seq (
+            app text NOT NULL,
+            receiver text NOT NULL,
+            seq bigint NOT NULL,
+            PRIMARY KEY (app, receiver))
+        """, """
+        CREATE TABLE rtm_user_message (
+            app text NOT NULL,
+            receiver text NOT NULL,
+            id bigint NOT NULL,
+            sender text NOT NULL,
+            text text,
+            data bytea,
+            custom_type text,
+            ts bigint NOT NULL,
+            PRIMARY KEY (app, receiver, id))
+        """, """
+        CREATE TABLE rtm_user_dropped (
+            app text NOT NULL,
+            receiver text NOT NULL,
+            count bigint NOT NULL,
+            PRIMARY KEY (app, receiver))
+        """],
     ]
 
     /// The version a fully migrated database has.

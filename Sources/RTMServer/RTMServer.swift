@@ -120,6 +120,7 @@ public final class RTMServer: Service, Sendable {
                 }
             }
         try await hub.startBackplane()   // cluster mode: following before serving
+        hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startSweeping()
         hub.startPresenceIntervals()
@@ -200,6 +201,7 @@ public final class RTMServer: Service, Sendable {
             timeout.cancel()
         }
         await hub.mailbox.drain()
+        await hub.mailbox.stopFollowing()
         await hub.storage.drain()
         await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
         await configuration.backplane?.stop()

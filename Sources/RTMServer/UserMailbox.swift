@@ -46,12 +46,14 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     /// An online receiver: its connection and the form its deliveries take.
-    private struct Receiver: Sendable {
+    struct Receiver: Sendable {
         let connection: ConnectionRef
         let binary: Bool
         /// Logging in: its waiting messages are being read; live deliveries wait here until they
         /// are sent, so that everything arrives in store order.
         var held: [StoredUserMessage]?
+        /// Shared store (cluster): the highest id delivered to this connection.
+        var delivered: Int64 = 0
     }
 
     private struct Pending {
@@ -59,17 +61,23 @@ final class UserMailbox: @unchecked Sendable {
         let sender: UserKey
     }
 
-    private let queue = DispatchQueue(label: "rtm.mailbox")
+    let queue = DispatchQueue(label: "rtm.mailbox")
     /// The only user of `store`: one transaction (or login read) at a time, in submission order.
-    private let writer = DispatchQueue(label: "rtm.mailbox.writer")
-    private let store: any UserMessageStore
+    let writer = DispatchQueue(label: "rtm.mailbox.writer")
+    let store: any UserMessageStore
+    /// The store when several nodes share it (cluster mode): deliveries follow its per-receiver
+    /// id order (`UserMailbox+Cluster`). nil: a single node, the plain path.
+    let shared: (any SharedUserMessageStore)?
     private let cap: Int
-    private let maxAgeMillis: Int64
-    private let logger: Logger
+    let maxAgeMillis: Int64
+    let logger: Logger
     private let dedupCapacity: Int
 
     // Confined to `queue`.
-    private var online: [UserKey: Receiver] = [:]
+    var online: [UserKey: Receiver] = [:]
+    /// Shared store: receivers being re-read, and those to re-read once that ends.
+    var syncing: Set<UserKey> = []
+    var syncAgain: Set<UserKey> = []
     private var pending: [Pending] = []
     private var acks: [UserKey: Int64] = [:]
     private var flushScheduled = false
@@ -90,6 +98,7 @@ final class UserMailbox: @unchecked Sendable {
         self.metrics = metrics
         self.onUndeliverable = onUndeliverable
         self.store = store
+        self.shared = store as? any SharedUserMessageStore
         self.cap = cap
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
         self.dedupCapacity = dedupCapacity
@@ -165,7 +174,12 @@ final class UserMailbox: @unchecked Sendable {
             }
             // Held messages were committed before the read too: send only those it missed.
             let last = waiting.last?.id ?? 0
-            deliver(waiting + held.filter { $0.id > last }, to: receiver)
+            if shared != nil {
+                deliverShared(waiting, held: held.filter { $0.id > last }, key: key)
+                if syncAgain.remove(key) != nil { sync(key) }   // other nodes committed meanwhile
+            } else {
+                deliver(waiting + held.filter { $0.id > last }, to: receiver)
+            }
         case .failure(let error):
             logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
             deliver(held, to: receiver)
@@ -271,6 +285,15 @@ final class UserMailbox: @unchecked Sendable {
             if let receiver {
                 if receiver.held != nil {
                     online[key]!.held!.append(message)   // logging in: after its waiting messages
+                } else if shared != nil {
+                    // Cluster: only the next id in the receiver's order; a gap is another
+                    // node's message, read (with this one) from the store.
+                    if id == receiver.delivered + 1 {
+                        online[key]!.delivered = id
+                        deliveries.append((receiver, message))
+                    } else {
+                        sync(key)
+                    }
                 } else {
                     deliveries.append((receiver, message))
                 }
@@ -307,7 +330,7 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
-    private func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
+    func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
         guard !messages.isEmpty else { return }
         metrics?.userMessagesOut(messages.count)
         var work = LoopWork()

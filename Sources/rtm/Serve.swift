@@ -43,7 +43,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
-    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. Sessions, presence, user messages, metadata and locks stay per node.") var postgres: String?
+    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. User messages are stored there too and reach their receiver on any node. Sessions, presence, metadata and locks stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
 
     func run() async throws {
@@ -80,7 +80,7 @@ struct Serve: AsyncParsableCommand {
         }
         config.testDropSeq = testDropSeq
         try configureAdmin(&config)
-        try configureCluster(&config, logger: logger)
+        let cluster = try configureCluster(&config, logger: logger)
         if let appId {
             guard let appCertificate else { throw ValidationError("--app-id needs --app-certificate") }
             config.apps = [appId: appCertificate]
@@ -97,7 +97,10 @@ struct Serve: AsyncParsableCommand {
                 """
             FileHandle.standardOutput.write(Data(text.utf8))   // unbuffered: shown before the log lines
         }
-        let server = try RTMServer(configuration: config, logger: logger)
+        // Cluster mode: user messages in the shared database too (issue 13).
+        var userStore: PostgresUserMessageStore?
+        if let cluster { userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, logger: logger) }
+        let server = try RTMServer(configuration: config, store: userStore, logger: logger)
         // SIGHUP reloads the certificate only when there is one (otherwise it keeps its default).
         let services: [any Service] = [server] + (tlsCert != nil ? [CertificateReloader(server: server)] : [])
         let group = ServiceGroup(configuration: .init(
@@ -106,10 +109,10 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// --postgres and --node-id: channel messages through the PostgreSQL backplane (issue 13).
-    private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws {
+    private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws -> (location: PostgresLocation, node: String)? {
         guard let postgres else {
             if nodeId != nil { throw ValidationError("--node-id needs --postgres") }
-            return
+            return nil
         }
         let location: PostgresLocation
         do { location = try PostgresLocation(url: postgres) } catch { throw ValidationError("--postgres: \(error)") }
@@ -117,6 +120,7 @@ struct Serve: AsyncParsableCommand {
         guard !node.isEmpty else { throw ValidationError("--node-id must not be empty") }
         logger.info("cluster mode", metadata: ["postgres": "\(location.redacted)", "node": "\(node)"])
         config.backplane = PostgresChannelBackplane(location: location, node: node, logger: logger)
+        return (location, node)
     }
 
     /// --admin-key / RTM_ADMIN_KEY and --admin-listen.

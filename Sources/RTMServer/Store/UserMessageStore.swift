@@ -46,3 +46,28 @@ public protocol UserMessageStore: Sendable {
     /// How many messages were dropped for a receiver since the last call; resets the count.
     func takeDropped(appId: String, receiver: String) throws -> Int
 }
+
+/// A receiver of user messages, as a shared store names it.
+public struct UserMessageReceiver: Hashable, Sendable {
+    public let appId: String
+    public let userId: String
+
+    public init(appId: String, userId: String) {
+        self.appId = appId
+        self.userId = userId
+    }
+}
+
+/// A store shared by several nodes (cluster mode, issue 13): messages committed by one node
+/// must reach a receiver connected to another. Ids must be **dense and committed in order per
+/// receiver** (the receiver's SDK drops an id at or below the last it saw), so that a read that
+/// sees a receiver's id n sees every smaller id still stored.
+public protocol SharedUserMessageStore: UserMessageStore {
+    /// Calls `changed` (one call at a time) when other nodes committed messages: with their
+    /// receivers, or nil when any receiver may have some (a poll, a reconnection).
+    func follow(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void)
+    /// The highest id ever given to each of `receivers` (absent: none yet).
+    func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64]
+    /// Stops following and closes the store's connections.
+    func stop() async
+}

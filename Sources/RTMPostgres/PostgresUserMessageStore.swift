@@ -1,0 +1,311 @@
+import Dispatch
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import RTMServer
+
+/// The cluster's user-message store (`rtm serve --postgres URL`, issue 13): the same semantics
+/// as the embedded SQLite store (SPEC M-1: committed before the sender's reply, read at the
+/// receiver's login, deleted on its ack, a cap and a maximum age per receiver, dropped counts),
+/// in tables every node shares, so a message sent on one node reaches its receiver on another.
+///
+/// **Ids** are per receiver (`rtm_user_seq`, row-locked by the committing transaction): dense
+/// and committed in order, so a read that sees a receiver's id n sees every smaller id still
+/// stored, and the receiver's SDK (which drops an id at or below the last it saw) never drops
+/// a new one. The epoch is the database's, the same on every node.
+///
+/// **Cross-node wake-up**: after each commit the node sends `NOTIFY rtm_user` naming the
+/// receivers (JSON, under 8000 bytes; an empty list means "any"); every node `LISTEN`s on a
+/// dedicated connection and also polls every `pollInterval` (a notification is only a wake-up).
+///
+/// **Synchronous calls**: `UserMessageStore` is called from the mailbox's dedicated writer
+/// queue (never an event loop), so each call runs postgres-nio's async API in a task and
+/// blocks that queue until it ends (at most `callTimeout`).
+public final class PostgresUserMessageStore: SharedUserMessageStore, @unchecked Sendable {
+    /// The `LISTEN`/`NOTIFY` channel of user-message commits.
+    public static let notificationChannel = "rtm_user"
+
+    public let epoch: String
+    /// This node's name (its own notifications are ignored).
+    public let node: String
+    private let client: PostgresClient
+    private let location: PostgresLocation
+    private let pollInterval: TimeAmount
+    private let retryInterval: TimeAmount
+    private let callTimeout: TimeAmount
+    private let logger: Logger
+    private let tasks: NIOLockedValueBox<[Task<Void, Never>]>
+
+    /// What a notification carries.
+    private struct Notice: Codable {
+        /// The committing node.
+        var n: String
+        /// [app, user] pairs; empty: any receiver.
+        var r: [[String]]
+    }
+
+    /// Opens the store: starts a pool of `poolSize` connections, migrates the schema and reads
+    /// the epoch.
+    /// - Parameters:
+    ///   - pollInterval: the fallback check for other nodes' commits (default 500 ms).
+    ///   - callTimeout: the longest a store call waits for the database (default 10 s).
+    public static func open(location: PostgresLocation, node: String, poolSize: Int = 4, pollInterval: TimeAmount = .milliseconds(500),
+                            retryInterval: TimeAmount = .seconds(1), callTimeout: TimeAmount = .seconds(10),
+                            logger: Logger) async throws -> PostgresUserMessageStore {
+        let client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
+        let running = Task { await client.run() }
+        do {
+            try await PostgresSchema.migrate(client, logger: logger)
+            var epoch = ""
+            for try await value in try await client.query("SELECT value FROM rtm_meta WHERE key = 'user_epoch'", logger: logger)
+                .decode(String.self) { epoch = value }
+            return PostgresUserMessageStore(client: client, running: running, epoch: epoch, location: location, node: node,
+                                            pollInterval: pollInterval, retryInterval: retryInterval, callTimeout: callTimeout, logger: logger)
+        } catch {
+            running.cancel()
+            await running.value
+            throw error
+        }
+    }
+
+    private init(client: PostgresClient, running: Task<Void, Never>, epoch: String, location: PostgresLocation, node: String,
+                 pollInterval: TimeAmount, retryInterval: TimeAmount, callTimeout: TimeAmount, logger: Logger) {
+        self.client = client
+        self.tasks = NIOLockedValueBox([running])
+        self.epoch = epoch
+        self.location = location
+        self.node = node
+        self.pollInterval = pollInterval
+        self.retryInterval = retryInterval
+        self.callTimeout = callTimeout
+        self.logger = logger
+    }
+
+    // MARK: UserMessageStore
+
+    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64] {
+        let acks = acknowledgements.map { (UserMessageReceiver(appId: $0.appId, userId: $0.receiver), $0.upTo) }
+        let client = self.client, logger = self.logger
+        let ids = try blocking {
+            try await client.withTransaction(logger: logger) { connection in
+                try await Self.commit(messages, acks: acks, cap: cap, on: connection, logger: logger)
+            }
+        }
+        if !messages.isEmpty { notify(Set(messages.map { UserMessageReceiver(appId: $0.appId, userId: $0.receiver) })) }
+        return ids
+    }
+
+    private static func commit(_ messages: [StoredUserMessage], acks: [(UserMessageReceiver, Int64)], cap: Int,
+                               on connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        if !acks.isEmpty {
+            let apps = acks.map(\.0.appId), users = acks.map(\.0.userId), upTo = acks.map(\.1)
+            try await connection.query("""
+                DELETE FROM rtm_user_message m USING unnest(\(apps)::text[], \(users)::text[], \(upTo)::int8[]) AS a(app, receiver, up)
+                WHERE m.app = a.app AND m.receiver = a.receiver AND m.id <= a.up
+                """, logger: logger)
+        }
+        guard !messages.isEmpty else { return [] }
+        var counts: [UserMessageReceiver: Int64] = [:]
+        for message in messages { counts[UserMessageReceiver(appId: message.appId, userId: message.receiver), default: 0] += 1 }
+        // A fixed lock order for every node: two nodes' commits never deadlock.
+        let keys = counts.keys.sorted { ($0.appId, $0.userId) < ($1.appId, $1.userId) }
+        let apps = keys.map(\.appId), users = keys.map(\.userId), adds = keys.map { counts[$0]! }
+        var next: [UserMessageReceiver: Int64] = [:]
+        for try await (app, user, seq) in try await connection.query("""
+            INSERT INTO rtm_user_seq AS s (app, receiver, seq)
+            SELECT * FROM unnest(\(apps)::text[], \(users)::text[], \(adds)::int8[])
+            ON CONFLICT (app, receiver) DO UPDATE SET seq = s.seq + EXCLUDED.seq
+            RETURNING app, receiver, seq
+            """, logger: logger).decode((String, String, Int64).self) {
+            let key = UserMessageReceiver(appId: app, userId: user)
+            next[key] = seq - counts[key]! + 1
+        }
+        var ids: [Int64] = [], rowApps: [String] = [], rowUsers: [String] = [], senders: [String] = []
+        var texts: [String] = [], hasText: [Bool] = [], datas: [ByteBuffer] = [], hasData: [Bool] = []
+        var types: [String] = [], hasType: [Bool] = [], stamps: [Int64] = []
+        for message in messages {
+            let key = UserMessageReceiver(appId: message.appId, userId: message.receiver)
+            let id = next[key]!
+            next[key] = id + 1
+            ids.append(id); rowApps.append(message.appId); rowUsers.append(message.receiver); senders.append(message.sender)
+            texts.append(message.text ?? ""); hasText.append(message.text != nil)
+            datas.append(ByteBuffer(bytes: message.data ?? Data())); hasData.append(message.data != nil)
+            types.append(message.customType ?? ""); hasType.append(message.customType != nil)
+            stamps.append(message.ts)
+        }
+        try await connection.query("""
+            INSERT INTO rtm_user_message (app, receiver, id, sender, text, data, custom_type, ts)
+            SELECT a, r, i, s, CASE WHEN ht THEN t END, CASE WHEN hd THEN d END, CASE WHEN hc THEN c END, ts
+            FROM unnest(\(rowApps)::text[], \(rowUsers)::text[], \(ids)::int8[], \(senders)::text[], \(texts)::text[], \(hasText)::bool[],
+                        \(datas)::bytea[], \(hasData)::bool[], \(types)::text[], \(hasType)::bool[], \(stamps)::int8[])
+                 AS u(a, r, i, s, t, ht, d, hd, c, hc, ts)
+            """, logger: logger)
+        // The cap (M-1): the oldest beyond `cap` per receiver are dropped and counted.
+        try await connection.query("""
+            WITH over AS (
+                SELECT m.app, m.receiver, m.id FROM unnest(\(apps)::text[], \(users)::text[]) AS k(app, receiver)
+                CROSS JOIN LATERAL (SELECT app, receiver, id FROM rtm_user_message
+                                    WHERE app = k.app AND receiver = k.receiver ORDER BY id DESC OFFSET \(Int64(cap))) m),
+            d AS (DELETE FROM rtm_user_message x USING over
+                  WHERE x.app = over.app AND x.receiver = over.receiver AND x.id = over.id RETURNING x.app, x.receiver)
+            INSERT INTO rtm_user_dropped AS u (app, receiver, count)
+            SELECT app, receiver, count(*) FROM d GROUP BY app, receiver
+            ON CONFLICT (app, receiver) DO UPDATE SET count = u.count + EXCLUDED.count
+            """, logger: logger)
+        return ids
+    }
+
+    public func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] {
+        let client = self.client, logger = self.logger
+        return try blocking {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("""
+                    WITH d AS (DELETE FROM rtm_user_message WHERE app = \(appId) AND receiver = \(receiver) AND ts < \(notBefore) RETURNING 1)
+                    INSERT INTO rtm_user_dropped AS u (app, receiver, count)
+                    SELECT \(appId), \(receiver), count(*) FROM d HAVING count(*) > 0
+                    ON CONFLICT (app, receiver) DO UPDATE SET count = u.count + EXCLUDED.count
+                    """, logger: logger)
+                var messages: [StoredUserMessage] = []
+                let rows = try await connection.query("""
+                    SELECT id, sender, text, data, custom_type, ts FROM rtm_user_message
+                    WHERE app = \(appId) AND receiver = \(receiver) ORDER BY id
+                    """, logger: logger)
+                for try await (id, sender, text, data, customType, ts) in rows.decode((Int64, String, String?, ByteBuffer?, String?, Int64).self) {
+                    messages.append(StoredUserMessage(id: id, appId: appId, receiver: receiver, sender: sender, text: text,
+                                                      data: data.map { Data($0.readableBytesView) }, customType: customType, ts: ts))
+                }
+                return messages
+            }
+        }
+    }
+
+    public func takeDropped(appId: String, receiver: String) throws -> Int {
+        let client = self.client, logger = self.logger
+        return try blocking {
+            var count: Int64 = 0
+            for try await taken in try await client.query(
+                "DELETE FROM rtm_user_dropped WHERE app = \(appId) AND receiver = \(receiver) RETURNING count", logger: logger)
+                .decode(Int64.self) { count += taken }
+            return Int(count)
+        }
+    }
+
+    // MARK: SharedUserMessageStore
+
+    public func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64] {
+        guard !receivers.isEmpty else { return [:] }
+        let apps = receivers.map(\.appId), users = receivers.map(\.userId)
+        let client = self.client, logger = self.logger
+        return try blocking {
+            var newest: [UserMessageReceiver: Int64] = [:]
+            for try await (app, user, seq) in try await client.query("""
+                SELECT s.app, s.receiver, s.seq FROM rtm_user_seq s
+                JOIN unnest(\(apps)::text[], \(users)::text[]) AS k(app, receiver) ON s.app = k.app AND s.receiver = k.receiver
+                """, logger: logger).decode((String, String, Int64).self) {
+                newest[UserMessageReceiver(appId: app, userId: user)] = seq
+            }
+            return newest
+        }
+    }
+
+    public func follow(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void) {
+        let polling = Task { [pollInterval] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(pollInterval.nanoseconds))
+                if !Task.isCancelled { changed(nil) }
+            }
+        }
+        let listening = Task { await self.listen(changed) }
+        tasks.withLockedValue { $0.insert(contentsOf: [polling, listening], at: 0) }   // stopped before the client
+    }
+
+    /// Keeps one connection listening; after every (re)connection, any receiver may have missed
+    /// a notification.
+    private func listen(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void) async {
+        var id = 0
+        let node = self.node
+        while !Task.isCancelled {
+            id += 1
+            do {
+                let connection = try await PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try location.connectionConfiguration(),
+                    id: id, logger: logger)
+                defer { Task { try? await connection.close() } }
+                try await connection.listen(on: Self.notificationChannel) { notifications in
+                    changed(nil)
+                    for try await notification in notifications {
+                        guard let notice = try? JSONDecoder().decode(Notice.self, from: Data(notification.payload.utf8)) else {
+                            changed(nil)
+                            continue
+                        }
+                        guard notice.n != node else { continue }   // delivered by this node as it committed
+                        changed(notice.r.isEmpty ? nil : notice.r.compactMap { $0.count == 2 ? UserMessageReceiver(appId: $0[0], userId: $0[1]) : nil })
+                    }
+                }
+            } catch {
+                if !Task.isCancelled { logger.debug("user-message listening connection lost; polling", metadata: ["error": "\(error)"]) }
+            }
+            try? await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))
+        }
+    }
+
+    public func stop() async {
+        let tasks = self.tasks.withLockedValue { tasks in defer { tasks = [] }; return tasks }
+        for task in tasks {
+            task.cancel()
+            await task.value
+        }
+    }
+
+    // MARK: internals
+
+    /// Wakes the other nodes (after the commit, outside it): the receivers, or "any" when they
+    /// do not fit a notification's 8000 bytes.
+    private func notify(_ receivers: Set<UserMessageReceiver>) {
+        var notice = Notice(n: node, r: receivers.map { [$0.appId, $0.userId] })
+        var payload = (try? JSONEncoder().encode(notice)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if payload.utf8.count > 7_900 {
+            notice.r = []
+            payload = (try? JSONEncoder().encode(notice)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        }
+        let client = self.client, logger = self.logger
+        Task {
+            do {
+                try await client.query("SELECT pg_notify(\(Self.notificationChannel), \(payload))", logger: logger)
+            } catch {
+                logger.debug("NOTIFY failed (other nodes poll)", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Runs `body` and blocks the calling thread (the mailbox's writer queue, never an event
+    /// loop) until it ends or `callTimeout` passes.
+    private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
+        let task = Task {
+            do {
+                let value = try await body()
+                result.withLockedValue { $0 = .success(value) }
+            } catch {
+                result.withLockedValue { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .nanoseconds(Int(callTimeout.nanoseconds))) == .success,
+              let outcome = result.withLockedValue({ $0 }) else {
+            task.cancel()
+            throw PostgresStoreTimeout(seconds: Double(callTimeout.nanoseconds) / 1e9)
+        }
+        return try outcome.get()
+    }
+}
+
+/// The database did not answer a user-message store call in time.
+public struct PostgresStoreTimeout: Error, CustomStringConvertible {
+    public let seconds: Double
+    public var description: String { "the database did not answer within \(seconds) s" }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import NIOCore
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13, item 3 (first part): user messages across nodes over a real PostgreSQL (started by
+/// the test), two real servers on loopback sharing it, real SDK clients.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterUserMessageTests {
+    private struct Node {
+        let harness: Harness
+        let store: PostgresUserMessageStore
+        var port: Int { harness.port }
+    }
+
+    /// Two nodes (channel backplane and user-message store) on one fresh database.
+    private func withCluster(_ body: (Node, Node) async throws -> Void) async throws {
+        let database = try PostgresTestServer.start()
+        defer { database.destroy() }
+        let location = try PostgresLocation(url: database.url + "?sslmode=disable")
+        var logger = Logger(label: "test.cluster.user")
+        logger.logLevel = .warning
+        func node(_ name: String) async throws -> Node {
+            let store = try await PostgresUserMessageStore.open(location: location, node: name, pollInterval: .milliseconds(50), logger: logger)
+            var config = Harness.serverConfig()
+            config.backplane = PostgresChannelBackplane(location: location, node: name, pollInterval: .milliseconds(20), logger: logger)
+            let server = try RTMServer(configuration: config, store: store, logger: logger)
+            let port = try await server.start()
+            return Node(harness: Harness(server: server, port: port), store: store)
+        }
+        let a = try await node("a")
+        let b = try await node("b")
+        do {
+            try await body(a, b)
+        } catch {
+            Issue.record("database log:\n\(database.log.suffix(2_000))")
+            await a.harness.stop()
+            await b.harness.stop()
+            throw error
+        }
+        await a.harness.stop()
+        await b.harness.stop()
+    }
+
+    private static func userMessages(_ events: AsyncRecorder<RTMEvent>) async -> [MessageEvent] {
+        await events.matching { $0.messageEvent?.channelType == .user }.compactMap(\.messageEvent)
+    }
+
+    /// A store call (blocking) off the cooperative pool.
+    private static func waiting(_ store: PostgresUserMessageStore, for user: String) async throws -> [StoredUserMessage] {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try store.pending(appId: Harness.appId, receiver: user, notBefore: 0) })
+            }
+        }
+    }
+
+    @Test("issue 13, M-1: alice on node A sends to bob on node B: stored before her reply, delivered once in order, acked, not re-delivered after bob moves to A")
+    func crossNodeDelivery() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            // Stored before the reply: another node reads it at once.
+            _ = try await alice.publish(toUser: "carol", message: "for later")
+            #expect(try await Self.waiting(b.store, for: "carol").map(\.text) == ["for later"])
+
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            var receipts: [UserMessageReceipt] = []
+            for i in 1...20 { receipts.append(try await alice.publish(toUser: "bob", message: "m\(i)")) }
+            #expect(receipts.allSatisfy { $0.stored })
+            #expect(receipts.map(\.messageId) == (1...20).map { UInt64($0) })   // per receiver, dense
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "m20" } != nil)
+            let seen = await Self.userMessages(bobEvents)
+            #expect(seen.compactMap(\.text) == (1...20).map { "m\($0)" })   // once each, in order
+            #expect(seen.allSatisfy { $0.publisher == "alice" })
+            // Bob's acks (on B) delete them in the database.
+            let deadline = ContinuousClock.now + soon
+            while try await !Self.waiting(a.store, for: "bob").isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await Self.waiting(a.store, for: "bob").isEmpty)
+            // Bob moves to node A: nothing comes again, only what is new.
+            await bob.logout()
+            let (bobOnA, bobOnAEvents) = try await Harness.client("bob", port: a.port)
+            _ = try await alice.publish(toUser: "bob", message: "new")
+            #expect(await bobOnAEvents.first(within: soon) { $0.messageEvent?.text == "new" } != nil)
+            #expect(await Self.userMessages(bobOnAEvents).compactMap(\.text) == ["new"])
+            await bobOnA.logout()
+            await alice.logout()
+        }
+    }
+
+    @Test("issue 13, M-1: messages for an offline receiver wait in PostgreSQL; it logs in on the other node and gets them once, in order")
+    func offlineReceiverLogsInElsewhere() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            for i in 1...3 {
+                let receipt = try await alice.publish(toUser: "bob", message: "w\(i)")
+                #expect(receipt.stored && !receipt.receiverOnline)
+            }
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "w3" } != nil)
+            _ = try await alice.publish(toUser: "bob", message: "live")
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "live" } != nil)
+            #expect(await Self.userMessages(bobEvents).compactMap(\.text) == ["w1", "w2", "w3", "live"])
+            await bob.logout()
+            await alice.logout()
+        }
+    }
+
+    @Test("issue 13, M-1: senders on both nodes write to one receiver at once: it gets every message once, in its id order")
+    func sendersOnBothNodes() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (dave, _) = try await Harness.client("dave", port: b.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            async let fromAlice = Self.send(alice, prefix: "a", count: 30)
+            async let fromDave = Self.send(dave, prefix: "d", count: 30)
+            let ids = try await fromAlice + fromDave
+            #expect(Set(ids) == Set((1...60).map { UInt64($0) }))
+            let deadline = ContinuousClock.now + soon
+            while await Self.userMessages(bobEvents).count < 60, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let seen = await Self.userMessages(bobEvents)
+            #expect(seen.compactMap(\.seq) == (1...60).map { UInt64($0) })   // every id, once, in order
+            for prefix in ["a", "d"] {
+                #expect(seen.compactMap(\.text).filter { $0.hasPrefix(prefix) } == (1...30).map { "\(prefix)\($0)" })
+            }
+            for client in [alice, dave, bob] { await client.logout() }
+        }
+    }
+
+    @Test("issue 13, M-1: node A stopped right after its replies: nothing acknowledged to alice is lost (bob online on B, and bob logging in later)")
+    func senderNodeStopped() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            for i in 1...10 {
+                _ = try await alice.publish(toUser: "bob", message: "s\(i)")
+                _ = try await alice.publish(toUser: "erin", message: "e\(i)")
+            }
+            await a.harness.stop()
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "s10" } != nil)
+            #expect(await Self.userMessages(bobEvents).compactMap(\.text) == (1...10).map { "s\($0)" })
+            let (erin, erinEvents) = try await Harness.client("erin", port: b.port)
+            #expect(await erinEvents.first(within: soon) { $0.messageEvent?.text == "e10" } != nil)
+            #expect(await Self.userMessages(erinEvents).compactMap(\.text) == (1...10).map { "e\($0)" })
+            for client in [alice, bob, erin] { await client.logout() }
+        }
+    }
+
+    private static func send(_ client: RTMClient, prefix: String, count: Int) async throws -> [UInt64] {
+        var ids: [UInt64] = []
+        for i in 1...count { ids.append(try await client.publish(toUser: "bob", message: "\(prefix)\(i)").messageId) }
+        return ids
+    }
+}

@@ -1,0 +1,103 @@
+import Dispatch
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RTMPostgres
+import RTMServer
+import RTMTestSupport
+import Testing
+
+/// The PostgreSQL user-message store on a real PostgreSQL started for the test: the SQLite
+/// store's semantics (SPEC M-1), shared by two nodes.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct PostgresUserMessageStoreTests {
+    private static let logger = Logger(label: "test.postgres.user")
+
+    /// Two stores (two nodes) on one fresh database.
+    private func withStores(_ body: (PostgresUserMessageStore, PostgresUserMessageStore) async throws -> Void) async throws {
+        let server = try PostgresTestServer.start()
+        defer { server.destroy() }
+        let location = try PostgresLocation(url: server.url + "?sslmode=disable")
+        let a = try await PostgresUserMessageStore.open(location: location, node: "a", pollInterval: .milliseconds(50), logger: Self.logger)
+        let b = try await PostgresUserMessageStore.open(location: location, node: "b", pollInterval: .milliseconds(50), logger: Self.logger)
+        do {
+            try await body(a, b)
+        } catch {
+            Issue.record("database log:\n\(server.log.suffix(2_000))")
+            await a.stop(); await b.stop()
+            throw error
+        }
+        await a.stop(); await b.stop()
+    }
+
+    /// Runs a (blocking) store call off the cooperative pool, as the mailbox's writer queue does.
+    private func call<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    private func message(to receiver: String, _ text: String?, data: Data? = nil, ts: Int64 = 1_000) -> StoredUserMessage {
+        StoredUserMessage(appId: "app", receiver: receiver, sender: "alice", text: text, data: data, customType: text == nil ? "bin" : nil, ts: ts)
+    }
+
+    @Test("issue 13, M-1: ids are per receiver and dense across nodes; one epoch; every field read back; acks delete up to an id")
+    func idsFieldsAcks() async throws {
+        try await withStores { a, b in
+            #expect(a.epoch == b.epoch && !a.epoch.isEmpty)
+            let first = try await call { try a.commit([message(to: "bob", "1"), message(to: "carol", "c1"), message(to: "bob", "2")],
+                                                      acknowledgements: [], cap: 100) }
+            let second = try await call { try b.commit([message(to: "bob", nil, data: Data([0, 1, 255]))], acknowledgements: [], cap: 100) }
+            #expect(first == [1, 1, 2] && second == [3])
+            let waiting = try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }
+            #expect(waiting.map(\.id) == [1, 2, 3])
+            #expect(waiting[0].text == "1" && waiting[0].data == nil && waiting[0].customType == nil && waiting[0].sender == "alice")
+            #expect(waiting[2].text == nil && waiting[2].data == Data([0, 1, 255]) && waiting[2].customType == "bin" && waiting[2].ts == 1_000)
+            let newest = try await call { try b.newest([UserMessageReceiver(appId: "app", userId: "bob"), UserMessageReceiver(appId: "app", userId: "nobody")]) }
+            #expect(newest == [UserMessageReceiver(appId: "app", userId: "bob"): 3])
+            // An ack on node B deletes up to its id, for that receiver only.
+            _ = try await call { try b.commit([], acknowledgements: [(appId: "app", receiver: "bob", upTo: 2)], cap: 100) }
+            #expect(try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }.map(\.id) == [3])
+            #expect(try await call { try a.pending(appId: "app", receiver: "carol", notBefore: 0) }.map(\.id) == [1])
+            // Ids are never reused after deletion.
+            #expect(try await call { try a.commit([message(to: "bob", "4")], acknowledgements: [(appId: "app", receiver: "bob", upTo: 3)], cap: 100) } == [4])
+        }
+    }
+
+    @Test("issue 13, M-1: the cap drops the oldest and the age limit the expired, both counted once for the receiver's next login")
+    func capAndAge() async throws {
+        try await withStores { a, b in
+            let batch = (1...5).map { message(to: "bob", "m\($0)", ts: $0 <= 2 ? 10 : 5_000) }
+            _ = try await call { try a.commit(batch, acknowledgements: [], cap: 4) }
+            _ = try await call { try b.commit([message(to: "bob", "m6", ts: 5_000)], acknowledgements: [], cap: 4) }
+            // Cap 4: m1, m2 dropped; then m3..m6 stay, m3 at ts 5000 as well.
+            let waiting = try await call { try b.pending(appId: "app", receiver: "bob", notBefore: 100) }
+            #expect(waiting.compactMap(\.text) == ["m3", "m4", "m5", "m6"])
+            #expect(try await call { try a.takeDropped(appId: "app", receiver: "bob") } == 2)
+            #expect(try await call { try a.takeDropped(appId: "app", receiver: "bob") } == 0)
+            // Age: everything older than notBefore is dropped and counted.
+            let none = try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 6_000) }
+            #expect(none.isEmpty)
+            #expect(try await call { try b.takeDropped(appId: "app", receiver: "bob") } == 4)
+        }
+    }
+
+    @Test("issue 13: a commit on one node wakes the other node's follower with its receivers; its own commits do not")
+    func notifiesOtherNodes() async throws {
+        try await withStores { a, b in
+            let seenByB = NIOLockedValueBox<[UserMessageReceiver]>([])
+            let seenByA = NIOLockedValueBox<[UserMessageReceiver]>([])
+            b.follow { receivers in if let receivers { seenByB.withLockedValue { $0 += receivers } } }
+            a.follow { receivers in if let receivers { seenByA.withLockedValue { $0 += receivers } } }
+            // Commits until B has heard one (its LISTEN may start after the first).
+            let deadline = ContinuousClock.now + .seconds(5)
+            while seenByB.withLockedValue({ $0.isEmpty }), ContinuousClock.now < deadline {
+                _ = try await call { try a.commit([message(to: "bob", "x")], acknowledgements: [], cap: 100) }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(!seenByB.withLockedValue { $0 }.isEmpty)
+            #expect(seenByB.withLockedValue { $0 }.allSatisfy { $0 == UserMessageReceiver(appId: "app", userId: "bob") })
+            #expect(seenByA.withLockedValue { $0 }.isEmpty)
+        }
+    }
+}
