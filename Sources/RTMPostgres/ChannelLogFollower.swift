@@ -109,11 +109,7 @@ public final class ChannelLogFollower: Sendable {
         while !Task.isCancelled {
             id += 1
             do {
-                let connection = try await PostgresConnection.connect(
-                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try location.connectionConfiguration(),
-                    id: id, logger: logger)
-                defer { Task { try? await connection.close() } }
-                try await connection.listen(on: PostgresChannelLog.notificationChannel) { notifications in
+                try await location.listen(on: PostgresChannelLog.notificationChannel, connectionID: id, logger: logger) { notifications in
                     if !up {
                         up = true
                         await deliver(.link(up: true))

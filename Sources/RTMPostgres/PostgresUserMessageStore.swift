@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOPosix
 import PostgresNIO
 import RTMServer
 
@@ -230,11 +229,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore, @unchecked 
         while !Task.isCancelled {
             id += 1
             do {
-                let connection = try await PostgresConnection.connect(
-                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try location.connectionConfiguration(),
-                    id: id, logger: logger)
-                defer { Task { try? await connection.close() } }
-                try await connection.listen(on: Self.notificationChannel) { notifications in
+                try await location.listen(on: Self.notificationChannel, connectionID: id, logger: logger) { notifications in
                     changed(nil)
                     for try await notification in notifications {
                         guard let notice = try? JSONDecoder().decode(Notice.self, from: Data(notification.payload.utf8)) else {
