@@ -23,7 +23,7 @@ import RTMServer
 /// **Synchronous calls**: `UserMessageStore` is called from the mailbox's dedicated writer
 /// queue (never an event loop), so each call runs postgres-nio's async API in a task and
 /// blocks that queue until it ends (at most `callTimeout`).
-public final class PostgresUserMessageStore: SharedUserMessageStore, @unchecked Sendable {
+public final class PostgresUserMessageStore: SharedUserMessageStore {
     /// The `LISTEN`/`NOTIFY` channel of user-message commits.
     public static let notificationChannel = "rtm_user"
 
