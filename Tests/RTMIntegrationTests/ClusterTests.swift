@@ -13,7 +13,8 @@ import Testing
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
     /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
-    private func withCluster(_ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
+    func withCluster(options: PostgresBackplaneOptions = Self.options(),
+                     _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
         let database = try PostgresTestServer.start()
         defer { database.destroy() }
         let location = try PostgresLocation(url: database.url + "?sslmode=disable")
@@ -21,7 +22,7 @@ struct ClusterTests {
         logger.logLevel = .warning
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {
-                $0.backplane = PostgresChannelBackplane(location: location, node: name, pollInterval: .milliseconds(20), logger: logger)
+                $0.backplane = PostgresChannelBackplane(location: location, node: name, options: options, logger: logger)
             }
         }
         let a = try await node("a")
@@ -38,7 +39,18 @@ struct ClusterTests {
         await b.stop()
     }
 
-    private static func received(_ events: AsyncRecorder<RTMEvent>, channel: String = "room") async -> [MessageEvent] {
+    /// The backplane's options for the tests: timers shrunk.
+    static func options(_ change: (inout PostgresBackplaneOptions) -> Void = { _ in }) -> PostgresBackplaneOptions {
+        var options = PostgresBackplaneOptions()
+        options.pollInterval = .milliseconds(20)
+        options.retryInterval = .milliseconds(50)
+        options.leaseInterval = .milliseconds(50)
+        options.lease = .milliseconds(500)
+        change(&options)
+        return options
+    }
+
+    static func received(_ events: AsyncRecorder<RTMEvent>, channel: String = "room") async -> [MessageEvent] {
         await events.matching { $0.messageEvent?.channelName == channel }.compactMap(\.messageEvent)
     }
 
