@@ -41,6 +41,20 @@ public enum PostgresSchema {
          "CREATE INDEX rtm_channel_log_tail ON rtm_channel_log (xid, pos)",
          "CREATE INDEX rtm_channel_log_channel ON rtm_channel_log (app, channel, seq)",
          "CREATE INDEX rtm_channel_log_ts ON rtm_channel_log (ts)"],
+        // 2: node leases (`NodeRegistry`, issue 13 item 5) and the last run of cluster-wide
+        // periodic tasks (`ChannelLogRetention`: one node per period).
+        ["""
+        CREATE TABLE rtm_node (
+            node_id text PRIMARY KEY,
+            lease_until timestamptz NOT NULL,
+            started_at timestamptz NOT NULL,
+            host text NOT NULL)
+        """, """
+        CREATE TABLE rtm_maintenance (
+            task text PRIMARY KEY,
+            last_run timestamptz NOT NULL)
+        """,
+         "INSERT INTO rtm_maintenance (task, last_run) VALUES ('trim_channel_log', '-infinity')"],
     ]
 
     /// The version a fully migrated database has.
