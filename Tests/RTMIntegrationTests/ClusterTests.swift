@@ -151,7 +151,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL is refused by name")
+    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL and a bad --lease-seconds are refused by name")
     func serveProcesses() async throws {
         let database = try PostgresTestServer.start()
         defer { database.destroy() }
@@ -168,7 +168,7 @@ struct ClusterTests {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
             let process = try RTMProcess(arguments: [
                 "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--publish-rate", "0", "--postgres", url, "--node-id", name,
+                "--publish-rate", "0", "--postgres", url, "--node-id", name, "--lease-seconds", "5", "--log-retention-hours", "1",
             ])
             nodes.append((process, port, dir))
             let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
@@ -188,6 +188,10 @@ struct ClusterTests {
         refused.process.waitUntilExit()
         #expect(refused.process.terminationStatus != 0)
         #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
+        let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
+        badLease.process.waitUntilExit()
+        #expect(badLease.process.terminationStatus != 0)
+        #expect(await badLease.waitForLine(containing: "--lease-seconds must be at least 0.5", within: .seconds(2)) != nil)
     }
 
     /// Publishes `count` messages one after the other; their acknowledged numbers by text.
