@@ -11,12 +11,15 @@ public struct ChannelLogOrdering: Sendable {
     /// A run of numbers given up on.
     public struct Gap: Sendable, Equatable {
         public let key: ChannelLogKey
+        /// The epoch of the channel's messages after the gap.
+        public let epoch: String
         /// The first and last missing numbers.
         public let from: Int64
         public let to: Int64
 
-        public init(key: ChannelLogKey, from: Int64, to: Int64) {
+        public init(key: ChannelLogKey, epoch: String, from: Int64, to: Int64) {
             self.key = key
+            self.epoch = epoch
             self.from = from
             self.to = to
         }
@@ -72,9 +75,9 @@ public struct ChannelLogOrdering: Sendable {
     public mutating func expire(nowMillis: Int64) -> Output {
         var output = Output()
         for (key, since) in heldSince where nowMillis - since >= holdbackMillis {
-            guard let lowest = held[key]?.keys.min() else { continue }
+            guard let lowest = held[key]?.keys.min(), let next = held[key]?[lowest] else { continue }
             let last = applied[key] ?? 0
-            output.gaps.append(Gap(key: key, from: last + 1, to: lowest - 1))
+            output.gaps.append(Gap(key: key, epoch: next.epoch, from: last + 1, to: lowest - 1))
             applied[key] = lowest - 1
             release(key, into: &output)
             if held[key] != nil { heldSince[key] = nowMillis }

@@ -10,8 +10,12 @@ import RTMServer
 /// any node reaches the subscribers of every node, in one order per channel, with one sequence
 /// and epoch per channel for the whole cluster.
 ///
-/// One pool of `poolSize` connections (appends, reads, NOTIFY) plus the follower's dedicated
-/// `LISTEN` connection per node. The schema is created or migrated at `start`.
+/// Each node also holds a lease in `rtm_node` (`NodeRegistry`: the others declare it dead when
+/// it stops renewing) and, now and then, one node trims the log (`ChannelLogRetention`).
+///
+/// One pool of `poolSize` connections (appends, reads, NOTIFY, leases, trims) plus the
+/// follower's dedicated `LISTEN` connection per node. The schema is created or migrated at
+/// `start`.
 public final class PostgresChannelBackplane: ChannelBackplane {
     /// This node's name, stored with every message it appends.
     public let node: String
@@ -21,23 +25,40 @@ public final class PostgresChannelBackplane: ChannelBackplane {
     private let logger: Logger
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
 
+    private let registry: NodeRegistry
+    private let retention: ChannelLogRetention
+
+    /// - Parameters:
+    ///   - node: this node's name (`rtm serve --node-id`), unique in the cluster.
+    ///   - options: pool size and timers (`PostgresBackplaneOptions`' defaults).
+    public init(location: PostgresLocation, node: String, options: PostgresBackplaneOptions = .init(), logger: Logger) {
+        self.node = node
+        self.logger = logger
+        let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
+        self.client = client
+        let log = PostgresChannelLog(client: client, logger: logger)
+        self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
+        self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
+                                           retryInterval: options.retryInterval, logger: logger)
+        self.registry = NodeRegistry(client: client, node: node, interval: options.leaseInterval, lease: options.lease, logger: logger)
+        self.retention = ChannelLogRetention(client: client, retention: options.retention, interval: options.trimInterval, logger: logger)
+    }
+
     /// - Parameters:
     ///   - node: this node's name (`rtm serve --node-id`).
     ///   - poolSize: the pool's connections (default 4).
     ///   - pollInterval: the follower's fallback read interval (default 100 ms).
     ///   - holdback: how long a missing number is waited for before it is skipped (default 5 s).
-    public init(location: PostgresLocation, node: String, poolSize: Int = 4, pollInterval: TimeAmount = .milliseconds(100),
-                holdback: TimeAmount = .seconds(5), logger: Logger) {
-        self.node = node
-        self.logger = logger
-        let client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
-        self.client = client
-        let log = PostgresChannelLog(client: client, logger: logger)
-        self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
-        self.follower = ChannelLogFollower(log: log, location: location, pollInterval: pollInterval, holdback: holdback, logger: logger)
+    public convenience init(location: PostgresLocation, node: String, poolSize: Int = 4, pollInterval: TimeAmount = .milliseconds(100),
+                            holdback: TimeAmount = .seconds(5), logger: Logger) {
+        var options = PostgresBackplaneOptions()
+        options.poolSize = poolSize
+        options.pollInterval = pollInterval
+        options.holdback = holdback
+        self.init(location: location, node: node, options: options, logger: logger)
     }
 
-    public func start(deliver: @escaping @Sendable ([BackplaneMessage]) async -> Void) async throws {
+    public func start(events deliver: @escaping @Sendable (BackplaneEvent) async -> Void) async throws {
         let client = self.client
         let running = Task { await client.run() }
         tasks.withLockedValue { $0.append(running) }
@@ -48,10 +69,9 @@ public final class PostgresChannelBackplane: ChannelBackplane {
             do {
                 try await follower.run(started: { didStart.finish() }) { event in
                     switch event {
-                    case .messages(let entries): await deliver(entries.map(Self.message))
-                    case .gaps(let gaps):
-                        logger.warning("channel messages skipped after the hold-back window", metadata: ["gaps": "\(gaps)"])
-                    case .link(let up): logger.info(up ? "database link up" : "database link down")
+                    case .messages(let entries): await deliver(.messages(entries.map(Self.message)))
+                    case .gaps(let gaps): await deliver(.gaps(gaps.map(Self.gap)))
+                    case .link(let up): await deliver(.link(up: up))
                     }
                 }
             } catch {
@@ -59,7 +79,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
             }
             didStart.finish()
         }
-        tasks.withLockedValue { $0.insert(following, at: 0) }   // stopped before the client
+        let registry = self.registry, retention = self.retention
+        let leasing = Task { await registry.run(events: deliver) }
+        let trimming = Task { await retention.run() }
+        tasks.withLockedValue { $0.insert(contentsOf: [following, leasing, trimming], at: 0) }   // stopped before the client
         for await _ in started {}
         logger.info("cluster backplane started", metadata: ["node": "\(node)"])
     }
@@ -74,6 +97,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
             task.cancel()
             await task.value
         }
+    }
+
+    private static func gap(_ gap: ChannelLogOrdering.Gap) -> BackplaneGap {
+        BackplaneGap(appId: gap.key.appId, channel: gap.key.channel, epoch: gap.epoch, from: UInt64(gap.from), to: UInt64(gap.to))
     }
 
     private static func message(_ entry: ChannelLogEntry) -> BackplaneMessage {

@@ -151,13 +151,4 @@ public struct PostgresChannelLog: Sendable {
         }
         return entries
     }
-
-    /// Deletes rows older than `millis` (retention); returns how many.
-    @discardableResult
-    public func trim(olderThan millis: Int64) async throws -> Int {
-        var count = 0
-        for try await deleted in try await client.query("WITH d AS (DELETE FROM rtm_channel_log WHERE ts < \(millis) RETURNING 1) SELECT count(*)::int8 FROM d",
-                                                        logger: logger).decode(Int64.self) { count = Int(deleted) }
-        return count
-    }
 }

@@ -73,6 +73,20 @@ public enum PostgresSchema {
             count bigint NOT NULL,
             PRIMARY KEY (app, receiver))
         """],
+        // 3: node leases (`NodeRegistry`, issue 13 item 5) and the last run of cluster-wide
+        // periodic tasks (`ChannelLogRetention`: one node per period).
+        ["""
+        CREATE TABLE rtm_node (
+            node_id text PRIMARY KEY,
+            lease_until timestamptz NOT NULL,
+            started_at timestamptz NOT NULL,
+            host text NOT NULL)
+        """, """
+        CREATE TABLE rtm_maintenance (
+            task text PRIMARY KEY,
+            last_run timestamptz NOT NULL)
+        """,
+         "INSERT INTO rtm_maintenance (task, last_run) VALUES ('trim_channel_log', '-infinity')"],
     ]
 
     /// The version a fully migrated database has.

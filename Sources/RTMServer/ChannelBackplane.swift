@@ -5,14 +5,15 @@ import NIOCore
 /// single node and publishes take the in-process path unchanged (sequence, fan-out and ack in
 /// one step). With one, a publish is appended through the backplane, acknowledged after its
 /// commit with the backplane's sequence numbers, and delivered on **every** node, the
-/// publisher's included, only when the backplane hands it back (`start(deliver:)`).
+/// publisher's included, only when the backplane hands it back (`start(events:)`).
 ///
 /// RTMServer does not depend on any implementation: `RTMPostgres` provides the PostgreSQL one
 /// (`PostgresChannelBackplane`), and `rtm serve --postgres URL` wires it in.
 public protocol ChannelBackplane: Sendable {
     /// Starts the backplane; from its return on, every message committed by any node is handed
-    /// to `deliver` once, in each channel's sequence order (one call at a time).
-    func start(deliver: @escaping @Sendable ([BackplaneMessage]) async -> Void) async throws
+    /// to `events` once, in each channel's sequence order, with the gaps, the database link's
+    /// changes and the other nodes' lives (one call at a time).
+    func start(events: @escaping @Sendable (BackplaneEvent) async -> Void) async throws
     /// Stores messages (all committed together) and returns each one's place, in order. Throws
     /// when nothing was stored.
     func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt]

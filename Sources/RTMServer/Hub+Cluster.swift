@@ -22,12 +22,24 @@ extension Hub {
         }
         let fresh = messages.indices.filter { seqs[$0] == nil }
         guard !fresh.isEmpty else { return (seqs.map { $0 ?? 0 }, nil) }
+        // Known down: refused at once (nothing is queued to be committed after the client's
+        // own timeout); the listening connection's return brings the link back up.
+        guard cluster.databaseUp else { throw DatabaseLinkDown() }
         let now = Self.wallMillis
-        let receipts = try await backplane.publish(fresh.map { index in
-            let message = messages[index]
-            return BackplanePublish(appId: appId, channel: channel, publisher: publisher.userId, msgId: message.msgId,
-                                    customType: message.customType, isText: message.isText, payload: message.payload, millis: now)
-        })
+        let started = NIODeadline.now()
+        let receipts: [BackplaneReceipt]
+        do {
+            receipts = try await backplane.publish(fresh.map { index in
+                let message = messages[index]
+                return BackplanePublish(appId: appId, channel: channel, publisher: publisher.userId, msgId: message.msgId,
+                                        customType: message.customType, isText: message.isText, payload: message.payload, millis: now)
+            })
+        } catch {
+            cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)")
+            throw error
+        }
+        cluster.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)
+        cluster.setDatabase(up: true, reason: "a publish was committed")
         for (index, receipt) in zip(fresh, receipts) { seqs[index] = receipt.seq }
         state.withLockedValue { state in
             var dedup = state.publishDedup.removeValue(forKey: publisher)
@@ -63,9 +75,42 @@ extension Hub {
         }
     }
 
+    /// Numbers the backplane gave up on (M-2): each channel moves past them and its local
+    /// subscribers get the `gap` notice a returning subscriber gets when replay cannot cover,
+    /// queued in order with the channel's messages.
+    func applyGaps(_ gaps: [BackplaneGap]) {
+        for gap in gaps {
+            let key = ChannelKey(appId: gap.appId, name: gap.channel)
+            state.withLockedValue { state in
+                guard let loops = state.applyGap(gap, channel: key) else { return }
+                let frame = Frame(type: .gap, channel: gap.channel, ts: Self.wallMillis, epoch: gap.epoch, count: gap.count)
+                perform([HubState.Broadcast(channel: key, frame: frame, loops: loops, except: nil, requires: [])])
+            }
+            cluster.gaps(gap.count)
+            logger.warning("channel messages lost across the cluster: subscribers told with a gap notice",
+                           metadata: ["channel": "\(key.appId)/\(key.name)", "from": "\(gap.from)", "to": "\(gap.to)"])
+        }
+    }
+
+    /// One event of the backplane.
+    func handle(_ event: BackplaneEvent) {
+        switch event {
+        case .messages(let messages):
+            applyCommitted(messages)
+            if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
+        case .gaps(let gaps):
+            applyGaps(gaps)
+        case .link(let up):
+            cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
+        case .liveNodes, .nodeDied, .nodeReturned:
+            // Later (issue 13 item 5): end the presence of a dead node's users.
+            cluster.nodes(event)
+        }
+    }
+
     /// Starts the backplane (cluster mode), delivering what it commits to this node's subscribers.
     func startBackplane() async throws {
         guard let backplane = configuration.backplane else { return }
-        try await backplane.start { [self] messages in applyCommitted(messages) }
+        try await backplane.start { [self] event in handle(event) }
     }
 }

@@ -39,6 +39,8 @@ final class Hub: Sendable {
     let webhooks: WebhookDispatcher?
     /// Cluster mode: channel publishes cross nodes through it (Hub+Cluster); nil: single node.
     let backplane: (any ChannelBackplane)?
+    /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
+    let cluster: ClusterStatus
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -48,6 +50,7 @@ final class Hub: Sendable {
         self.backplane = configuration.backplane
         let metrics = ServerMetrics()
         self.metrics = metrics
+        self.cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))

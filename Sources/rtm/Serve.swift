@@ -45,6 +45,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
     @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. User messages are stored there too and reach their receiver on any node. Sessions, presence, metadata and locks stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
+    @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
+    @Option(help: "Cluster: how long channel messages stay in the database's log, in hours (trimmed by one node every 10 minutes).") var logRetentionHours: Double = 24
 
     func run() async throws {
         FileLimit.raise()
@@ -119,7 +121,13 @@ struct Serve: AsyncParsableCommand {
         let node = nodeId ?? "\(ProcessInfo.processInfo.hostName):\(port == 0 ? String(UInt32.random(in: 1...UInt32.max), radix: 36) : String(port))"
         guard !node.isEmpty else { throw ValidationError("--node-id must not be empty") }
         logger.info("cluster mode", metadata: ["postgres": "\(location.redacted)", "node": "\(node)"])
-        config.backplane = PostgresChannelBackplane(location: location, node: node, logger: logger)
+        guard leaseSeconds >= 0.5 else { throw ValidationError("--lease-seconds must be at least 0.5, got \(leaseSeconds)") }
+        guard logRetentionHours > 0 else { throw ValidationError("--log-retention-hours must be positive, got \(logRetentionHours)") }
+        var options = PostgresBackplaneOptions()
+        options.lease = .milliseconds(Int64(leaseSeconds * 1000))
+        options.leaseInterval = .milliseconds(Int64(leaseSeconds * 200))
+        options.retention = .seconds(Int64(logRetentionHours * 3600))
+        config.backplane = PostgresChannelBackplane(location: location, node: node, options: options, logger: logger)
         return (location, node)
     }
 

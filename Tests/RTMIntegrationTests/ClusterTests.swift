@@ -13,7 +13,8 @@ import Testing
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
     /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
-    private func withCluster(_ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
+    func withCluster(options: PostgresBackplaneOptions = Self.options(),
+                     _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
         let database = try PostgresTestServer.start()
         defer { database.destroy() }
         let location = try PostgresLocation(url: database.url + "?sslmode=disable")
@@ -21,7 +22,7 @@ struct ClusterTests {
         logger.logLevel = .warning
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {
-                $0.backplane = PostgresChannelBackplane(location: location, node: name, pollInterval: .milliseconds(20), logger: logger)
+                $0.backplane = PostgresChannelBackplane(location: location, node: name, options: options, logger: logger)
             }
         }
         let a = try await node("a")
@@ -38,7 +39,18 @@ struct ClusterTests {
         await b.stop()
     }
 
-    private static func received(_ events: AsyncRecorder<RTMEvent>, channel: String = "room") async -> [MessageEvent] {
+    /// The backplane's options for the tests: timers shrunk.
+    static func options(_ change: (inout PostgresBackplaneOptions) -> Void = { _ in }) -> PostgresBackplaneOptions {
+        var options = PostgresBackplaneOptions()
+        options.pollInterval = .milliseconds(20)
+        options.retryInterval = .milliseconds(50)
+        options.leaseInterval = .milliseconds(50)
+        options.lease = .milliseconds(500)
+        change(&options)
+        return options
+    }
+
+    static func received(_ events: AsyncRecorder<RTMEvent>, channel: String = "room") async -> [MessageEvent] {
         await events.matching { $0.messageEvent?.channelName == channel }.compactMap(\.messageEvent)
     }
 
@@ -139,7 +151,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL is refused by name")
+    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL and a bad --lease-seconds are refused by name")
     func serveProcesses() async throws {
         let database = try PostgresTestServer.start()
         defer { database.destroy() }
@@ -156,7 +168,7 @@ struct ClusterTests {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
             let process = try RTMProcess(arguments: [
                 "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--publish-rate", "0", "--postgres", url, "--node-id", name,
+                "--publish-rate", "0", "--postgres", url, "--node-id", name, "--lease-seconds", "5", "--log-retention-hours", "1",
             ])
             nodes.append((process, port, dir))
             let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
@@ -176,6 +188,10 @@ struct ClusterTests {
         refused.process.waitUntilExit()
         #expect(refused.process.terminationStatus != 0)
         #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
+        let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
+        badLease.process.waitUntilExit()
+        #expect(badLease.process.terminationStatus != 0)
+        #expect(await badLease.waitForLine(containing: "--lease-seconds must be at least 0.5", within: .seconds(2)) != nil)
     }
 
     /// Publishes `count` messages one after the other; their acknowledged numbers by text.

@@ -39,7 +39,7 @@ struct ChannelLogOrderingTests {
         _ = ordering.accept([entry("a", 1), entry("a", 4), entry("a", 5)], nowMillis: 0)
         #expect(ordering.expire(nowMillis: 99).gaps.isEmpty)
         let output = ordering.expire(nowMillis: 100)
-        #expect(output.gaps == [ChannelLogOrdering.Gap(key: ChannelLogKey(appId: "app", channel: "a"), from: 2, to: 3)])
+        #expect(output.gaps == [ChannelLogOrdering.Gap(key: ChannelLogKey(appId: "app", channel: "a"), epoch: "e", from: 2, to: 3)])
         #expect(output.ready.map(\.seq) == [4, 5])
         #expect(ordering.applied[ChannelLogKey(appId: "app", channel: "a")] == 5)
         // The late rows, if they ever come, are not delivered after what followed them.

@@ -9,10 +9,10 @@ import Testing
 /// The channel log on a real PostgreSQL started for the test (initdb + pg_ctl on a free port).
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresChannelLogTests {
-    private static let logger = Logger(label: "test.postgres")
+    static let logger = Logger(label: "test.postgres")
 
     /// Runs `body` with a fresh database server and a running client (several = several nodes).
-    private func withDatabase(clients count: Int = 1,
+    func withDatabase(clients count: Int = 1,
                               _ body: @Sendable (PostgresTestServer, [PostgresClient]) async throws -> Void) async throws {
         let server = try PostgresTestServer.start()
         defer { server.destroy() }
@@ -31,7 +31,7 @@ struct PostgresChannelLogTests {
         }
     }
 
-    private func message(_ channel: String, _ text: String, publisher: String = "alice") -> ChannelLogAppend {
+    func message(_ channel: String, _ text: String, publisher: String = "alice") -> ChannelLogAppend {
         ChannelLogAppend(appId: "app", channel: channel, publisher: publisher, msgId: 7, customType: nil, isText: true,
                          payload: ByteBuffer(string: text), millis: 1)
     }

@@ -7,6 +7,8 @@ import RTMProtocol
 /// - `GET /health` → 200 `ok` while the process serves at all (liveness);
 /// - `GET /ready` → 200 `ready`, or 503 `draining` once `RTMServer.drain()` started (readiness:
 ///   a load balancer stops sending new clients);
+/// - in cluster mode both bodies add a line `database: up` or `database: down` (the link to
+///   the shared PostgreSQL, `ClusterStatus`); the status stays as above;
 /// - `GET /metrics` → 200, every metric in the Prometheus text format (`ServerMetrics`);
 /// - a WebSocket upgrade on `/v1` while draining → 503 with `Retry-After` (clients go elsewhere);
 /// - anything else → 400 with a line saying what the endpoint expects.
@@ -22,12 +24,12 @@ final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
         switch path {
         case "/health":
-            respond(.ok, "ok\n", version: head.version, context: context)
+            respond(.ok, "ok\n" + hub.cluster.healthDetail, version: head.version, context: context)
         case "/ready":
             if hub.isDraining {
                 respond(.serviceUnavailable, "draining\n", version: head.version, context: context)
             } else {
-                respond(.ok, "ready\n", version: head.version, context: context)
+                respond(.ok, "ready\n" + hub.cluster.healthDetail, version: head.version, context: context)
             }
         case "/metrics":
             let version = head.version

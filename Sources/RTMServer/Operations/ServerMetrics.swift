@@ -15,7 +15,8 @@ import RTMProtocol
 final class ServerMetrics: Sendable {
     /// The Prometheus registry (what `/metrics` renders).
     let registry: PrometheusCollectorRegistry
-    private let factory: PrometheusMetricsFactory
+    /// Makes the metrics of other parts (`ClusterStatus`), in this registry.
+    let factory: PrometheusMetricsFactory
 
     private let channelIn: Metrics.Counter
     private let channelOut: Metrics.Counter
@@ -78,6 +79,9 @@ final class ServerMetrics: Sendable {
         factory.durationHistogramBuckets["rtm_user_message_store_commit_seconds"] =
             [.microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
              .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)]
+        factory.durationHistogramBuckets["rtm_cluster_publish_commit_seconds"] =
+            [.microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10),
+             .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1), .seconds(5)]
         self.registry = registry
         self.factory = factory
         func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Metrics.Counter {

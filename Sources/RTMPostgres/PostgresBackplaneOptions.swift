@@ -1,0 +1,27 @@
+import NIOCore
+
+/// The PostgreSQL backplane's sizes and timers (`PostgresChannelBackplane`); tests shrink the
+/// timers to milliseconds.
+public struct PostgresBackplaneOptions: Sendable {
+    /// The pool's connections (appends, reads, NOTIFY, leases, trims); default 4.
+    public var poolSize = 4
+    /// The follower's fallback read interval when no NOTIFY comes; default 100 ms.
+    public var pollInterval: TimeAmount = .milliseconds(100)
+    /// How long a missing number is waited for before it is a gap (M-2); default 5 s.
+    public var holdback: TimeAmount = .seconds(5)
+    /// The wait between attempts to reach the database again; default 1 s.
+    public var retryInterval: TimeAmount = .seconds(1)
+    /// How often this node renews its lease and checks the others'; default 2 s.
+    public var leaseInterval: TimeAmount = .seconds(2)
+    /// How long a lease lasts after its renewal; default 10 s. A node that stops renewing
+    /// (killed, cut off) is declared dead by the others within `lease + leaseInterval`.
+    public var lease: TimeAmount = .seconds(10)
+    /// How long channel messages stay in the log (replay and history from any node need far
+    /// less: 30 s / 32 messages); default 24 h.
+    public var retention: TimeAmount = .hours(24)
+    /// How often the log is trimmed of messages older than `retention` (by one node per
+    /// period); default 10 minutes.
+    public var trimInterval: TimeAmount = .minutes(10)
+
+    public init() {}
+}

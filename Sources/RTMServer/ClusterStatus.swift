@@ -1,0 +1,116 @@
+import Logging
+import Metrics
+import NIOConcurrencyHelpers
+
+/// Cluster mode (issue 13 item 7, issue 14): what a node knows of the cluster's health: the
+/// link to the shared database (from the backplane's link events and from publish commits),
+/// the nodes with a live lease, and the lag of the channel log. Each change of the link and
+/// each node's death or return is logged once; all of it is in `/metrics`, the link also in
+/// the body of `/health` and `/ready`.
+///
+/// Metrics: `rtm_database_up` (1/0), `rtm_cluster_publish_commit_seconds` (histogram),
+/// `rtm_cluster_log_lag_seconds` (publish time → applied on this node, last batch),
+/// `rtm_cluster_nodes` (live leases), `rtm_cluster_gaps_total` (numbers given up on).
+final class ClusterStatus: Sendable {
+    private struct State {
+        var databaseUp = true
+        var liveNodes = 0
+        var deadNodes: Set<String> = []
+    }
+
+    /// False on a single node: nothing here is reported.
+    let enabled: Bool
+    private let state = NIOLockedValueBox(State())
+    private let logger: Logger
+    private let databaseUpGauge: Metrics.Gauge?
+    private let nodesGauge: Metrics.Gauge?
+    private let lagGauge: Metrics.Gauge?
+    private let commitTimer: Metrics.Timer?
+    private let gapCounter: Metrics.Counter?
+
+    init(metrics: ServerMetrics, enabled: Bool, logger: Logger) {
+        self.enabled = enabled
+        self.logger = logger
+        guard enabled else {
+            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter) = (nil, nil, nil, nil, nil)
+            return
+        }
+        let factory = metrics.factory
+        databaseUpGauge = Metrics.Gauge(label: "rtm_database_up", factory: factory)
+        nodesGauge = Metrics.Gauge(label: "rtm_cluster_nodes", factory: factory)
+        lagGauge = Metrics.Gauge(label: "rtm_cluster_log_lag_seconds", factory: factory)
+        commitTimer = Metrics.Timer(label: "rtm_cluster_publish_commit_seconds", factory: factory)
+        gapCounter = Metrics.Counter(label: "rtm_cluster_gaps_total", factory: factory)
+        databaseUpGauge?.record(1)
+        nodesGauge?.record(0)
+        lagGauge?.record(0.0)
+    }
+
+    /// Whether the database link is up (always true on a single node).
+    var databaseUp: Bool { state.withLockedValue { $0.databaseUp } }
+
+    /// The nodes with a live lease, as last reported.
+    var liveNodes: Int { state.withLockedValue { $0.liveNodes } }
+
+    /// What `/health` and `/ready` add to their body: nothing on a single node.
+    var healthDetail: String {
+        guard enabled else { return "" }
+        return databaseUp ? "database: up\n" : "database: down\n"
+    }
+
+    /// The link went up or down (link events, a publish commit's outcome); logged on change.
+    func setDatabase(up: Bool, reason: String) {
+        guard enabled else { return }
+        let changed = state.withLockedValue { state in
+            defer { state.databaseUp = up }
+            return state.databaseUp != up
+        }
+        guard changed else { return }
+        databaseUpGauge?.record(up ? 1 : 0)
+        if up {
+            logger.notice("database link up", metadata: ["reason": "\(reason)"])
+        } else {
+            logger.error("database link down: publishes fail until it is back; local traffic continues", metadata: ["reason": "\(reason)"])
+        }
+    }
+
+    /// A publish commit took `nanoseconds`.
+    func committed(nanoseconds: Int64) {
+        commitTimer?.recordNanoseconds(nanoseconds)
+    }
+
+    /// The newest message of a batch applied here was published `millis` ago.
+    func applied(lagMillis: Int64) {
+        lagGauge?.record(Double(max(0, lagMillis)) / 1000)
+    }
+
+    /// Numbers given up on (a gap notice was sent).
+    func gaps(_ count: Int) {
+        gapCounter?.increment(by: Int64(count))
+    }
+
+    /// Nodes' lives (`BackplaneEvent.liveNodes`, `.nodeDied`, `.nodeReturned`).
+    func nodes(_ event: BackplaneEvent) {
+        switch event {
+        case .liveNodes(let count):
+            state.withLockedValue { $0.liveNodes = count }
+            nodesGauge?.record(count)
+        case .nodeDied(let node):
+            guard state.withLockedValue({ $0.deadNodes.insert(node).inserted }) else { return }
+            logger.warning("cluster node declared dead: its lease passed without renewal", metadata: ["node": "\(node)"])
+        case .nodeReturned(let node):
+            guard state.withLockedValue({ $0.deadNodes.remove(node) != nil }) else { return }
+            logger.notice("cluster node back: it renews its lease again", metadata: ["node": "\(node)"])
+        default:
+            break
+        }
+    }
+
+    /// The nodes declared dead and not back.
+    var deadNodes: Set<String> { state.withLockedValue { $0.deadNodes } }
+}
+
+/// A publish refused because this node knows the shared database is unreachable.
+struct DatabaseLinkDown: Error, CustomStringConvertible {
+    var description: String { "the cluster's database is unreachable from this node" }
+}

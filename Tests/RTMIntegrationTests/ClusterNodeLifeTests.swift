@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import RTMPostgres
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13: gaps across nodes (M-2), and the database link in /health, /metrics and replies.
+extension ClusterTests {
+    /// Runs SQL on the test database.
+    private static func sql(_ database: PostgresTestServer, _ body: (PostgresClient) async throws -> Void) async throws {
+        let location = try PostgresLocation(url: database.url + "?sslmode=disable")
+        let client = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: Logger(label: "test.sql"))
+        let running = Task { await client.run() }
+        defer { running.cancel() }
+        try await body(client)
+    }
+
+    @Test("issue 13, M-2: a number the cluster never delivers becomes a gap notice to the subscribers on every node, and the channel moves past it")
+    func gapAcrossNodes() async throws {
+        try await withCluster(options: Self.options { $0.holdback = .milliseconds(200) }) { database, a, b in
+            let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
+            let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            try await onA.subscribe("room")
+            try await onB.subscribe("room")
+            #expect(try await alice.publish(channel: "room", message: "m1") == 1)
+            // A hole: number 2 taken but never written (a writer lost mid-way), number 3 written.
+            try await Self.sql(database) { client in
+                let logger = Logger(label: "test.sql")
+                let app = Harness.appId
+                try await client.query("""
+                    WITH s AS (UPDATE rtm_channel_seq SET seq = seq + 2 WHERE app = \(app) AND channel = 'room' RETURNING epoch)
+                    INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, is_text, payload, ts)
+                    SELECT \(app), 'room', 3, s.epoch, 'sql', 'x', true, convert_to('m3', 'UTF8'), \(Hub.wallMillis) FROM s
+                    """, logger: logger)
+                try await client.query("NOTIFY rtm_log", logger: logger)
+            }
+            for events in [onAEvents, onBEvents] {
+                #expect(await events.first(within: soon) { $0.messageEvent?.text == "m3" }?.messageEvent?.seq == 3)
+                let seen = await events.all.compactMap { event -> String? in
+                    if case .gap(let gap) = event { return "gap \(gap.channelName) \(gap.lostCount ?? -1)" }
+                    return event.messageEvent.map { "\($0.text ?? "") #\($0.seq ?? 0)" }
+                }
+                #expect(seen == ["m1 #1", "gap room 1", "m3 #3"])
+            }
+            #expect(try await alice.publish(channel: "room", message: "m4") == 4)
+            #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "m4" }?.messageEvent?.seq == 4)
+            for node in [a, b] {
+                #expect(node.server.hub.channelPosition(appId: Harness.appId, channel: "room").seq == 4)
+            }
+            let scrape = try await MetricsTests.scrape(b.port)
+            #expect(scrape["rtm_cluster_gaps_total"] == 1)
+            for client in [onA, onB, alice] { await client.logout() }
+        }
+    }
+
+    /// Scrapes `port` until `metric` has `value` (bounded).
+    private static func waitForMetric(_ metric: String, _ value: Double, port: Int) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            if try await MetricsTests.scrape(port)[metric] == value { return true }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return false
+    }
+
+    @Test("issue 13 item 7: the database stopped under two nodes: rtm_database_up 0, /health says so, a publish gets an error reply; back: 1, publishes work, nothing delivered twice")
+    func databaseLinkDownAndBack() async throws {
+        try await withCluster { database, a, b in
+            let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            try await onB.subscribe("room")
+            _ = try await alice.publish(channel: "room", message: "before")
+            #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "before" } != nil)
+            let up = try await MetricsTests.scrape(a.port)
+            #expect(up["rtm_database_up"] == 1 && up["rtm_cluster_publish_commit_seconds_count"] >= 1)
+            #expect(try await StreamTests.httpGet("/health", port: a.port).contains("database: up"))
+
+            try database.stop()
+            for node in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: node.port)) }
+            let health = try await StreamTests.httpGet("/health", port: a.port)
+            #expect(health.hasPrefix("HTTP/1.1 200") && health.contains("database: down"))
+            #expect(try await StreamTests.httpGet("/ready", port: a.port).contains("database: down"))
+            // The server's own error reply (its reason), not the client's timeout.
+            do {
+                _ = try await alice.publish(channel: "room", message: "lost")
+                Issue.record("a publish with the database down succeeded")
+            } catch let error as RTMError {
+                #expect(error.code == .channelPublishMessageTimeout && error.reason.contains("cluster"), "\(error)")
+            }
+
+            try database.start()
+            for node in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: node.port)) }
+            var sent = false
+            for _ in 0..<100 where !sent {
+                do {
+                    _ = try await alice.publish(channel: "room", message: "after")
+                    sent = true
+                } catch {
+                    try await Task.sleep(nanoseconds: 50_000_000)
+                }
+            }
+            #expect(sent)
+            #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "after" } != nil)
+            #expect(try await StreamTests.httpGet("/health", port: a.port).contains("database: up"))
+            // A marker after: everything before it has arrived; each once.
+            _ = try await alice.publish(channel: "room", message: "marker")
+            _ = await onBEvents.first(within: soon) { $0.messageEvent?.text == "marker" }
+            #expect(await Self.received(onBEvents).compactMap(\.text) == ["before", "after", "marker"])
+            await onB.logout()
+            await alice.logout()
+        }
+    }
+
+    @Test("issue 13 item 5: nodes hold leases; rtm_cluster_nodes counts them and a node that stops renewing is declared dead by the other")
+    func nodeLeasesInCluster() async throws {
+        try await withCluster { _, a, b in
+            for node in [a, b] {
+                let counted = try await Self.waitForMetric("rtm_cluster_nodes", 2, port: node.port)
+                #expect(counted)
+            }
+            // Node b stops (its lease is no longer renewed; nothing removes it).
+            await b.stop()
+            let declared = try await Self.waitForMetric("rtm_cluster_nodes", 1, port: a.port)
+            #expect(declared)
+            #expect(a.server.hub.cluster.deadNodes == ["b"])
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PostgresNIO
+import RTMPostgres
+import RTMServer
+import RTMTestSupport
+import Testing
+
+/// Node leases and the log's retention on a real PostgreSQL (issue 13 items 5 and 7).
+extension PostgresChannelLogTests {
+    @Test("issue 13: a node that stops renewing its lease (cancelled like kill -9) is declared dead by the other within lease + one interval")
+    func deadNodeDeclared() async throws {
+        try await withDatabase(clients: 2) { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let interval = TimeAmount.milliseconds(50), lease = TimeAmount.milliseconds(300)
+            let survivor = NodeRegistry(client: clients[0], node: "a", interval: interval, lease: lease, logger: Self.logger)
+            let victim = NodeRegistry(client: clients[1], node: "b", interval: interval, lease: lease, logger: Self.logger)
+            let (events, sink) = AsyncStream<String>.makeStream()
+            let recorder = AsyncRecorder(events)
+            let survivorTask = Task {
+                await survivor.run { event in
+                    switch event {
+                    case .nodeDied(let node): sink.yield("died \(node)")
+                    case .nodeReturned(let node): sink.yield("back \(node)")
+                    case .liveNodes(let count): sink.yield("live \(count)")
+                    default: break
+                    }
+                }
+            }
+            defer { survivorTask.cancel() }
+            let victimTask = Task { await victim.run { _ in } }
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "live 2" }) != nil)
+            // No goodbye, no last write: the lease just stops being renewed.
+            victimTask.cancel()
+            await victimTask.value
+            let killed = ContinuousClock.now
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "died b" }) != nil)
+            let took = ContinuousClock.now - killed
+            // The bound: lease + one interval (plus a query's time on this busy machine).
+            #expect(took <= .milliseconds(350 + 500), "declared dead after \(took)")
+            #expect(await recorder.first(within: .seconds(5), where: { $0 == "live 1" }) != nil)
+            #expect(!(await recorder.all.contains("died a")))
+            // Renewing again: back.
+            let again = Task { await victim.run { _ in } }
+            defer { again.cancel() }
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "back b" }) != nil)
+        }
+    }
+
+    @Test("issue 13: retention trims messages older than the horizon, once per period for all nodes, and the follower keeps working")
+    func retentionTrimsOldRows() async throws {
+        try await withDatabase(clients: 2) { server, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let location = try PostgresLocation(url: server.url + "?sslmode=disable")
+            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
+            let nowMillis = Int64(Date().timeIntervalSince1970 * 1000)
+            var old = message("a", "old")
+            old.millis = nowMillis - 3_600_000
+            var recent = message("a", "recent")
+            recent.millis = nowMillis
+            _ = try await log.append([old, old, recent], node: "n1")
+            let follower = ChannelLogFollower(log: log, location: location, pollInterval: .milliseconds(20), logger: Self.logger)
+            let (events, sink) = AsyncStream<String>.makeStream()
+            let recorder = AsyncRecorder(events)
+            let (started, didStart) = AsyncStream<Void>.makeStream()
+            let task = Task {
+                try await follower.run(started: { didStart.finish() }) { event in
+                    if case .messages(let entries) = event { for entry in entries { sink.yield("\(entry.channel)#\(entry.seq)") } }
+                }
+            }
+            defer { task.cancel() }
+            for await _ in started {}
+            // Two nodes at once: one trims; the other finds this period's trim done.
+            let retentions = clients.map { ChannelLogRetention(client: $0, retention: .minutes(30), interval: .seconds(60), logger: Self.logger) }
+            async let first = retentions[0].trimIfDue(nowMillis: nowMillis)
+            async let second = retentions[1].trimIfDue(nowMillis: nowMillis)
+            let results = [try await first, try await second]
+            #expect(results.compactMap { $0 } == [2])
+            #expect(try await retentions[0].trimIfDue(nowMillis: nowMillis) == nil)   // this period's is done
+            let left = try await log.messages(appId: "app", channel: "a", after: 0, limit: 10)
+            #expect(left.map(\.seq) == [3] && String(buffer: left[0].payload) == "recent")
+            // The follower still delivers what comes next.
+            _ = try await log.append([message("a", "next")], node: "n2")
+            try await log.notify()
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "a#4" }) != nil)
+        }
+    }
+}
