@@ -48,7 +48,10 @@ extension ClusterTests {
                 #expect(seen == ["m1 #1", "gap room 1", "m3 #3"])
             }
             #expect(try await alice.publish(channel: "room", message: "m4") == 4)
-            #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "m4" }?.messageEvent?.seq == 4)
+            // Each node applies m4 when its follower reads it (the ack only says it is committed).
+            for events in [onAEvents, onBEvents] {
+                #expect(await events.first(within: soon) { $0.messageEvent?.text == "m4" }?.messageEvent?.seq == 4)
+            }
             for node in [a, b] {
                 #expect(node.server.hub.channelPosition(appId: Harness.appId, channel: "room").seq == 4)
             }
