@@ -50,7 +50,7 @@ public final class PostgresTestServer: @unchecked Sendable {
         if let runAs {
             try run("/bin/chown", ["-R", runAs, directory.path])
         }
-        let server = PostgresTestServer(port: try freePort(), directory: directory, binDirectory: bin, runAsUser: runAs)
+        let server = PostgresTestServer(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs)
         try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
         try server.start()
         return server
@@ -138,25 +138,6 @@ public final class PostgresTestServer: @unchecked Sendable {
             return String(directory)
         }
         return nil
-    }
-
-    /// A loopback port nobody listens on right now (bound, read, released).
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw PostgresTestServerError("socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw PostgresTestServerError("could not find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -153,45 +153,29 @@ struct ClusterTests {
 
     @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL and a bad --lease-seconds are refused by name")
     func serveProcesses() async throws {
-        let database = try PostgresTestServer.start()
-        defer { database.destroy() }
-        let url = database.url + "?sslmode=disable"
-        var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
-        defer {
-            for node in nodes {
-                node.process.stop()
-                try? FileManager.default.removeItem(atPath: node.dir)
+        try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "5", "--log-retention-hours", "1"]) { database, nodes in
+            let url = database.url + "?sslmode=disable"
+            for (name, node) in zip(["n1", "n2"], nodes) {
+                #expect(node.process.output.contains { $0.contains("cluster mode") && $0.contains(name) })
             }
-        }
-        for name in ["n1", "n2"] {
-            let port = try RTMProcess.freePort()
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
-            let process = try RTMProcess(arguments: [
-                "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--publish-rate", "0", "--postgres", url, "--node-id", name, "--lease-seconds", "5", "--log-retention-hours", "1",
-            ])
-            nodes.append((process, port, dir))
-            let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
-            try #require(listening != nil, "\(process.output)")
-            #expect(process.output.contains { $0.contains("cluster mode") && $0.contains(name) })
-        }
-        let (listener, events) = try await Harness.client("listener", port: nodes[1].port)
-        let (talker, _) = try await Harness.client("talker", port: nodes[0].port)
-        try await listener.subscribe("room")
-        let seq = try await talker.publish(channel: "room", message: "across processes")
-        let received = await events.first(within: soon) { $0.messageEvent?.text == "across processes" }
-        #expect(received?.messageEvent?.seq == seq)
-        await listener.logout()
-        await talker.logout()
+            let (listener, events) = try await Harness.client("listener", port: nodes[1].port)
+            let (talker, _) = try await Harness.client("talker", port: nodes[0].port)
+            try await listener.subscribe("room")
+            let seq = try await talker.publish(channel: "room", message: "across processes")
+            let received = await events.first(within: soon) { $0.messageEvent?.text == "across processes" }
+            #expect(received?.messageEvent?.seq == seq)
+            await listener.logout()
+            await talker.logout()
 
-        let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", "mysql://nobody@localhost/db"])
-        refused.process.waitUntilExit()
-        #expect(refused.process.terminationStatus != 0)
-        #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
-        let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
-        badLease.process.waitUntilExit()
-        #expect(badLease.process.terminationStatus != 0)
-        #expect(await badLease.waitForLine(containing: "--lease-seconds must be at least 0.5", within: .seconds(2)) != nil)
+            let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", "mysql://nobody@localhost/db"])
+            refused.process.waitUntilExit()
+            #expect(refused.process.terminationStatus != 0)
+            #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
+            let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
+            badLease.process.waitUntilExit()
+            #expect(badLease.process.terminationStatus != 0)
+            #expect(await badLease.waitForLine(containing: "--lease-seconds must be at least 0.5", within: .seconds(2)) != nil)
+        }
     }
 
     /// Publishes `count` messages one after the other; their acknowledged numbers by text.
@@ -202,5 +186,35 @@ struct ClusterTests {
             seqs[text] = try await client.publish(channel: "room", message: text)
         }
         return seqs
+    }
+}
+
+extension RTMProcess {
+    /// Runs `body` with one `rtm serve --postgres URL --node-id NAME` process per name, all on one
+    /// throwaway PostgreSQL (the test app, `--publish-rate 0`, a data directory each, plus
+    /// `extraArguments`), each listening; stops them and removes their directories afterwards.
+    static func withClusterNodes(_ names: [String], extraArguments: [String] = [],
+                                 _ body: (PostgresTestServer, [(process: RTMProcess, port: Int)]) async throws -> Void) async throws {
+        let database = try PostgresTestServer.start()
+        defer { database.destroy() }
+        var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
+        defer {
+            for node in nodes {
+                node.process.stop()
+                try? FileManager.default.removeItem(atPath: node.dir)
+            }
+        }
+        for name in names {
+            let port = try LoopbackPort.free()
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
+            let process = try RTMProcess(arguments: [
+                "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+                "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", name,
+            ] + extraArguments)
+            nodes.append((process, port, dir))
+            let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
+            try #require(listening != nil, "\(process.output)")
+        }
+        try await body(database, nodes.map { ($0.process, $0.port) })
     }
 }

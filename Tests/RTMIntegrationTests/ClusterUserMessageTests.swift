@@ -156,39 +156,21 @@ struct ClusterUserMessageTests {
 
     @Test("issue 13, M-1: `rtm serve --postgres` processes: a node killed with SIGKILL right after its replies loses nothing acknowledged; the receivers get it on the other node")
     func killedNodeProcess() async throws {
-        let database = try PostgresTestServer.start()
-        defer { database.destroy() }
-        let url = database.url + "?sslmode=disable"
-        var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
-        defer {
-            for node in nodes {
-                node.process.stop()
-                try? FileManager.default.removeItem(atPath: node.dir)
+        try await RTMProcess.withClusterNodes(["n1", "n2"]) { _, nodes in
+            let (alice, _) = try await Harness.client("alice", port: nodes[0].port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: nodes[1].port)
+            for i in 1...10 {
+                _ = try await alice.publish(toUser: "bob", message: "k\(i)")
+                _ = try await alice.publish(toUser: "erin", message: "e\(i)")
             }
+            nodes[0].process.kill9()
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "k10" } != nil)
+            #expect(await Self.userMessages(bobEvents).compactMap(\.text) == (1...10).map { "k\($0)" })
+            let (erin, erinEvents) = try await Harness.client("erin", port: nodes[1].port)
+            #expect(await erinEvents.first(within: soon) { $0.messageEvent?.text == "e10" } != nil)
+            #expect(await Self.userMessages(erinEvents).compactMap(\.text) == (1...10).map { "e\($0)" })
+            for client in [alice, bob, erin] { await client.logout() }
         }
-        for name in ["n1", "n2"] {
-            let port = try RTMProcess.freePort()
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-user-\(UUID().uuidString)").path
-            let process = try RTMProcess(arguments: [
-                "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--publish-rate", "0", "--postgres", url, "--node-id", name,
-            ])
-            nodes.append((process, port, dir))
-            try #require(await process.waitForLine(containing: "listening", within: .seconds(20)) != nil, "\(process.output)")
-        }
-        let (alice, _) = try await Harness.client("alice", port: nodes[0].port)
-        let (bob, bobEvents) = try await Harness.client("bob", port: nodes[1].port)
-        for i in 1...10 {
-            _ = try await alice.publish(toUser: "bob", message: "k\(i)")
-            _ = try await alice.publish(toUser: "erin", message: "e\(i)")
-        }
-        nodes[0].process.kill9()
-        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "k10" } != nil)
-        #expect(await Self.userMessages(bobEvents).compactMap(\.text) == (1...10).map { "k\($0)" })
-        let (erin, erinEvents) = try await Harness.client("erin", port: nodes[1].port)
-        #expect(await erinEvents.first(within: soon) { $0.messageEvent?.text == "e10" } != nil)
-        #expect(await Self.userMessages(erinEvents).compactMap(\.text) == (1...10).map { "e\($0)" })
-        for client in [alice, bob, erin] { await client.logout() }
     }
 
     private static func send(_ client: RTMClient, prefix: String, count: Int) async throws -> [UInt64] {

@@ -139,7 +139,7 @@ struct DrainTests {
 
     @Test("issue 14 drain: SIGTERM drains an `rtm serve` process (paced goaway at --drain-rate, /ready 503 meanwhile), then it exits")
     func sigtermDrainsProcess() async throws {
-        let port = try RTMProcess.freePort()
+        let port = try LoopbackPort.free()
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-drain-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         let server = try RTMProcess(arguments: [

@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import RTMProtocol
 import RTMServer
+import RTMTestSupport
 import Testing
 @testable import RTMClient
 
@@ -89,19 +90,6 @@ final class RTMProcess: Sendable {
         process.waitUntilExit()
     }
 
-    /// A port that was free a moment ago (for a server process that must be restarted on it).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 
     /// `rtm serve` on `port` with the test app and a data directory.
     static func server(port: Int, dataDir: String) throws -> RTMProcess {
@@ -122,7 +110,7 @@ final class DurableServer: @unchecked Sendable {
 
     /// Started and listening.
     init() async throws {
-        port = try RTMProcess.freePort()
+        port = try LoopbackPort.free()
         process = try RTMProcess.server(port: port, dataDir: dataDir)
         try await listening()
     }
@@ -211,7 +199,7 @@ struct ProcessTests {
         for (path, mode) in [(dir.path, 0o755), (binary.path, 0o755), (data.path, 0o777)] {
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
         }
-        let port = try RTMProcess.freePort()
+        let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: [
             "serve", "--port", "\(port)", "--data-dir", data.path, "--app-id", Harness.appId,
             "--app-certificate", Harness.certificate,

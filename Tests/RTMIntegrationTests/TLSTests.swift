@@ -141,7 +141,7 @@ struct TLSTests {
         let second = try TestCertificates.make("proc2")
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-tls-\(UUID().uuidString)").path
         defer { first.remove(); second.remove(); try? FileManager.default.removeItem(atPath: data) }
-        let port = try RTMProcess.freePort()
+        let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: [
             "serve", "--port", "\(port)", "--data-dir", data, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--tls-cert", first.certificateFile, "--tls-key", first.keyFile,

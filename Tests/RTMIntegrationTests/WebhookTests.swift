@@ -105,7 +105,7 @@ struct WebhookTests {
 
     @Test("Webhooks: a receiver down for 30 s (scaled to 0.6 s) gets every event afterwards, once each after dedupe by eventId, in order per user")
     func receiverDown() async throws {
-        let port = try RTMProcess.freePort()   // nothing listens there yet
+        let port = try LoopbackPort.free()   // nothing listens there yet
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: port) }
         defer { Task { await harness.stop() } }
         let users = (0..<6).map { "user\($0)" }
@@ -164,7 +164,7 @@ struct WebhookTests {
     func survivesRestart() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-webhooks-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let port = try RTMProcess.freePort()   // the receiver is down during the first run
+        let port = try LoopbackPort.free()   // the receiver is down during the first run
         let first = try await Harness.start { config in
             config.webhook = Self.webhook(port: port)
             config.dataDirectory = data
@@ -189,7 +189,7 @@ struct WebhookTests {
 
     @Test("Webhooks: the queue is bounded: past maxQueuedEvents the oldest are dropped and counted, the newest delivered")
     func boundedQueue() async throws {
-        let port = try RTMProcess.freePort()
+        let port = try LoopbackPort.free()
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: port, maxQueued: 4) }
         defer { Task { await harness.stop() } }
         try await Self.session("old", on: harness)
