@@ -33,7 +33,7 @@ struct DrainTests {
         return peers
     }
 
-    @Test("issue 14 drain: 2,000 clients get goaway in paced batches (500/s: spread over ~4 s, never a spike), /ready 503, upgrades refused, sessions keep their grace window")
+    @Test("issue 14 drain, P-1: 2,000 clients get goaway in paced batches (500/s: spread over ~4 s, never a spike), /ready 503, upgrades refused, sessions keep their grace window")
     func pacedDrainOf2000() async throws {
         let harness = try await Harness.start {
             $0.apps = [Harness.appId: nil]   // no token check: 2,000 logins stay cheap
@@ -88,7 +88,7 @@ struct DrainTests {
         await harness.stop()
     }
 
-    @Test("issue 14 drain, issue 13 item 6: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")
+    @Test("issue 14 drain, issue 13 item 6, R-1: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")
     func sdkLandsOnOtherEndpoint() async throws {
         let a = try await Harness.start { $0.drainBatchInterval = .milliseconds(10) }
         let b = try await Harness.start()
@@ -112,7 +112,7 @@ struct DrainTests {
         await b.stop()
     }
 
-    @Test("issue 13 item 6: endpoints fail over when the one in use dies (two servers behind fault proxies, the used one cut and refusing)")
+    @Test("issue 13 item 6, R-1: endpoints fail over when the one in use dies (two servers behind fault proxies, the used one cut and refusing)")
     func endpointsFailOver() async throws {
         let a = try await Harness.start()
         let b = try await Harness.start()
