@@ -10,6 +10,8 @@ import NIOCore
 /// RTMServer does not depend on any implementation: `RTMPostgres` provides the PostgreSQL one
 /// (`PostgresChannelBackplane`), and `rtm serve --postgres URL` wires it in.
 public protocol ChannelBackplane: Sendable {
+    /// This node's name, unique in the cluster (`rtm serve --node-id`).
+    var node: String { get }
     /// Starts the backplane; from its return on, every message committed by any node is handed
     /// to `events` once, in each channel's sequence order, with the gaps, the database link's
     /// changes and the other nodes' lives (one call at a time).

@@ -95,7 +95,8 @@ extension Hub {
     /// One event of the backplane.
     func handle(_ event: BackplaneEvent) {
         switch event {
-        case .messages(let messages):
+        case .messages(let all):
+            let messages = applyControl(all)   // the cluster's session and presence events
             applyCommitted(messages)
             if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
@@ -103,7 +104,7 @@ extension Hub {
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
         case .liveNodes, .nodeDied, .nodeReturned:
-            // Later (issue 13 item 5): end the presence of a dead node's users.
+            nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             cluster.nodes(event)
         }
     }
@@ -112,5 +113,6 @@ extension Hub {
     func startBackplane() async throws {
         guard let backplane = configuration.backplane else { return }
         try await backplane.start { [self] event in handle(event) }
+        startClusterSender(backplane)
     }
 }

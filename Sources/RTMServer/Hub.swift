@@ -41,6 +41,8 @@ final class Hub: Sendable {
     let backplane: (any ChannelBackplane)?
     /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
     let cluster: ClusterStatus
+    /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
+    let clusterSender: ClusterSender?
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -54,7 +56,14 @@ final class Hub: Sendable {
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
-        let hubState = HubState(configuration: configuration)
+        var hubState = HubState(configuration: configuration)
+        if let backplane = configuration.backplane {
+            // This run of the node: a restarted node is a new instance to the others.
+            hubState.cluster.instance = "\(backplane.node)#\(String(UInt64.random(in: 1...UInt64.max), radix: 36))"
+            self.clusterSender = ClusterSender(retryInterval: .milliseconds(200))
+        } else {
+            self.clusterSender = nil
+        }
         self.epoch = hubState.serverEpoch
         self.state = NIOLockedValueBox(hubState)
         var fanouts: [LoopFanout] = []
@@ -129,6 +138,7 @@ final class Hub: Sendable {
             $0.changeState(connection, channel: channel, set: set, remove: remove, limits: configuration.limits, wallMillis: Self.wallMillis)
         }
         if case .changed(_, let broadcast?) = decision { perform([broadcast]) }
+        clusterSender?.wake()
         return decision
     }
 
@@ -165,6 +175,7 @@ final class Hub: Sendable {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
             }
             perform(admission.broadcasts)
+            clusterSender?.wake()
             // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
             if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
             signalingSessionChanged(key, loggedIn: true)
@@ -201,6 +212,7 @@ final class Hub: Sendable {
                 logger.info("presence timeout", metadata: ["user": "\(timer.key.userId)"])
             }
             perform(broadcasts)
+            clusterSender?.wake()
             // The STREAM connections ride on the MESSAGE session (K-3): it is over.
             if ended {
                 closeStreams(of: timer.key, reason: "the user's session timed out")
@@ -218,6 +230,7 @@ final class Hub: Sendable {
         }
         perform(broadcasts)
         perform(locks)
+        clusterSender?.wake()
         if let key { signalingSessionChanged(key, loggedIn: false) }   // offline at once (§1.7, H-4)
     }
 
@@ -240,6 +253,7 @@ final class Hub: Sendable {
             return decision
         }
         if case .subscribed(_, let join?) = decision { perform([join]) }
+        clusterSender?.wake()
         return decision
     }
 
@@ -252,6 +266,7 @@ final class Hub: Sendable {
             return outcome
         }) else { return false }
         if let leave = outcome { perform([leave]) }
+        clusterSender?.wake()
         return true
     }
 

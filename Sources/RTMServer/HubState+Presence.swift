@@ -148,6 +148,7 @@ extension HubState {
         member.state = merged
         state.members[key.userId] = member
         channels[channelKey] = state
+        cluster.announce(key, session: member.sessionID, channel: name, .state(merged))
         let broadcast = member.quiet ? nil
             : presenceChange(channelKey, .remoteStateChanged, user: key.userId, state: merged, except: connection, wallMillis: wallMillis)
         return .changed(merged, broadcast)
@@ -175,7 +176,8 @@ extension HubState {
 
     /// The channels a user is a visible member of.
     func whereNow(_ user: UserKey) -> [String]? {
-        guard let session = sessions[user] else { return nil }
-        return session.channels.filter { channels[ChannelKey(appId: user.appId, name: $0)]?.members[user.userId]?.quiet == false }.sorted()
+        // In a cluster the user's session may be on another node (the same members either way).
+        guard let joined = sessions[user]?.channels ?? cluster.remote[user].map({ Set($0.session.members.keys) }) else { return nil }
+        return joined.filter { channels[ChannelKey(appId: user.appId, name: $0)]?.members[user.userId]?.quiet == false }.sorted()
     }
 }

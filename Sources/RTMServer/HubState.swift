@@ -91,12 +91,13 @@ struct HubState {
         let deadline: NIODeadline
     }
 
-    private(set) var sessions: [UserKey: Session] = [:]
+    var sessions: [UserKey: Session] = [:]
     var sessionByConnection: [UInt64: UserKey] = [:]
     var channels: [ChannelKey: ChannelState] = [:]
-    private var nextSessionID: UInt64 = 1
+    /// Random start: session ids are unique across the nodes of a cluster too.
+    private var nextSessionID = UInt64.random(in: 1...(1 << 52))
     private var loginLimiter: RateLimiter
-    private let heartbeatSlack: TimeAmount
+    let heartbeatSlack: TimeAmount
     private let maxChannels: Int
     /// Above this many members a channel's presence goes to interval mode.
     let presenceIntervalThreshold: Int
@@ -121,6 +122,8 @@ struct HubState {
     var peerStatus: PeerStatusRegistry
     /// Channel messages published since start (the admin API's counters).
     var publishedMessages: UInt64 = 0
+    /// Cluster mode: the other nodes' sessions, and the events for them (HubState+ClusterSessions).
+    var cluster = ClusterReplica()
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -170,13 +173,19 @@ struct HubState {
                     sessionID: session.id, resumeToken: session.resumeToken, resumed: true,
                     channels: session.channels.sorted(), features: features, replaced: replaced, kicked: nil, broadcasts: []))
             }
-            // Another client instance: the older one is kicked and its session ends.
+            // Another client instance: the older one is kicked and its session ends (the new
+            // session's `started` tells the other nodes).
             let kicked = session.connection
-            let broadcasts = endSession(key, event: .remoteLeave, wallMillis: wallMillis)
+            let broadcasts = endSession(key, event: .remoteLeave, wallMillis: wallMillis, announce: false)
             let admission = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
             return .admitted(Admission(
                 sessionID: admission.id, resumeToken: admission.resumeToken, resumed: false,
                 channels: [], replaced: nil, kicked: kicked, broadcasts: broadcasts))
+        }
+        // A session of another node (P-1 across nodes, issue 13 item 3).
+        if let resumeToken, let admission = resumeFromCluster(key, token: resumeToken, connection: connection,
+                                                               heartbeat: heartbeat, presenceTimeout: presenceTimeout) {
+            return .admitted(admission)
         }
         let session = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
         return .admitted(Admission(
@@ -192,6 +201,7 @@ struct HubState {
                               heartbeat: heartbeat, presenceTimeout: presenceTimeout)
         sessions[key] = session
         sessionByConnection[connection.id] = key
+        announceStarted(key)
         return session
     }
 
@@ -221,14 +231,19 @@ struct HubState {
         return endSession(key, event: .remoteLeave, wallMillis: wallMillis)
     }
 
-    mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64) -> [Broadcast] {
+    /// Ends a session and its memberships. `announce`: the other nodes of a cluster are told
+    /// (`ended`); false when they learn it otherwise (a newer login's `started`) or told us.
+    mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, announce: Bool = true) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
+        cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
         for (target, var watchers) in metadataWatchers where target.appId == key.appId && watchers.remove(key.userId) != nil {
             metadataWatchers[target] = watchers.isEmpty ? nil : watchers
         }
-        return session.channels.sorted().compactMap { removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis) }
+        return session.channels.sorted().compactMap {
+            removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis, session: session.id)
+        }
     }
 
     /// The live session key of a connection, if it is logged in.
@@ -249,6 +264,10 @@ struct HubState {
             // Subscribing again changes the event options (since 2.2.1 subscribe may be repeated).
             state.members[key.userId]?.features = features
             channels[channelKey] = state
+            if let member = state.members[key.userId] {
+                cluster.announce(key, session: session.id, channel: name,
+                                 .join(ClusterMember(quiet: member.quiet, features: features.rawValue, state: member.state)))
+            }
             return .subscribed(snapshot: snapshot(state), join: nil)
         }
         guard session.channels.count < maxChannels else {
@@ -256,9 +275,12 @@ struct HubState {
         }
         session.channels.insert(name)
         sessions[key] = session
+        // A member left by another node's older session of the user (in a cluster) is replaced.
+        if let older = state.members[key.userId], !older.quiet { state.visible -= 1 }
         state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, features: features)
         if !quiet { state.visible += 1 }
         channels[channelKey] = state
+        cluster.announce(key, session: session.id, channel: name, .join(ClusterMember(quiet: quiet, features: features.rawValue, state: [:])))
         let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)
         return .subscribed(snapshot: snapshot(channels[channelKey] ?? state), join: join)
     }
@@ -268,13 +290,18 @@ struct HubState {
         guard let key = sessionByConnection[connection.id], var session = sessions[key] else { return nil }
         guard session.channels.remove(name) != nil else { return .some(nil) }
         sessions[key] = session
-        return .some(removeMember(key, channel: name, event: .remoteLeave, except: connection, wallMillis: wallMillis))
+        cluster.announce(key, session: session.id, channel: name, .leave)
+        return .some(removeMember(key, channel: name, event: .remoteLeave, except: connection, wallMillis: wallMillis, session: session.id))
     }
 
-    /// Removes a member (and its temporary state, P-2/P-4) and tells the others.
-    private mutating func removeMember(_ key: UserKey, channel name: String, event: PresenceEventKind, except: ConnectionRef?, wallMillis: Int64) -> Broadcast? {
+    /// Removes a member (and its temporary state, P-2/P-4) and tells the others. `session`: only
+    /// that session's membership (in a cluster a newer session of the user may hold the place).
+    mutating func removeMember(_ key: UserKey, channel name: String, event: PresenceEventKind, except: ConnectionRef?, wallMillis: Int64,
+                               session: UInt64? = nil) -> Broadcast? {
         let channelKey = ChannelKey(appId: key.appId, name: name)
-        guard var state = channels[channelKey], let member = state.members.removeValue(forKey: key.userId) else { return nil }
+        guard var state = channels[channelKey], let found = state.members[key.userId],
+              session == nil || found.sessionID == session else { return nil }
+        let member = state.members.removeValue(forKey: key.userId) ?? found
         if !member.quiet { state.visible -= 1 }
         channels[channelKey] = state
         let broadcast = member.quiet ? nil : presenceChange(channelKey, event, user: key.userId, except: except, wallMillis: wallMillis)

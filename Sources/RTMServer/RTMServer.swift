@@ -200,13 +200,38 @@ public final class RTMServer: Service, Sendable {
             try? await closed.get()
             timeout.cancel()
         }
-        await hub.mailbox.drain()
-        await hub.mailbox.stopFollowing()
-        await hub.storage.drain()
-        await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
-        await configuration.backplane?.stop()
+        // Each step bounded: a stop that never returns (a database call stuck in a driver)
+        // must not keep the process from exiting on SIGTERM.
+        let bound = configuration.shutdownGrace + .seconds(5)
+        await Self.bounded(bound, "cluster events", logger) { await self.hub.clusterSender?.stop() }   // while the pool is up
+        await Self.bounded(bound, "user messages", logger) {
+            await self.hub.mailbox.drain()
+            await self.hub.mailbox.stopFollowing()
+        }
+        await Self.bounded(bound, "storage", logger) { await self.hub.storage.drain() }
+        await Self.bounded(bound, "webhooks", logger) { await self.hub.webhooks?.stop() }   // what is queued stays on disk
+        await Self.bounded(bound, "cluster backplane", logger) { await self.configuration.backplane?.stop() }
         try await group.shutdownGracefully()
         logger.info("stopped")
+    }
+
+    /// Runs `body`, waiting for it at most `limit`; past it the shutdown goes on without it.
+    static func bounded(_ limit: TimeAmount, _ what: String, _ logger: Logger, _ body: @escaping @Sendable () async -> Void) async {
+        let finished = NIOLockedValueBox(false)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            @Sendable func finish() {
+                if finished.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume() }
+            }
+            Task {
+                await body()
+                finish()
+            }
+            Task {
+                try? await Task.sleep(nanoseconds: UInt64(limit.nanoseconds))
+                if !finished.withLockedValue({ $0 }) { logger.error("shutdown: a step did not finish in time; going on", metadata: ["step": "\(what)"]) }
+                finish()
+            }
+        }
     }
 
     /// ServiceLifecycle: start, wait for graceful shutdown, drain (paced `goaway`, `drain()`),

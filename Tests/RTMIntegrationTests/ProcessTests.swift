@@ -81,6 +81,13 @@ final class RTMProcess: Sendable {
         guard process.isRunning else { return }
         signal(SIGCONT)
         process.terminate()
+        // Bounded: a server that does not stop on SIGTERM fails the test instead of hanging it.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
+        if process.isRunning {
+            Issue.record("the process did not stop within 30 s of SIGTERM; killed. Last output:\n\(output.suffix(20).joined(separator: "\n"))")
+            signal(SIGKILL)
+        }
         process.waitUntilExit()
     }
 

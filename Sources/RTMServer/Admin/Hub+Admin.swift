@@ -48,6 +48,7 @@ extension Hub {
         }
         perform(ended.broadcasts)
         perform(locks)
+        clusterSender?.wake()
         if let connection = ended.connection {
             Self.close(connection, with: Frame(type: .kicked, code: code.rawValue, reason: reason), code: .normalClosure, reason: reason)
         }

@@ -1,0 +1,211 @@
+import Foundation
+import NIOCore
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13 items 3–5: sessions and presence across nodes over a real PostgreSQL, real nodes
+/// on loopback (in-process, and `rtm serve` processes for kill -9), real SDK clients.
+extension ClusterTests {
+    static func presence(_ user: String, _ kinds: Set<PresenceEventKind>) -> @Sendable (RTMEvent) -> Bool {
+        { event in
+            guard let presence = event.presenceEvent else { return false }
+            return presence.userId == user && kinds.contains(presence.kind)
+        }
+    }
+
+    /// Waits (bounded) until `condition` holds: another node applies the cluster's events when
+    /// its follower reads them, a few milliseconds after the client's reply.
+    static func eventually(within timeout: Duration = soon, _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return try await condition()
+    }
+
+    @Test("issue 13 item 4, P-3: presence is cluster-wide: joins, states and leaves on node B reach subscribers on node A; whoNow, whereNow and getState answer the same on both nodes")
+    func presenceAcrossNodes() async throws {
+        try await withCluster { _, a, b in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
+            try await alice.subscribe("room")
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            try await bob.subscribe("room")
+            #expect(await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteJoin])) != nil)
+            try await bob.setState(channel: "room", ["mood": "ok"])
+            let changed = await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteStateChanged]))
+            #expect(changed?.presenceEvent?.state == ["mood": "ok"])
+            for client in [alice, bob] {
+                let who = try await client.whoNow(channel: "room", includeState: true)
+                #expect(who.users == ["alice", "bob"] && who.totalCount == 2)
+                #expect(who.states["bob"] == ["mood": "ok"])
+                #expect(try await client.whereNow(userId: "bob") == ["room"])
+                #expect(try await client.whereNow(userId: "alice") == ["room"])
+                #expect(try await client.getState(channel: "room", userId: "bob") == ["mood": "ok"])
+            }
+            // A late subscriber on A gets both in its snapshot: B's member is A's too.
+            let (carol, _) = try await Harness.client("carol", port: a.port)
+            try await carol.subscribe("room")
+            #expect(a.server.members(appId: Harness.appId, channel: "room") == ["alice", "bob", "carol"])
+            try await bob.unsubscribe("room")
+            #expect(await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteLeave])) != nil)
+            #expect(try await alice.whereNow(userId: "bob") == [])
+            try await bob.subscribe("room")
+            _ = await aliceEvents.next(within: soon, where: Self.presence("bob", [.remoteJoin]))
+            // Logout (P-4): the leave at once, not after a grace window.
+            let start = ContinuousClock.now
+            await bob.logout()
+            let leave = await aliceEvents.next(within: soon, where: Self.presence("bob", [.remoteLeave, .remoteTimeout]))
+            #expect(leave?.presenceEvent?.kind == .remoteLeave)
+            #expect(ContinuousClock.now - start < .milliseconds(800))
+            #expect(await aliceEvents.matching(Self.presence("bob", [.remoteTimeout])).isEmpty)
+            #expect(try await alice.whoNow(channel: "room").users == ["alice", "carol"])
+            await alice.logout()
+            await carol.logout()
+        }
+    }
+
+    @Test("issue 13 item 3, C-6: a login on node B kicks the same user's session on node A (told sameUidLogin, never back by itself); others see it leave, then the new one join")
+    func crossNodeKick() async throws {
+        try await withCluster { _, a, b in
+            let (observer, observerEvents) = try await Harness.client("observer", port: b.port)
+            try await observer.subscribe("room")
+            let (first, firstEvents) = try await Harness.client("alice", port: a.port)
+            try await first.subscribe("room")
+            #expect(await observerEvents.first(within: soon, where: Self.presence("alice", [.remoteJoin])) != nil)
+            let mark = await observerEvents.mark()
+            let (second, secondEvents) = try await Harness.client("alice", port: b.port)
+            let kicked = await firstEvents.first(within: soon) { $0.link?.currentState == .failed }
+            #expect(kicked?.link?.reasonCode == .sameUidLogin)
+            let leave = await observerEvents.first(since: mark, within: soon, where: Self.presence("alice", [.remoteLeave]))
+            #expect(leave != nil)
+            let joined = await observerEvents.mark()
+            try await second.subscribe("room")
+            #expect(await observerEvents.first(since: joined, within: soon, where: Self.presence("alice", [.remoteJoin])) != nil)
+            // No kick loop: the kicked client stays down; the new one stays up.
+            let flap = await secondEvents.next(within: .seconds(1)) { $0.link?.currentState == .failed }
+            #expect(flap == nil)
+            #expect(await first.linkState == .failed)
+            #expect(await second.linkState == .connected)
+            #expect(await Self.eventually { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
+            #expect(try await observer.whoNow(channel: "room").users == ["alice", "observer"])
+            #expect(a.server.members(appId: Harness.appId, channel: "room") == ["alice", "observer"])
+            await second.logout()
+            await observer.logout()
+        }
+    }
+
+    @Test("issue 13 item 3, C-6: two logins of one user on two nodes at once: exactly one session survives, on both nodes' view")
+    func concurrentLoginsOnTwoNodes() async throws {
+        try await withCluster { _, a, b in
+            for round in 1...4 {
+                let user = "racer\(round)"
+                async let onA = Harness.client(user, port: a.port)
+                async let onB = Harness.client(user, port: b.port)
+                let (clientA, eventsA) = try await onA
+                let (clientB, eventsB) = try await onB
+                // The later login in the cluster's log wins; the other is kicked.
+                var loser: Int?
+                let deadline = ContinuousClock.now + soon
+                while loser == nil, ContinuousClock.now < deadline {
+                    for (index, events) in [eventsA, eventsB].enumerated() where loser == nil {
+                        if await events.first(within: .milliseconds(50), where: { $0.link?.currentState == .failed }) != nil { loser = index }
+                    }
+                }
+                #expect(loser != nil)
+                let (winner, winnerEvents) = loser == 0 ? (clientB, eventsB) : (clientA, eventsA)
+                #expect(await winnerEvents.next(within: .milliseconds(500)) { $0.link?.currentState == .failed } == nil)
+                #expect(await winner.linkState == .connected)
+                let sessions = [a, b].map { node in node.server.hub.state.withLockedValue { $0.sessions[UserKey(appId: Harness.appId, userId: user)] != nil } }
+                #expect(sessions.filter { $0 }.count == 1)
+                await winner.logout()
+            }
+        }
+    }
+
+    @Test("issue 13 item 3, P-1: a client that loses node A and reconnects to node B within its grace window resumes there (isResumed, channels and state kept); nobody sees it leave or join")
+    func resumeOnAnotherNode() async throws {
+        try await withCluster { _, a, b in
+            let toA = try await FaultProxy.start(targetPort: a.port)
+            let toB = try await FaultProxy.start(targetPort: b.port)
+            toB.setRefuseNew(true)   // the first connection goes to node A
+            let (observer, observerEvents) = try await Harness.client("observer", port: b.port)
+            try await observer.subscribe("room")
+            let (carol, carolEvents) = try await Harness.client("carol", port: a.port) {
+                $0.endpoints = ["ws://127.0.0.1:\(toA.port)", "ws://127.0.0.1:\(toB.port)"]
+                $0.presenceTimeout = 5
+            }
+            try await carol.subscribe("room")
+            try await carol.setState(channel: "room", ["seat": "3"])
+            #expect(await observerEvents.first(within: soon, where: Self.presence("carol", [.remoteStateChanged])) != nil)
+            await observerEvents.clear()
+            let mark = await carolEvents.mark()
+            toA.setRefuseNew(true)
+            toA.cutAll()
+            toB.setRefuseNew(false)
+            let back = await carolEvents.first(since: mark, within: soon) { $0.link?.currentState == .connected }
+            #expect(back?.link?.isResumed == true)
+            #expect(back?.link?.unrestoredChannels == [])
+            #expect(toB.openConnections == 1)
+            // The session is B's now: A forgot it, B serves it.
+            #expect(await Self.eventually { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
+            let ghost = await observerEvents.next(within: .milliseconds(1500), where: Self.presence("carol", [.remoteLeave, .remoteTimeout, .remoteJoin]))
+            #expect(ghost == nil)
+            let who = try await observer.whoNow(channel: "room", includeState: true)
+            #expect(who.users == ["carol", "observer"] && who.states["carol"] == ["seat": "3"])
+            // Its channel works on the new node, and a logout there is a leave for everyone.
+            _ = try await observer.publish(channel: "room", message: "hello carol")
+            #expect(await carolEvents.first(since: mark, within: soon) { $0.messageEvent?.text == "hello carol" } != nil)
+            await carol.logout()
+            #expect(await observerEvents.next(within: soon, where: Self.presence("carol", [.remoteLeave])) != nil)
+            await observer.logout()
+            try? await toA.stop()
+            try? await toB.stop()
+        }
+    }
+
+    @Test("issue 13 item 5, P-2: after kill -9 of a node, its users time out for the others after the grace window, unless they resumed on another node")
+    func deadNodeUsersTimeOut() async throws {
+        try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "0.5", "--heartbeat-slack", "0.2"]) { _, nodes in
+            let (first, second) = (nodes[0].port, nodes[1].port)
+            let (observer, observerEvents) = try await Harness.client("observer", port: second)
+            try await observer.subscribe("room")
+            // dave stays on the dead node (his only endpoint); erin has both and moves.
+            let (dave, _) = try await Harness.client("dave", port: first)
+            let toSecond = try await FaultProxy.start(targetPort: second)
+            toSecond.setRefuseNew(true)   // erin's first connection goes to the node that dies
+            let (erin, erinEvents) = try await Harness.client("erin", port: first) {
+                $0.endpoints = ["ws://127.0.0.1:\(first)", "ws://127.0.0.1:\(toSecond.port)"]
+            }
+            try await dave.subscribe("room")
+            try await erin.subscribe("room")
+            for user in ["dave", "erin"] {
+                #expect(await observerEvents.first(within: soon, where: Self.presence(user, [.remoteJoin])) != nil)
+            }
+            let mark = await erinEvents.mark()
+            let killed = ContinuousClock.now
+            nodes[0].process.kill9()
+            toSecond.setRefuseNew(false)
+            let back = await erinEvents.first(since: mark, within: .seconds(10)) { $0.link?.currentState == .connected }
+            #expect(back?.link?.isResumed == true)
+            // Lease 0.5 s (dead within 0.6 s), then the window of a lost connection: the heartbeat
+            // and presence timeout a process allows at least (5 s each) + 0.2 s slack.
+            let timeout = await observerEvents.first(within: .seconds(20), where: Self.presence("dave", [.remoteTimeout, .remoteLeave]))
+            #expect(timeout?.presenceEvent?.kind == .remoteTimeout)
+            let elapsed = ContinuousClock.now - killed
+            #expect(elapsed > .seconds(10) && elapsed < .seconds(14))
+            #expect(await observerEvents.matching(Self.presence("erin", [.remoteTimeout, .remoteLeave])).isEmpty)
+            #expect(try await observer.whoNow(channel: "room").users == ["erin", "observer"])
+            await erin.logout()
+            await observer.logout()
+            await dave.logout()
+            try? await toSecond.stop()
+            // The survivor stops cleanly on SIGTERM (its last cluster events sent first).
+            nodes[1].process.signal(SIGTERM)
+            #expect(await nodes[1].process.waitForLine(containing: "stopped", within: .seconds(15)) != nil)
+        }
+    }
+}
