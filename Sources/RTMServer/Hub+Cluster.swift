@@ -104,6 +104,7 @@ extension Hub {
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
         case .liveNodes, .nodeDied, .nodeReturned:
             // Later (issue 13 item 5): end the presence of a dead node's users.
+            if case .nodeDied(let node) = event { clusterLockNodeDied(node) }   // its users' locks: TTL from now
             cluster.nodes(event)
         }
     }

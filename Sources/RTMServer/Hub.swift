@@ -41,6 +41,8 @@ final class Hub: Sendable {
     let backplane: (any ChannelBackplane)?
     /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
     let cluster: ClusterStatus
+    /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
+    let clusterLocks: ClusterLocks?
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -48,6 +50,7 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.backplane = configuration.backplane
+        self.clusterLocks = configuration.sharedServices.map { ClusterLocks(store: $0) }
         let metrics = ServerMetrics()
         self.metrics = metrics
         self.cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
@@ -165,6 +168,7 @@ final class Hub: Sendable {
                 Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
             }
             perform(admission.broadcasts)
+            clusterLockOwnerOnline(key)
             // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
             if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
             signalingSessionChanged(key, loggedIn: true)
@@ -175,13 +179,14 @@ final class Hub: Sendable {
     /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).
     func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline) {
         let now = NIODeadline.now()
-        let (grace, lockTimers) = state.withLockedValue { state in
+        let (grace, lockTimers, key) = state.withLockedValue { state in
             let key = state.userKey(of: connection)
             let timer = state.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now)
             // Locks: TTL counted from now, when the server decides the owner is offline (§2.12).
             let locks = timer != nil ? key.map { state.lockOwnerLost(connection, user: $0, now: now) } ?? [] : []
-            return (timer, locks)
+            return (timer, locks, key)
         }
+        if grace != nil, let key { clusterLockOwnerLost(connection, user: key) }
         let loop = fanouts[connection.loopIndex].eventLoop
         for lockTimer in lockTimers {
             loop.scheduleTask(deadline: lockTimer.deadline) { [self] in
@@ -218,6 +223,7 @@ final class Hub: Sendable {
         }
         perform(broadcasts)
         perform(locks)
+        if let key { clusterLockOwnerLoggedOut(connection, user: key) }
         if let key { signalingSessionChanged(key, loggedIn: false) }   // offline at once (§1.7, H-4)
     }
 
