@@ -35,7 +35,8 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     let client: PostgresClient
     let logger: Logger
     let callTimeout: TimeAmount
-    private let location: PostgresLocation
+    /// Where the database is.
+    public let location: PostgresLocation
     private let retryInterval: TimeAmount
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
     private let followers = NIOLockedValueBox<Followers>(Followers())
@@ -82,12 +83,16 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
         self.outgoing = stream
     }
 
-    /// Starts the pool, migrates the schema and starts listening to the other nodes.
+    /// Starts the pool, migrates the schema, marks the locks a previous run of this node held
+    /// as due (their owners' TTL counts from now) and starts listening to the other nodes.
     public func start() async throws {
         let client = self.client, logger = self.logger, outgoing = self.outgoing
         let running = Task { await client.run() }
         tasks.withLockedValue { $0.append(running) }
         try await PostgresSchema.migrate(client, logger: logger)
+        // A previous run of this node (killed, restarted before the others declared it dead)
+        // left its users' locks on it; no session is here yet: they are due after their TTL.
+        try await nodeDied(node)
         let sending = Task {
             for await payload in outgoing {
                 do {

@@ -126,4 +126,23 @@ struct PostgresServicesTests {
             #expect(next.fencingToken > held.fencingToken)
         }
     }
+
+    @Test("issue 13, §2.12: a node restarted under the same id (before being declared dead) lets the locks of its previous run go after their TTL")
+    func restartedNodeReleasesItsOldLocks() async throws {
+        try await withServices { a, b in
+            _ = try await a.perform(.set(ttl: 1, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
+            _ = try await a.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice")
+            #expect(try await b.sweep().isEmpty)
+            let restarted = PostgresServices(location: a.location, node: "a", logger: Self.logger)
+            try await restarted.start()
+            let started = ContinuousClock.now
+            var released: [SharedLockChange] = []
+            while released.isEmpty, ContinuousClock.now < started + .seconds(5) {
+                released = try await b.sweep()
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(released.map(\.detail.lockName) == ["L"] && ContinuousClock.now - started >= .milliseconds(900))
+            await restarted.stop()
+        }
+    }
 }
