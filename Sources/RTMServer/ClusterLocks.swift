@@ -51,13 +51,6 @@ final class ClusterLocks: Sendable {
         jobs.yield(job)
     }
 
-    /// Waits for every job enqueued so far (tests, shutdown).
-    func drain() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            enqueue { continuation.resume() }
-        }
-    }
-
     /// Adds a waiter; a second wait from the same connection replaces the first, which is
     /// returned (to be told it was superseded).
     func wait(_ waiter: HubState.LockWaiter, for key: LockKey) -> HubState.LockWaiter? {

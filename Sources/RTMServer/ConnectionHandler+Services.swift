@@ -20,7 +20,7 @@ extension ConnectionHandler {
             guard let channel = validChannel(frame, context: context) else { return true }
             if let locks = hub.clusterLocks {   // cluster mode: from the shared store
                 let requestID = frame.id, nio = context.channel
-                hub.clusterLocks(locks, appId: key.appId, channel: channel) { result in
+                hub.readClusterLocks(locks, appId: key.appId, channel: channel) { result in
                     switch result {
                     case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
                     case .failure(let error): Hub.send(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: nio)
@@ -139,7 +139,7 @@ extension ConnectionHandler {
     func sendServiceSnapshots(channel name: String, features: ChannelFeatures, key: UserKey, context: ChannelHandlerContext) {
         if features.contains(.lock), let locks = hub.clusterLocks {   // cluster mode: from the shared store
             let nio = context.channel
-            hub.clusterLocks(locks, appId: key.appId, channel: name) { result in
+            hub.readClusterLocks(locks, appId: key.appId, channel: name) { result in
                 guard case .success(let details) = result else { return }
                 var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
                 frame.locks = details

@@ -50,7 +50,7 @@ extension Hub {
     }
 
     /// The locks of a channel (getLocks, the withLock snapshot), read in queue order.
-    func clusterLocks(_ locks: ClusterLocks, appId: String, channel: String, reply: @escaping @Sendable (Result<[LockDetail], any Error>) -> Void) {
+    func readClusterLocks(_ locks: ClusterLocks, appId: String, channel: String, reply: @escaping @Sendable (Result<[LockDetail], any Error>) -> Void) {
         locks.enqueue {
             do { reply(.success(try await locks.store.locks(appId: appId, channel: channel))) } catch { reply(.failure(error)) }
         }

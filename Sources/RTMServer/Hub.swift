@@ -73,9 +73,9 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
-        storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
+        storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
-        }
+        }, interested: { [unowned self] key in hasStorageSubscribers(key) })
     }
 
     /// The mailbox's report of undelivered user messages, as a webhook event.

@@ -24,6 +24,7 @@ final class StorageService: @unchecked Sendable {
     private let limits: Limits
     private let logger: Logger
     private var onChange: ChangeHandler = { _, _, _, _ in }
+    private var isInterested: @Sendable (StorageKey) -> Bool = { _ in true }
 
     // Confined to `queue`.
     private var documents: [StorageKey: MetadataDocument] = [:]
@@ -43,9 +44,14 @@ final class StorageService: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Sets who is told of changes (once, before any write).
-    func setChangeHandler(_ handler: @escaping ChangeHandler) {
-        queue.sync { onChange = handler }
+    /// Sets who is told of changes (once, before any write), and, for other nodes' changes
+    /// (cluster mode), whether anyone here wants to hear of a set: one nobody follows here is
+    /// not read again.
+    func setChangeHandler(_ handler: @escaping ChangeHandler, interested: @escaping @Sendable (StorageKey) -> Bool = { _ in true }) {
+        queue.sync {
+            onChange = handler
+            isInterested = interested
+        }
     }
 
     // MARK: metadata
@@ -100,7 +106,7 @@ final class StorageService: @unchecked Sendable {
     /// get it, unless they already got this revision or a newer one.
     func remoteChanged(_ notice: StorageChangeNotice) {
         queue.async { [self] in
-            guard notice.majorRevision > announced[notice.key] ?? -1 else { return }
+            guard notice.majorRevision > announced[notice.key] ?? -1, isInterested(notice.key) else { return }
             do {
                 let metadata = try store.loadMetadata(notice.key) ?? Metadata()
                 guard metadata.majorRevision > announced[notice.key] ?? -1 else { return }
