@@ -40,6 +40,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Webhook events kept on disk for delivery; past it the oldest are dropped.") var webhookMaxQueued = 100_000
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
+    /// Tests' shorter lock TTLs (seconds; the reference's minimum is 10), so that a release after
+    /// the TTL is seen in a second.
+    @Option(help: .hidden) var testLockTtlMin: Int?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
@@ -81,6 +84,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--webhook-secret needs --webhook-url")
         }
         config.testDropSeq = testDropSeq
+        if let testLockTtlMin { config.lockTTLRange = max(1, testLockTtlMin)...config.lockTTLRange.upperBound }
         try configureAdmin(&config)
         let cluster = try configureCluster(&config, logger: logger)
         if let appId {

@@ -221,6 +221,28 @@ struct ClusterServicesTests {
         }
     }
 
+    @Test("issue 13, §2.12: `rtm serve --postgres` processes: the node of a lock's owner killed with SIGKILL: the lock is released TTL after the survivor declares it dead, and the next owner's token is larger")
+    func killedNodeProcessReleasesLocks() async throws {
+        try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "0.5", "--test-lock-ttl-min", "1"]) { _, nodes in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: nodes[0].port)
+            let (bob, _) = try await Harness.client("bob", port: nodes[1].port)
+            try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await bob.setLock(channel: "doc", lockName: "L", ttl: 2)
+            let held = try await bob.acquireLock(channel: "doc", lockName: "L")
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
+            nodes[1].process.kill9()
+            let killed = ContinuousClock.now
+            // Declared dead within lease + renewal interval (0.6 s), then the TTL (2 s) runs.
+            #expect(await aliceEvents.next(within: .milliseconds(1_500), where: Self.lock(.lockReleased)) == nil)
+            #expect(try await alice.getLocks(channel: "doc").first?.owner == "bob")
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockReleased)) != nil)
+            #expect(ContinuousClock.now - killed >= .seconds(2))
+            #expect(try await alice.acquireLock(channel: "doc", lockName: "L") > held)
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
     /// Polls `condition` (bounded).
     private static func waitUntil(_ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + soon
