@@ -87,6 +87,49 @@ public enum PostgresSchema {
             last_run timestamptz NOT NULL)
         """,
          "INSERT INTO rtm_maintenance (task, last_run) VALUES ('trim_channel_log', '-infinity')"],
+        // 4: metadata, history and locks shared by the nodes (`PostgresServices`, issue 13
+        // item 4). A metadata write holds a transaction-scoped advisory lock on its set (CAS
+        // across nodes); history timestamps are unique per channel (the paging cursor); one
+        // fencing-token sequence for the cluster; a lock's `due_at` is when it is released if
+        // its owner does not come back (owner offline or its node dead, plus the TTL).
+        ["""
+        CREATE TABLE rtm_metadata (
+            app text NOT NULL,
+            type text NOT NULL,
+            target text NOT NULL,
+            major_revision bigint NOT NULL,
+            body text NOT NULL,
+            PRIMARY KEY (app, type, target))
+        """, """
+        CREATE TABLE rtm_history (
+            app text NOT NULL,
+            channel_type text NOT NULL,
+            channel text NOT NULL,
+            ts bigint NOT NULL,
+            publisher text NOT NULL,
+            text text,
+            data bytea,
+            custom_type text,
+            dedup text,
+            PRIMARY KEY (app, channel_type, channel, ts))
+        """,
+         "CREATE UNIQUE INDEX rtm_history_dedup ON rtm_history (app, channel_type, channel, dedup)",
+         "CREATE INDEX rtm_history_ts ON rtm_history (ts)",
+         "CREATE SEQUENCE rtm_lock_token",
+         """
+        CREATE TABLE rtm_lock (
+            app text NOT NULL,
+            channel text NOT NULL,
+            name text NOT NULL,
+            ttl integer NOT NULL,
+            owner text,
+            owner_node text,
+            token bigint NOT NULL DEFAULT 0,
+            due_at timestamptz,
+            PRIMARY KEY (app, channel, name))
+        """,
+         "CREATE INDEX rtm_lock_owner ON rtm_lock (app, owner)",
+         "CREATE INDEX rtm_lock_due ON rtm_lock (due_at) WHERE due_at IS NOT NULL"],
     ]
 
     /// The version a fully migrated database has.

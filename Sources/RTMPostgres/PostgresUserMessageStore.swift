@@ -279,28 +279,6 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     /// Runs `body` and blocks the calling thread (the mailbox's writer queue, never an event
     /// loop) until it ends or `callTimeout` passes.
     private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let done = DispatchSemaphore(value: 0)
-        let result = NIOLockedValueBox<Result<T, any Error>?>(nil)
-        let task = Task {
-            do {
-                let value = try await body()
-                result.withLockedValue { $0 = .success(value) }
-            } catch {
-                result.withLockedValue { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + .nanoseconds(Int(callTimeout.nanoseconds))) == .success,
-              let outcome = result.withLockedValue({ $0 }) else {
-            task.cancel()
-            throw PostgresStoreTimeout(seconds: Double(callTimeout.nanoseconds) / 1e9)
-        }
-        return try outcome.get()
+        try blockingCall(timeout: callTimeout, body)
     }
-}
-
-/// The database did not answer a user-message store call in time.
-public struct PostgresStoreTimeout: Error, CustomStringConvertible {
-    public let seconds: Double
-    public var description: String { "the database did not answer within \(seconds) s" }
 }

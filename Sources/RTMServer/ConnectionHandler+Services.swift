@@ -18,6 +18,16 @@ extension ConnectionHandler {
         case .setLock, .acquireLock, .releaseLock, .revokeLock, .removeLock: lock(frame, key: key, context: context)
         case .getLocks:
             guard let channel = validChannel(frame, context: context) else { return true }
+            if let locks = hub.clusterLocks {   // cluster mode: from the shared store
+                let requestID = frame.id, nio = context.channel
+                hub.readClusterLocks(locks, appId: key.appId, channel: channel) { result in
+                    switch result {
+                    case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
+                    case .failure(let error): Hub.send(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: nio)
+                    }
+                }
+                return true
+            }
             send(Frame(type: .ok, id: frame.id, channel: channel).with { $0.locks = hub.locks(appId: key.appId, channel: channel) }, context: context)
         case .getMessages: getMessages(frame, key: key, context: context)
         default: return false
@@ -63,8 +73,10 @@ extension ConnectionHandler {
             return
         }
         let hub = self.hub
+        // Cluster mode: the lock is checked in the write's transaction (SharedServiceStore).
+        let requiredLock = hub.clusterLocks == nil ? nil : lockName.map { MetadataLockGuard(lockName: $0, owner: key.userId) }
         let precondition: @Sendable () -> StorageService.Failure? = {
-            guard let lockName else { return nil }
+            guard let lockName, requiredLock == nil else { return nil }
             // Checked on the storage queue right before the write: the writer holds it now.
             guard hub.holds(key, lock: lockName, channel: storageKey.target) else {
                 return StorageService.Failure(code: .storageLockNotAcquired, reason: "the write needs lock '\(lockName)', which '\(key.userId)' does not hold")
@@ -74,7 +86,7 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
-                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, precondition: precondition,
+                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, requiredLock: requiredLock, precondition: precondition,
                           reply: Self.metadataReply(requestID, on: channel))
     }
 
@@ -125,7 +137,15 @@ extension ConnectionHandler {
 
     /// After a subscribe with `withMetadata` / `withLock`: the channel's snapshots (§2.11, §2.12).
     func sendServiceSnapshots(channel name: String, features: ChannelFeatures, key: UserKey, context: ChannelHandlerContext) {
-        if features.contains(.lock) {
+        if features.contains(.lock), let locks = hub.clusterLocks {   // cluster mode: from the shared store
+            let nio = context.channel
+            hub.readClusterLocks(locks, appId: key.appId, channel: name) { result in
+                guard case .success(let details) = result else { return }
+                var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
+                frame.locks = details
+                Hub.send(frame, on: nio)
+            }
+        } else if features.contains(.lock) {
             var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
             frame.locks = hub.locks(appId: key.appId, channel: name)
             send(frame, context: context)
@@ -167,6 +187,11 @@ extension ConnectionHandler {
             }
             operation = .revoke(owner: owner)
         default: operation = .remove
+        }
+        if let locks = hub.clusterLocks {   // cluster mode: the reply comes when the shared store answered
+            hub.clusterLock(operation, locks: locks, channel: ChannelKey(appId: key.appId, name: channel), name: name,
+                            connection: connection, requestID: frame.id)
+            return
         }
         guard let result = hub.lock(operation, channel: ChannelKey(appId: key.appId, name: channel), name: name, connection: connection, requestID: frame.id) else {
             return   // waiting for the lock: the reply comes when it is granted

@@ -105,6 +105,7 @@ extension Hub {
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
+            if case .nodeDied(let node) = event { clusterLockNodeDied(node) }   // its users' locks: TTL from now
             cluster.nodes(event)
         }
     }

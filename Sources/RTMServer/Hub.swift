@@ -43,6 +43,8 @@ final class Hub: Sendable {
     let cluster: ClusterStatus
     /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
     let clusterSender: ClusterSender?
+    /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
+    let clusterLocks: ClusterLocks?
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -50,6 +52,7 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.backplane = configuration.backplane
+        self.clusterLocks = configuration.sharedServices.map { ClusterLocks(store: $0) }
         let metrics = ServerMetrics()
         self.metrics = metrics
         self.cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
@@ -79,9 +82,9 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
-        storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in
+        storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
-        }
+        }, interested: { [unowned self] key in hasStorageSubscribers(key) })
     }
 
     /// The mailbox's report of undelivered user messages, as a webhook event.
@@ -176,6 +179,7 @@ final class Hub: Sendable {
             }
             perform(admission.broadcasts)
             clusterSender?.wake()
+            clusterLockOwnerOnline(key)
             // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
             if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
             signalingSessionChanged(key, loggedIn: true)
@@ -186,13 +190,14 @@ final class Hub: Sendable {
     /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).
     func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline) {
         let now = NIODeadline.now()
-        let (grace, lockTimers) = state.withLockedValue { state in
+        let (grace, lockTimers, key) = state.withLockedValue { state in
             let key = state.userKey(of: connection)
             let timer = state.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now)
             // Locks: TTL counted from now, when the server decides the owner is offline (§2.12).
             let locks = timer != nil ? key.map { state.lockOwnerLost(connection, user: $0, now: now) } ?? [] : []
-            return (timer, locks)
+            return (timer, locks, key)
         }
+        if grace != nil, let key { clusterLockOwnerLost(connection, user: key) }
         let loop = fanouts[connection.loopIndex].eventLoop
         for lockTimer in lockTimers {
             loop.scheduleTask(deadline: lockTimer.deadline) { [self] in
@@ -231,6 +236,7 @@ final class Hub: Sendable {
         perform(broadcasts)
         perform(locks)
         clusterSender?.wake()
+        if let key { clusterLockOwnerLoggedOut(connection, user: key) }
         if let key { signalingSessionChanged(key, loggedIn: false) }   // offline at once (§1.7, H-4)
     }
 

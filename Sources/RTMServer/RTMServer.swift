@@ -55,7 +55,7 @@ public final class RTMServer: Service, Sendable {
         var loops: [any EventLoop] = []
         var iterator = group.makeIterator()
         while let loop = iterator.next() { loops.append(loop) }
-        let serviceStore = try SQLiteServiceStore(
+        let serviceStore: any ServiceStore = try configuration.sharedServices ?? SQLiteServiceStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("storage.sqlite") },
             fullSync: configuration.storeFullSync)
         let group = self.group
@@ -120,7 +120,10 @@ public final class RTMServer: Service, Sendable {
                 }
             }
         try await hub.startBackplane()   // cluster mode: following before serving
+        try await configuration.sharedServices?.start()   // cluster mode: metadata, history, locks
         hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
+        hub.storage.followOtherNodes()   // cluster mode: other nodes' metadata changes
+        hub.startLockSweeping()   // cluster mode: due locks, other nodes' lock changes
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startSweeping()
         hub.startPresenceIntervals()
@@ -209,6 +212,10 @@ public final class RTMServer: Service, Sendable {
             await self.hub.mailbox.stopFollowing()
         }
         await Self.bounded(bound, "storage", logger) { await self.hub.storage.drain() }
+        await Self.bounded(bound, "cluster locks and metadata", logger) {
+            await self.hub.clusterLocks?.stop()
+            await self.configuration.sharedServices?.stop()
+        }
         await Self.bounded(bound, "webhooks", logger) { await self.hub.webhooks?.stop() }   // what is queued stays on disk
         await Self.bounded(bound, "cluster backplane", logger) { await self.configuration.backplane?.stop() }
         try await group.shutdownGracefully()

@@ -144,6 +144,13 @@ public struct ServerConfiguration: Sendable {
     /// RTMPostgres' `PostgresChannelBackplane`, `rtm serve --postgres URL`). nil (the default):
     /// a single node, the in-process path.
     public var backplane: (any ChannelBackplane)?
+    /// Cluster mode (issue 13): metadata, history and locks in a store every node shares (e.g.
+    /// RTMPostgres' `PostgresServices`), instead of the embedded SQLite store and the
+    /// in-process locks. nil (the default): a single node.
+    public var sharedServices: (any SharedServices)?
+    /// Cluster mode: how often a node releases the locks that are due and tries its waiters
+    /// again (default 1 s: a lock is released at most this long after its TTL ran out).
+    public var lockSweepInterval: TimeAmount = .seconds(1)
 
     /// The defaults.
     public init() {}

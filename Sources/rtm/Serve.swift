@@ -40,10 +40,13 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Webhook events kept on disk for delivery; past it the oldest are dropped.") var webhookMaxQueued = 100_000
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     @Option(help: .hidden) var testDropSeq: UInt64?
+    /// Tests' shorter lock TTLs (seconds; the reference's minimum is 10), so that a release after
+    /// the TTL is seen in a second.
+    @Option(help: .hidden) var testLockTtlMin: Int?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
-    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. User messages are stored there too and reach their receiver on any node. Sessions, presence, metadata and locks stay per node.") var postgres: String?
+    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. User messages, channel and user metadata, history and locks are stored there too and are the same on every node. Sessions and presence stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
     @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
     @Option(help: "Cluster: how long channel messages stay in the database's log, in hours (trimmed by one node every 10 minutes).") var logRetentionHours: Double = 24
@@ -81,6 +84,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--webhook-secret needs --webhook-url")
         }
         config.testDropSeq = testDropSeq
+        if let testLockTtlMin { config.lockTTLRange = max(1, testLockTtlMin)...config.lockTTLRange.upperBound }
         try configureAdmin(&config)
         let cluster = try configureCluster(&config, logger: logger)
         if let appId {
@@ -101,7 +105,11 @@ struct Serve: AsyncParsableCommand {
         }
         // Cluster mode: user messages in the shared database too (issue 13).
         var userStore: PostgresUserMessageStore?
-        if let cluster { userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, logger: logger) }
+        if let cluster {
+            userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, logger: logger)
+            // Metadata, history and locks shared too (issue 13 item 4).
+            config.sharedServices = PostgresServices(location: cluster.location, node: cluster.node, logger: logger)
+        }
         let server = try RTMServer(configuration: config, store: userStore, logger: logger)
         // SIGHUP reloads the certificate only when there is one (otherwise it keeps its default).
         let services: [any Service] = [server] + (tlsCert != nil ? [CertificateReloader(server: server)] : [])

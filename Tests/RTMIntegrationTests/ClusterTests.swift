@@ -13,7 +13,9 @@ import Testing
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
     /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
+    /// `configure` adds to each node's configuration (its name, the database, the logger).
     func withCluster(options: PostgresBackplaneOptions = Self.options(),
+                     configure: @escaping (String, PostgresLocation, Logger, inout ServerConfiguration) -> Void = { _, _, _, _ in },
                      _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
         let database = try PostgresTestServer.start()
         defer { database.destroy() }
@@ -23,6 +25,7 @@ struct ClusterTests {
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {
                 $0.backplane = PostgresChannelBackplane(location: location, node: name, options: options, logger: logger)
+                configure(name, location, logger, &$0)
             }
         }
         let a = try await node("a")

@@ -15,26 +15,14 @@ struct PostgresUserMessageStoreTests {
 
     /// Two stores (two nodes) on one fresh database.
     private func withStores(_ body: (PostgresUserMessageStore, PostgresUserMessageStore) async throws -> Void) async throws {
-        let server = try PostgresTestServer.start()
-        defer { server.destroy() }
-        let location = try PostgresLocation(url: server.url + "?sslmode=disable")
-        let a = try await PostgresUserMessageStore.open(location: location, node: "a", pollInterval: .milliseconds(50), logger: Self.logger)
-        let b = try await PostgresUserMessageStore.open(location: location, node: "b", pollInterval: .milliseconds(50), logger: Self.logger)
-        do {
-            try await body(a, b)
-        } catch {
-            Issue.record("database log:\n\(server.log.suffix(2_000))")
-            await a.stop(); await b.stop()
-            throw error
-        }
-        await a.stop(); await b.stop()
+        try await withTwoNodes(open: { location, node in
+            try await PostgresUserMessageStore.open(location: location, node: node, pollInterval: .milliseconds(50), logger: Self.logger)
+        }, stop: { await $0.stop() }, body)
     }
 
     /// Runs a (blocking) store call off the cooperative pool, as the mailbox's writer queue does.
     private func call<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-        }
+        try await offPool(body)
     }
 
     private func message(to receiver: String, _ text: String?, data: Data? = nil, ts: Int64 = 1_000) -> StoredUserMessage {

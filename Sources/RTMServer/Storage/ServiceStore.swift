@@ -2,38 +2,57 @@ import Foundation
 import RTMProtocol
 
 /// What a metadata set belongs to: a channel's or a user's (per application).
-struct StorageKey: Hashable, Sendable {
-    let appId: String
-    let type: StorageType
+public struct StorageKey: Hashable, Sendable {
+    public let appId: String
+    public let type: StorageType
     /// Channel name or user id.
-    let target: String
+    public let target: String
+
+    /// A channel's (`type` channel, `target` its name) or a user's set.
+    public init(appId: String, type: StorageType, target: String) {
+        self.appId = appId
+        self.type = type
+        self.target = target
+    }
 }
 
 /// A message kept in a channel's history (`storeInHistory`, AGORA_REFERENCE §2.8).
-struct HistoryRecord: Sendable, Equatable {
-    let appId: String
+public struct HistoryRecord: Sendable, Equatable {
+    public let appId: String
     /// `"message"` or `"user"`.
-    let channelType: String
+    public let channelType: String
     /// Message channel name; for user messages, the two user ids joined (see `HistoryRecord.userPair`).
-    let channel: String
-    let message: HistoryMessage
+    public let channel: String
+    public let message: HistoryMessage
     /// Identifies the message across resends (channel epoch + sequence number, or the user
     /// message's store id): a resend is stored once (SPEC M-3).
-    var dedupKey: String?
+    public var dedupKey: String?
+
+    /// A message to store in `channel`'s history.
+    public init(appId: String, channelType: String, channel: String, message: HistoryMessage, dedupKey: String?) {
+        self.appId = appId
+        self.channelType = channelType
+        self.channel = channel
+        self.message = message
+        self.dedupKey = dedupKey
+    }
 
     /// The history name of a conversation between two users: the same whoever asks.
-    static func userPair(_ a: String, _ b: String) -> String { a < b ? "\(a)\n\(b)" : "\(b)\n\(a)" }
+    public static func userPair(_ a: String, _ b: String) -> String { a < b ? "\(a)\n\(b)" : "\(b)\n\(a)" }
 }
 
 /// Durable storage of metadata sets and message history, behind which the embedded SQLite
-/// store sits (and a PostgreSQL one for several nodes). Called by one owner
-/// (`StorageService`) from its own queue; an implementation need not be reentrant.
-protocol ServiceStore: Sendable {
+/// store sits (and a PostgreSQL one for several nodes, `SharedServiceStore`). Called by one
+/// owner (`StorageService`) from its own queue (never an event loop), so calls may block; an
+/// implementation need not be reentrant.
+public protocol ServiceStore: Sendable {
     /// The stored set, or nil.
     func loadMetadata(_ key: StorageKey) throws -> Metadata?
     /// Replaces the stored set; an empty set is deleted.
     func saveMetadata(_ key: StorageKey, _ metadata: Metadata) throws
     /// Appends a history message; false when one with the same `dedupKey` is already stored.
+    /// A shared store makes the timestamp unique within the channel itself (moving it forward
+    /// by a millisecond where needed), as several nodes append.
     func appendHistory(_ record: HistoryRecord) throws -> Bool
     /// The newest stored timestamp of a channel's history (0 if none).
     func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64

@@ -7,6 +7,8 @@ import RTMProtocol
 /// Every operation runs on one serial queue: a write reads the set, checks its revisions,
 /// writes the new set through to the store and announces it, before the next write starts, so
 /// two writers with the same revision cannot both win. Sets are cached after first use.
+/// With a `SharedServiceStore` (cluster mode) nothing is cached and the check and write run in
+/// one store transaction, which excludes the other nodes' writers too.
 final class StorageService: @unchecked Sendable {
     /// A failed operation: the error code and a reason naming the problem.
     struct Failure: Error, Sendable {
@@ -22,53 +24,105 @@ final class StorageService: @unchecked Sendable {
     private let limits: Limits
     private let logger: Logger
     private var onChange: ChangeHandler = { _, _, _, _ in }
+    private var isInterested: @Sendable (StorageKey) -> Bool = { _ in true }
 
     // Confined to `queue`.
     private var documents: [StorageKey: MetadataDocument] = [:]
     private var lastHistoryTs: [String: Int64] = [:]
+    /// Shared store: the newest revision of each set this node's subscribers were told of.
+    private var announced: [StorageKey: Int64] = [:]
+    private static let maxAnnounced = 100_000
+    private let isShared: Bool
 
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
     init(store: any ServiceStore, limits: Limits, logger: Logger) {
         self.store = store
+        self.isShared = store is any SharedServiceStore
         self.limits = limits
         self.logger = logger
     }
 
-    /// Sets who is told of changes (once, before any write).
-    func setChangeHandler(_ handler: @escaping ChangeHandler) {
-        queue.sync { onChange = handler }
+    /// Sets who is told of changes (once, before any write), and, for other nodes' changes
+    /// (cluster mode), whether anyone here wants to hear of a set: one nobody follows here is
+    /// not read again.
+    func setChangeHandler(_ handler: @escaping ChangeHandler, interested: @escaping @Sendable (StorageKey) -> Bool = { _ in true }) {
+        queue.sync {
+            onChange = handler
+            isInterested = interested
+        }
     }
 
     // MARK: metadata
 
     /// Applies a write. `precondition` runs on the queue just before the revisions are checked
-    /// (the lock guard: the writer must hold the named lock at that moment).
+    /// (the lock guard on one node: the writer must hold the named lock at that moment). With a
+    /// shared store, `requiredLock` is checked in the write's own transaction instead.
     func write(_ operation: MetadataDocument.Operation, key: StorageKey, request: Metadata,
                options: MetadataDocument.WriteOptions, author: String, notifyAll: Bool = false,
+               requiredLock: MetadataLockGuard? = nil,
                precondition: @escaping @Sendable () -> Failure?,
                reply: @escaping @Sendable (Result<Metadata, Failure>) -> Void) {
         queue.async { [self] in
             if let failure = precondition() { reply(.failure(failure)); return }
-            do {
-                var document = try load(key)
+            let limits = self.limits
+            let apply: @Sendable (Metadata?) throws -> Metadata = { current in
+                var document = current.map(MetadataDocument.init) ?? MetadataDocument()
                 if let (code, reason) = document.apply(operation, request, options: options, author: author,
                                                        nowMillis: Hub.wallMillis, limits: limits) {
-                    reply(.failure(Failure(code: code, reason: reason)))
-                    return
+                    throw Failure(code: code, reason: reason)
                 }
-                try store.saveMetadata(key, document.metadata)
-                documents[key] = document
-                let metadata = document.metadata
+                return document.metadata
+            }
+            do {
+                let metadata: Metadata
+                if let shared = store as? any SharedServiceStore {
+                    // SPEC §2.11 across nodes: read, check and write in one transaction.
+                    metadata = try shared.modifyMetadata(key, requiredLock: requiredLock, apply)
+                    announced[key] = metadata.majorRevision
+                    shared.announce(StorageChangeNotice(key: key, kind: StorageEventKind(operation),
+                                                        majorRevision: metadata.majorRevision, notifyAll: notifyAll))
+                } else {
+                    metadata = try apply(try load(key).metadata)
+                    try store.saveMetadata(key, metadata)
+                    documents[key] = MetadataDocument(metadata)
+                }
                 reply(.success(metadata))
                 onChange(key, StorageEventKind(operation), metadata, notifyAll)
+            } catch let failure as Failure {
+                reply(.failure(failure))
+            } catch let refusal as SharedStoreRefusal {
+                reply(.failure(Failure(code: refusal.code, reason: refusal.reason)))
             } catch {
                 logger.error("metadata write failed", metadata: ["error": "\(error)"])
                 documents[key] = nil   // reload from the store next time
                 reply(.failure(Failure(code: .storageOperationFailed, reason: "the store could not be written: \(error)")))
             }
         }
+    }
+
+    /// Another node changed a set (cluster mode): it is read again and this node's subscribers
+    /// get it, unless they already got this revision or a newer one.
+    func remoteChanged(_ notice: StorageChangeNotice) {
+        queue.async { [self] in
+            guard notice.majorRevision > announced[notice.key] ?? -1, isInterested(notice.key) else { return }
+            do {
+                let metadata = try store.loadMetadata(notice.key) ?? Metadata()
+                guard metadata.majorRevision > announced[notice.key] ?? -1 else { return }
+                if announced.count >= Self.maxAnnounced { announced = [:] }   // bounded; a reset only re-reads
+                announced[notice.key] = metadata.majorRevision
+                onChange(notice.key, notice.kind, metadata, notice.notifyAll)
+            } catch {
+                logger.warning("a set another node changed could not be read", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Starts hearing of other nodes' metadata changes (cluster mode; nothing with a local store).
+    func followOtherNodes() {
+        guard let shared = store as? any SharedServiceStore else { return }
+        shared.followStorage { [weak self] notice in self?.remoteChanged(notice) }
     }
 
     /// The current set (empty, revision 0, if none was ever written).
@@ -85,7 +139,7 @@ final class StorageService: @unchecked Sendable {
     private func load(_ key: StorageKey) throws -> MetadataDocument {
         if let cached = documents[key] { return cached }
         let document = try store.loadMetadata(key).map(MetadataDocument.init) ?? MetadataDocument()
-        documents[key] = document
+        if !isShared { documents[key] = document }   // other nodes write a shared store
         return document
     }
 
@@ -99,11 +153,13 @@ final class StorageService: @unchecked Sendable {
         queue.async { [self] in
             do {
                 let cursorKey = "\(appId)\n\(channelType)\n\(channel)"
-                let last = try lastHistoryTs[cursorKey] ?? store.lastHistoryTs(appId: appId, channelType: channelType, channel: channel)
                 var message = message
-                message.ts = max(message.ts, last + 1)
+                if !isShared {   // a shared store makes the timestamp unique itself (several nodes append)
+                    let last = try lastHistoryTs[cursorKey] ?? store.lastHistoryTs(appId: appId, channelType: channelType, channel: channel)
+                    message.ts = max(message.ts, last + 1)
+                }
                 let record = HistoryRecord(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey)
-                if try store.appendHistory(record) { lastHistoryTs[cursorKey] = message.ts }
+                if try store.appendHistory(record), !isShared { lastHistoryTs[cursorKey] = message.ts }
                 reply(.success(message.ts))
             } catch {
                 logger.error("history write failed", metadata: ["error": "\(error)"])

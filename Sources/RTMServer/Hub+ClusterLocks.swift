@@ -1,0 +1,181 @@
+import NIOCore
+import RTMProtocol
+
+/// Cluster mode's locks (issue 13, §2.12): every operation goes to the shared store
+/// (`ServerConfiguration.sharedServices`) through this node's serial queue (`ClusterLocks`);
+/// the node that made a change tells its own channel members at once and announces it, the
+/// other nodes tell theirs when they hear of it. Waiters (`retry`) are tried again whenever a
+/// release is heard of, and at every sweep (which also releases what is due, on any node).
+extension Hub {
+    /// Runs a lock request; the caller's reply is sent when the store has answered (none while
+    /// it waits for the lock).
+    func clusterLock(_ operation: HubState.LockOperation, locks: ClusterLocks, channel: ChannelKey, name: String,
+                     connection: ConnectionRef, requestID: UInt64?) {
+        guard let user = userKey(of: connection) else {
+            Self.send(.error(id: requestID, .notLogin, "not logged in"), on: connection.channel)
+            return
+        }
+        let shared: SharedLockOperation
+        let retry: Bool
+        switch operation {
+        case .set(let ttl): shared = .set(ttl: ttl, maxLocks: configuration.limits.maxLocksPerChannel); retry = false
+        case .acquire(let wait): shared = .acquire; retry = wait
+        case .release: shared = .release; retry = false
+        case .revoke(let owner): shared = .revoke(owner: owner); retry = false
+        case .remove: shared = .remove; retry = false
+        }
+        let key = ClusterLocks.LockKey(appId: channel.appId, channel: channel.name, name: name)
+        locks.enqueue { [self] in
+            let result: SharedLockResult
+            do {
+                result = try await locks.store.perform(shared, appId: channel.appId, channel: channel.name, name: name, user: user.userId)
+            } catch {
+                Self.send(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: connection.channel)
+                return
+            }
+            switch result {
+            case .done(let detail, let change):
+                if let change { await lockChanged([change], locks: locks, local: true) }
+                Self.send(Self.lockReply(requestID, channel: channel.name, detail: shared == .acquire ? detail : nil), on: connection.channel)
+            case .refused(.lockAcquireFailed, _) where retry:
+                let waiter = HubState.LockWaiter(connection: connection, userId: user.userId, requestID: requestID)
+                if let superseded = locks.wait(waiter, for: key) {
+                    Self.send(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
+                              on: superseded.connection.channel)
+                }
+            case .refused(let code, let reason):
+                Self.send(.error(id: requestID, code, reason), on: connection.channel)
+            }
+        }
+    }
+
+    /// The locks of a channel (getLocks, the withLock snapshot), read in queue order.
+    func readClusterLocks(_ locks: ClusterLocks, appId: String, channel: String, reply: @escaping @Sendable (Result<[LockDetail], any Error>) -> Void) {
+        locks.enqueue {
+            do { reply(.success(try await locks.store.locks(appId: appId, channel: channel))) } catch { reply(.failure(error)) }
+        }
+    }
+
+    /// Changes made here (`local`, announced to the other nodes) or heard of: this node's channel
+    /// members get the lock events; this node's waiters of a removed lock are told, and those of
+    /// a released one try again.
+    func lockChanged(_ changes: [SharedLockChange], locks: ClusterLocks, local: Bool) async {
+        guard !changes.isEmpty else { return }
+        if local { locks.store.announce(changes) }
+        let wallMillis = Self.wallMillis
+        perform(state.withLockedValue { state in
+            changes.map { state.lockEvent($0.kind, ChannelKey(appId: $0.appId, name: $0.channel), [$0.detail], wallMillis) }
+        })
+        for change in changes {
+            let key = ClusterLocks.LockKey(appId: change.appId, channel: change.channel, name: change.detail.lockName)
+            switch change.kind {
+            case .lockRemoved:
+                for waiter in locks.removeAll(of: key) {
+                    Self.send(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), on: waiter.connection.channel)
+                }
+            case .lockReleased:
+                await grantWaiters(of: key, locks: locks)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Tries to give a lock to its first waiter still logged in on this node: it gets the
+    /// acquisition's reply (with its fencing token), and the members the acquired event.
+    private func grantWaiters(of key: ClusterLocks.LockKey, locks: ClusterLocks) async {
+        while let waiter = locks.firstWaiter(of: key) {
+            guard userKey(of: waiter.connection)?.userId == waiter.userId else {
+                locks.removeFirst(waiter, of: key)   // its session ended
+                continue
+            }
+            let result = try? await locks.store.perform(.acquire, appId: key.appId, channel: key.channel, name: key.name, user: waiter.userId)
+            switch result {
+            case .done(let detail, let change)?:
+                locks.removeFirst(waiter, of: key)
+                if let change { await lockChanged([change], locks: locks, local: true) }
+                Self.send(Self.lockReply(waiter.requestID, channel: key.channel, detail: detail), on: waiter.connection.channel)
+                return
+            case .refused(.lockNotExist, let reason)?:
+                locks.removeFirst(waiter, of: key)
+                Self.send(.error(id: waiter.requestID, .lockNotExist, reason), on: waiter.connection.channel)
+            default:
+                return   // held again (or the store is unreachable): the waits go on
+            }
+        }
+    }
+
+    /// The `ok` reply to a lock request; with the fencing token for an acquisition.
+    private static func lockReply(_ requestID: UInt64?, channel: String, detail: LockDetail?) -> Frame {
+        var frame = Frame(type: .ok, id: requestID, channel: channel)
+        frame.lockName = detail?.lockName
+        if let detail, !detail.owner.isEmpty { frame.fencingToken = detail.fencingToken }
+        return frame
+    }
+
+    /// Releases what is due (any node may) and tries the waits again (a release may have been
+    /// announced while this node was not listening), every `lockSweepInterval`.
+    func startLockSweeping() {
+        guard let locks = clusterLocks, let loop = fanouts.first?.eventLoop else { return }
+        let interval = max(configuration.lockSweepInterval, .milliseconds(10))
+        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
+            guard locks.claimSweep() else { return }
+            locks.enqueue { [self] in
+                locks.sweepStarted()
+                do {
+                    await lockChanged(try await locks.store.sweep(), locks: locks, local: true)
+                } catch {
+                    logger.debug("lock sweep failed", metadata: ["error": "\(error)"])
+                }
+                for key in locks.awaited { await grantWaiters(of: key, locks: locks) }
+            }
+        }
+        locks.store.followLocks { [self] changes in
+            locks.enqueue { [self] in await lockChanged(changes, locks: locks, local: false) }
+        }
+    }
+
+    /// The user behind `connection` is declared offline here (P-1: it entered its grace
+    /// window): its locks are due `ttl` from now; its waits end.
+    func clusterLockOwnerLost(_ connection: ConnectionRef, user: UserKey) {
+        guard let locks = clusterLocks else { return }
+        locks.endWaits { $0.connection == connection }
+        locks.enqueue { [self] in
+            do { try await locks.store.ownerOffline(appId: user.appId, user: user.userId) } catch {
+                logger.warning("could not mark the locks of an offline user", metadata: ["user": "\(user.userId)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// A user logged in (or resumed) here: its locks are no longer due, and are on this node.
+    func clusterLockOwnerOnline(_ user: UserKey) {
+        guard let locks = clusterLocks else { return }
+        locks.enqueue { [self] in
+            do { try await locks.store.ownerOnline(appId: user.appId, user: user.userId) } catch {
+                logger.warning("could not keep the locks of a returning user", metadata: ["user": "\(user.userId)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Logout (H-4): the user's locks are released at once, its waits end.
+    func clusterLockOwnerLoggedOut(_ connection: ConnectionRef, user: UserKey) {
+        guard let locks = clusterLocks else { return }
+        locks.endWaits { $0.connection == connection }
+        locks.enqueue { [self] in
+            do { await lockChanged(try await locks.store.releaseAll(appId: user.appId, user: user.userId), locks: locks, local: true) } catch {
+                logger.warning("could not release the locks of a user who logged out", metadata: ["user": "\(user.userId)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The survivors declared `node` dead (issue 13 item 4): its users' locks are due `ttl`
+    /// from now, as if each owner had gone offline then.
+    func clusterLockNodeDied(_ node: String) {
+        guard let locks = clusterLocks else { return }
+        locks.enqueue { [self] in
+            do { try await locks.store.nodeDied(node) } catch {
+                logger.warning("could not mark the locks of a dead node", metadata: ["node": "\(node)", "error": "\(error)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import Logging
+import NIOCore
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13 item 4: metadata CAS, storage events, history and locks (fencing tokens, waiters,
+/// TTL after a node's death) across two real nodes sharing a real PostgreSQL, real SDK clients.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterServicesTests {
+    /// Two nodes with shared services (timers shrunk) on one fresh database.
+    private func withCluster(_ body: (Harness, Harness) async throws -> Void) async throws {
+        try await ClusterTests().withCluster(configure: { name, location, logger, config in
+            config.sharedServices = PostgresServices(location: location, node: name, retryInterval: .milliseconds(50), logger: logger)
+            config.lockTTLRange = 1...300
+            config.lockSweepInterval = .milliseconds(50)
+        }) { _, a, b in try await body(a, b) }
+    }
+
+    private static func lock(_ kind: LockEventKind, owner: String? = nil) -> @Sendable (RTMEvent) -> Bool {
+        LockTests.lock(kind, owner: owner)
+    }
+
+    /// A request's value, or its error's code.
+    enum Outcome<Value: Equatable & Sendable>: Equatable, Sendable {
+        case ok(Value)
+        case failed(RTMErrorCode)
+
+        var value: Value? { if case .ok(let value) = self { value } else { nil } }
+    }
+
+    /// An update expecting `revision`: the new revision, or the error's code.
+    private static func update(_ client: RTMClient, value: String, expecting revision: Int64) async -> Outcome<Int64> {
+        do {
+            let set = try await client.updateChannelMetadata("doc", Metadata(majorRevision: revision, items: [MetadataItem(key: "k", value: value)]))
+            return .ok(set.majorRevision)
+        } catch {
+            return .failed(error.code)
+        }
+    }
+
+    @Test("issue 13, §2.11: two nodes write a channel's metadata with the same expected revision at once: exactly one wins, the other gets storageOutdatedRevision; both nodes read the winner")
+    func metadataCASAcrossNodes() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            var revision = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v0")])).majorRevision
+            #expect(revision == 1)
+            for round in 1...10 {
+                let expected = revision
+                async let fromA = Self.update(alice, value: "a\(round)", expecting: expected)
+                async let fromB = Self.update(bob, value: "b\(round)", expecting: expected)
+                let results = await [fromA, fromB]
+                let winners = results.compactMap(\.value)
+                #expect(winners == [revision + 1], "round \(round): \(results)")
+                #expect(results.filter { $0 == .failed(.storageOutdatedRevision) }.count == 1, "round \(round): \(results)")
+                revision += 1
+                let winner = results[0].value == revision ? "a\(round)" : "b\(round)"
+                // Any node reads the one set (no per-node cache).
+                #expect(try await bob.getChannelMetadata("doc")["k"]?.value == winner)
+                #expect(try await alice.getChannelMetadata("doc") == bob.getChannelMetadata("doc"))
+            }
+            #expect(revision == 11)
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    @Test("issue 13, §2.11: a lock-guarded metadata write checks the lock's owner across nodes (storageLockNotAcquired for the others)")
+    func lockGuardedWriteAcrossNodes() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            try await alice.setLock(channel: "doc", lockName: "editor", ttl: 10)
+            _ = try await alice.acquireLock(channel: "doc", lockName: "editor")
+            do {
+                try await bob.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "bob")]), lock: "editor")
+                Issue.record("bob wrote without holding the lock")
+            } catch let error as RTMError {
+                #expect(error.code == .storageLockNotAcquired, "\(error)")
+            }
+            let written = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "alice")]), lock: "editor")
+            #expect(written["k"]?.value == "alice")
+            #expect(try await bob.getChannelMetadata("doc")["k"]?.value == "alice")
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    @Test("issue 13, §2.11: a metadata change on node A reaches subscribers on node B as a storage event (channel members withMetadata, user-metadata watchers)")
+    func storageEventsAcrossNodes() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            try await bob.subscribe("doc", options: SubscribeOptions(withMetadata: true))
+            _ = try await bob.subscribeUserMetadata(userId: "alice")
+            try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "topic", value: "cluster")]))
+            let channelEvent = await bobEvents.first(within: soon) {
+                if case .storage(let e) = $0 { e.storageType == .channel && e.kind != .snapshot } else { false }
+            }
+            guard case .storage(let channel)? = channelEvent else { Issue.record("no channel storage event on node B"); return }
+            #expect(channel.target == "doc" && channel.metadata["topic"]?.value == "cluster" && channel.metadata.majorRevision == 1)
+            try await alice.setUserMetadata(Metadata(items: [MetadataItem(key: "mood", value: "calm")]))
+            let userEvent = await bobEvents.first(within: soon) {
+                if case .storage(let e) = $0 { e.storageType == .user && e.kind != .snapshot } else { false }
+            }
+            guard case .storage(let user)? = userEvent else { Issue.record("no user storage event on node B"); return }
+            #expect(user.target == "alice" && user.metadata["mood"]?.value == "calm")
+            // Each change once on B (its own writes are not announced back to it, a re-read is not repeated).
+            try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "topic", value: "again")]))
+            _ = await bobEvents.first(within: soon) {
+                if case .storage(let e) = $0 { e.metadata["topic"]?.value == "again" } else { false }
+            }
+            let revisions = await bobEvents.all.compactMap { event -> Int64? in
+                if case .storage(let e) = event, e.storageType == .channel, e.kind != .snapshot { e.metadata.majorRevision } else { nil }
+            }
+            #expect(revisions == [1, 2])
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    @Test("issue 13, §2.8: a message stored in history on node A is served by node B")
+    func historyFromAnyNode() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            for i in 1...3 { _ = try await alice.publish(channel: "room", message: "h\(i)", storeInHistory: true) }
+            let page = try await bob.getMessages(channel: "room")
+            #expect(page.messages.map(\.text) == ["h3", "h2", "h1"])
+            #expect(Set(page.messages.map(\.ts)).count == 3)   // unique timestamps (the cursor)
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    @Test("issue 13, §2.12: two nodes acquire one lock at once: exactly one owner each round, and fencing tokens increase across nodes")
+    func lockAcquireAcrossNodes() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            try await alice.setLock(channel: "doc", lockName: "L", ttl: 10)
+            var last: UInt64 = 0
+            for round in 1...10 {
+                async let fromA = Self.acquire(alice)
+                async let fromB = Self.acquire(bob)
+                let results = await [fromA, fromB]
+                let tokens = results.compactMap(\.value)
+                #expect(tokens.count == 1, "round \(round): \(results)")
+                #expect(results.filter { $0 == .failed(.lockAcquireFailed) }.count == 1, "round \(round): \(results)")
+                guard let token = tokens.first else { continue }
+                #expect(token > last, "round \(round): token \(token) after \(last)")
+                last = token
+                let owner = results[0].value == token ? alice : bob
+                #expect(try await alice.getLocks(channel: "doc") == bob.getLocks(channel: "doc"))
+                #expect(try await bob.getLocks(channel: "doc").first?.fencingToken == token)
+                try await owner.releaseLock(channel: "doc", lockName: "L")
+            }
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    private static func acquire(_ client: RTMClient, retry: Bool = false) async -> Outcome<UInt64> {
+        do { return .ok(try await client.acquireLock(channel: "doc", lockName: "L", retry: retry)) } catch { return .failed(error.code) }
+    }
+
+    @Test("issue 13, §2.12: a waiter (retry) on node B gets the lock released on node A, with a larger token; members on both nodes see the events")
+    func waiterOnOtherNode() async throws {
+        try await withCluster { a, b in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await alice.setLock(channel: "doc", lockName: "L", ttl: 10)
+            #expect(await bobEvents.first(within: soon, where: Self.lock(.lockSet)) != nil)   // A's change, seen on B
+            let first = try await alice.acquireLock(channel: "doc", lockName: "L")
+            #expect(await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "alice")) != nil)
+            async let waited = Self.acquire(bob, retry: true)
+            // Bob waits on B; the lock is released on A.
+            #expect(await Self.waitUntil { b.server.hub.clusterLocks?.awaited.isEmpty == false })
+            try await alice.releaseLock(channel: "doc", lockName: "L")
+            let second = try #require(await waited.value)
+            #expect(second > first)
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
+            #expect(await bobEvents.first(within: soon, where: Self.lock(.lockReleased)) != nil)
+            #expect(try await alice.getLocks(channel: "doc") == [LockDetail(lockName: "L", owner: "bob", ttl: 10, fencingToken: second)])
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    @Test("issue 13, §2.12: locks of a node that dies abruptly are released TTL after the survivors declare it dead; the next owner gets a larger token")
+    func deadNodeLocksReleased() async throws {
+        try await withCluster { a, b in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await bob.setLock(channel: "doc", lockName: "L", ttl: 1)
+            let held = try await bob.acquireLock(channel: "doc", lockName: "L")
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
+            // Node B is cut from the database at once: no more lease, no more writes (as after a
+            // kill -9); bob's socket to B stays open, so nothing on B declares him offline.
+            await b.server.configuration.backplane?.stop()
+            await b.server.configuration.sharedServices?.stop()
+            let died = ContinuousClock.now
+            let declared = await Self.waitUntil { a.server.hub.cluster.deadNodes == ["b"] }
+            #expect(declared)
+            let declaredAt = ContinuousClock.now
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockReleased)) != nil)
+            let released = ContinuousClock.now
+            #expect(released - declaredAt >= .milliseconds(900), "released \(released - declaredAt) after the death was declared")
+            #expect(released - died < .seconds(4))
+            let next = try await alice.acquireLock(channel: "doc", lockName: "L")
+            #expect(next > held)
+            await alice.logout()
+        }
+    }
+
+    @Test("issue 13, §2.12: `rtm serve --postgres` processes: the node of a lock's owner killed with SIGKILL: the lock is released TTL after the survivor declares it dead, and the next owner's token is larger")
+    func killedNodeProcessReleasesLocks() async throws {
+        try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "0.5", "--test-lock-ttl-min", "1"]) { _, nodes in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: nodes[0].port)
+            let (bob, _) = try await Harness.client("bob", port: nodes[1].port)
+            try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await bob.setLock(channel: "doc", lockName: "L", ttl: 2)
+            let held = try await bob.acquireLock(channel: "doc", lockName: "L")
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
+            nodes[1].process.kill9()
+            let killed = ContinuousClock.now
+            // Declared dead within lease + renewal interval (0.6 s), then the TTL (2 s) runs.
+            #expect(await aliceEvents.next(within: .milliseconds(1_500), where: Self.lock(.lockReleased)) == nil)
+            #expect(try await alice.getLocks(channel: "doc").first?.owner == "bob")
+            #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockReleased)) != nil)
+            #expect(ContinuousClock.now - killed >= .seconds(2))
+            #expect(try await alice.acquireLock(channel: "doc", lockName: "L") > held)
+            await alice.logout()
+            await bob.logout()
+        }
+    }
+
+    /// Polls `condition` (bounded).
+    private static func waitUntil(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + soon
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+}

@@ -1,0 +1,148 @@
+import Dispatch
+import Foundation
+import Logging
+import RTMPostgres
+import RTMProtocol
+import RTMServer
+import RTMTestSupport
+import Testing
+
+/// The cluster's metadata, history and locks store (issue 13 item 4) on a real PostgreSQL
+/// started for the test, used by two nodes at once.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct PostgresServicesTests {
+    private static let logger = Logger(label: "test.postgres.services")
+
+    /// Two nodes' services on one fresh database.
+    private func withServices(_ body: (PostgresServices, PostgresServices) async throws -> Void) async throws {
+        try await withTwoNodes(open: { location, node in
+            let services = PostgresServices(location: location, node: node, logger: Self.logger)
+            try await services.start()
+            return services
+        }, stop: { await $0.stop() }, body)
+    }
+
+    private func call<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await offPool(body)
+    }
+
+    private struct Outdated: Error {}
+
+    @Test("issue 13, §2.11: two nodes' read-check-write of one set, made to overlap: the second runs after the first committed and sees its revision")
+    func metadataWritesExcludeEachOther() async throws {
+        try await withServices { a, b in
+            let key = StorageKey(appId: "app", type: .channel, target: "doc")
+            _ = try await call { try a.modifyMetadata(key, requiredLock: nil) { _ in Metadata(majorRevision: 1, items: [MetadataItem(key: "k", value: "v")]) } }
+            // Each write expects revision 1 and takes 200 ms between its read and its write: without
+            // mutual exclusion both would read 1 and both would win.
+            @Sendable func write(_ store: PostgresServices, _ value: String) async -> Bool {
+                (try? await call {
+                    try store.modifyMetadata(key, requiredLock: nil) { current in
+                        guard current?.majorRevision == 1 else { throw Outdated() }
+                        Thread.sleep(forTimeInterval: 0.2)   // widens the race window on purpose
+                        return Metadata(majorRevision: 2, items: [MetadataItem(key: "k", value: value)])
+                    }
+                }) != nil
+            }
+            async let fromA = write(a, "a")
+            async let fromB = write(b, "b")
+            let won = await [fromA, fromB]
+            #expect(won.filter { $0 }.count == 1, "\(won)")
+            let stored = try await call { try b.loadMetadata(key) }
+            #expect(stored?.majorRevision == 2 && stored?["k"]?.value == (won[0] ? "a" : "b"))
+        }
+    }
+
+    @Test("issue 13, §2.11: a lock-guarded write is refused in its transaction unless the writer holds the lock")
+    func lockGuard() async throws {
+        try await withServices { a, b in
+            let key = StorageKey(appId: "app", type: .channel, target: "doc")
+            _ = try await a.perform(.set(ttl: 10, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
+            _ = try await a.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice")
+            let guarded: @Sendable (PostgresServices, String) throws -> Metadata = { store, user in
+                try store.modifyMetadata(key, requiredLock: MetadataLockGuard(lockName: "L", owner: user)) { _ in
+                    Metadata(majorRevision: 1, items: [MetadataItem(key: "k", value: user)])
+                }
+            }
+            await #expect(throws: SharedStoreRefusal(code: .storageLockNotAcquired, reason: "the write needs lock 'L', which 'bob' does not hold")) {
+                try await call { try guarded(b, "bob") }
+            }
+            #expect(try await call { try guarded(b, "alice") }["k"]?.value == "alice")
+        }
+    }
+
+    @Test("issue 13, §2.8: two nodes append to one channel's history at the same millisecond: every message stored once, timestamps unique")
+    func historyAcrossNodes() async throws {
+        try await withServices { a, b in
+            @Sendable func append(_ store: PostgresServices, _ prefix: String) async throws {
+                for i in 1...20 {
+                    let message = HistoryMessage(publisher: prefix, text: "\(prefix)\(i)", data: nil, customType: nil, ts: 5_000)
+                    let record = HistoryRecord(appId: "app", channelType: "message", channel: "room", message: message, dedupKey: "\(prefix):\(i)")
+                    #expect(try await call { try store.appendHistory(record) })
+                }
+            }
+            async let fromA: Void = append(a, "a")
+            async let fromB: Void = append(b, "b")
+            _ = try await (fromA, fromB)
+            // A resend (same dedup key) is stored once.
+            let resend = HistoryRecord(appId: "app", channelType: "message", channel: "room",
+                                       message: HistoryMessage(publisher: "a", text: "a1", data: nil, customType: nil, ts: 9_000), dedupKey: "a:1")
+            #expect(try await call { try b.appendHistory(resend) } == false)
+            let page = try await call { try b.history(appId: "app", channelType: "message", channel: "room", start: .max, end: 0, limit: 100) }
+            #expect(page.count == 40 && Set(page.map(\.ts)).count == 40)
+            #expect(page.map(\.ts) == page.map(\.ts).sorted(by: >))
+        }
+    }
+
+    @Test("issue 13, §2.12: an owner offline through node a and back on node b keeps its lock; node b declared dead: released TTL later by a sweep on a")
+    func lockTTLAcrossNodes() async throws {
+        try await withServices { a, b in
+            _ = try await a.perform(.set(ttl: 1, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
+            guard case .done(let held, _) = try await a.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice") else {
+                Issue.record("not acquired"); return
+            }
+            try await a.ownerOffline(appId: "app", user: "alice")
+            try await b.ownerOnline(appId: "app", user: "alice")   // back within the TTL, on node b
+            try await a.nodeDied("a")   // not alice's node any more
+            let deadline = ContinuousClock.now + .milliseconds(1_500)
+            while ContinuousClock.now < deadline {
+                #expect(try await a.sweep().isEmpty)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(try await b.locks(appId: "app", channel: "doc") == [held])
+            try await a.nodeDied("b")
+            let declared = ContinuousClock.now
+            #expect(try await a.sweep().isEmpty)   // due only after the TTL
+            var released: [SharedLockChange] = []
+            while released.isEmpty, ContinuousClock.now < declared + .seconds(5) {
+                released = try await a.sweep()
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(ContinuousClock.now - declared >= .milliseconds(900))
+            #expect(released == [SharedLockChange(appId: "app", channel: "doc", kind: .lockReleased, detail: LockDetail(lockName: "L", ttl: 1))])
+            guard case .done(let next, _) = try await b.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "bob") else {
+                Issue.record("not acquired after the release"); return
+            }
+            #expect(next.fencingToken > held.fencingToken)
+        }
+    }
+
+    @Test("issue 13, §2.12: a node restarted under the same id (before being declared dead) lets the locks of its previous run go after their TTL")
+    func restartedNodeReleasesItsOldLocks() async throws {
+        try await withServices { a, b in
+            _ = try await a.perform(.set(ttl: 1, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
+            _ = try await a.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice")
+            #expect(try await b.sweep().isEmpty)
+            let restarted = PostgresServices(location: a.location, node: "a", logger: Self.logger)
+            try await restarted.start()
+            let started = ContinuousClock.now
+            var released: [SharedLockChange] = []
+            while released.isEmpty, ContinuousClock.now < started + .seconds(5) {
+                released = try await b.sweep()
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(released.map(\.detail.lockName) == ["L"] && ContinuousClock.now - started >= .milliseconds(900))
+            await restarted.stop()
+        }
+    }
+}
