@@ -14,7 +14,10 @@ public actor ChannelLogWriter {
     private let node: String
     private let maxBatch: Int
     private let logger: Logger
+    private let commitTimeout: Duration
     private var waiting: [Waiting] = []
+    /// The group commit in flight (cancelled by `abandonInFlight`).
+    private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
     private var notifying = false
     private var notifyAgain = false
@@ -24,7 +27,11 @@ public actor ChannelLogWriter {
     public private(set) var committed = 0
 
     /// `maxBatch`: the most messages in one transaction (a larger wait is split).
-    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, logger: Logger) {
+    /// `commitTimeout`: how long one group commit may take, waiting for a pool connection
+    /// included, before its publishes are refused (a database that went away without closing
+    /// its connections; a pool that cannot connect).
+    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, commitTimeout: Duration = .seconds(5), logger: Logger) {
+        self.commitTimeout = commitTimeout
         self.log = log
         self.node = node
         self.maxBatch = max(1, maxBatch)
@@ -54,7 +61,11 @@ public actor ChannelLogWriter {
                 count += first.items.count
             }
             do {
-                let receipts = try await log.append(batch.flatMap(\.items), node: node)
+                let (log, node, items, timeout) = (self.log, self.node, batch.flatMap(\.items), commitTimeout)
+                let commit = Task { try await Self.append(items, node: node, to: log, within: timeout) }
+                current = commit
+                let receipts = try await commit.value
+                current = nil
                 commits += 1
                 committed += receipts.count
                 var start = 0
@@ -64,10 +75,41 @@ public actor ChannelLogWriter {
                 }
                 wakeFollowers()
             } catch {
+                current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
             }
         }
         running = false
+    }
+
+    /// The database link went down (the listening connection lost): the group commit in flight
+    /// is refused now rather than when the pool gives up. Its transaction was aborted with its
+    /// connection, or it still waits for a connection and never reached the database; only a
+    /// commit whose answer was lost with the connection can have been stored (then it is
+    /// delivered though its publisher was told it failed).
+    public func abandonInFlight() {
+        current?.cancel()
+    }
+
+    /// `log.append`, or `CommitTimedOut` after `timeout` (the append is then cancelled).
+    private static func append(_ items: [ChannelLogAppend], node: String, to log: PostgresChannelLog,
+                               within timeout: Duration) async throws -> [ChannelLogReceipt] {
+        try await withThrowingTaskGroup(of: [ChannelLogReceipt]?.self) { group in
+            group.addTask { try await log.append(items, node: node) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let receipts = try await group.next() ?? nil else { throw CommitTimedOut(timeout: timeout) }
+            return receipts
+        }
+    }
+
+    /// A group commit that got no answer in time.
+    public struct CommitTimedOut: Error, CustomStringConvertible {
+        public let timeout: Duration
+        public var description: String { "the database did not commit within \(timeout)" }
     }
 
     /// One `NOTIFY` at a time, outside every publish transaction; commits during one are
