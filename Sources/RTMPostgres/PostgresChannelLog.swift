@@ -116,7 +116,7 @@ public struct PostgresChannelLog: Sendable {
     /// and the cursor after them (unchanged when there are none).
     public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
         let rows = try await client.query("""
-            SELECT xid::text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts
+            SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts
             FROM rtm_channel_log
             WHERE (xid, pos) > (\(String(cursor.xid))::text::xid8, \(cursor.pos))
               AND xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -125,13 +125,23 @@ public struct PostgresChannelLog: Sendable {
             """, logger: logger)
         var entries: [ChannelLogEntry] = []
         var position = cursor
-        typealias Row = (String, Int64, String, String, Int64, String, String, String, Int64?, String?, Bool, ByteBuffer, Int64)
-        for try await (xid, pos, app, channel, seq, epoch, publisher, node, msgId, customType, isText, payload, millis) in rows.decode(Row.self) {
-            position = ChannelLogCursor(xid: UInt64(xid) ?? position.xid, pos: pos)
-            entries.append(ChannelLogEntry(appId: app, channel: channel, seq: seq, epoch: epoch, publisher: publisher, node: node,
-                                           msgId: msgId.map { UInt64(bitPattern: $0) }, customType: customType, isText: isText,
-                                           payload: payload, millis: millis))
+        // Cell by cell: decoding each row as one 13-element tuple made the runtime look up the
+        // tuple's type metadata (a lock and a hash) for every row, a third of a node's time
+        // when following 50,000 messages a second.
+        var lastXid: String?
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            lastXid = try cells[0].decode(String.self)
+            let msgId = try cells[8].decode(Int64?.self)
+            entries.append(ChannelLogEntry(appId: try cells[2].decode(String.self), channel: try cells[3].decode(String.self),
+                                           seq: try cells[4].decode(Int64.self), epoch: try cells[5].decode(String.self),
+                                           publisher: try cells[6].decode(String.self), node: try cells[7].decode(String.self),
+                                           msgId: msgId.map { UInt64(bitPattern: $0) }, customType: try cells[9].decode(String?.self),
+                                           isText: try cells[10].decode(Bool.self), payload: try cells[11].decode(ByteBuffer.self),
+                                           millis: try cells[12].decode(Int64.self)))
+            position.pos = try cells[1].decode(Int64.self)
         }
+        if let lastXid { position.xid = UInt64(lastXid) ?? position.xid }
         return (entries, position)
     }
 
