@@ -6,7 +6,8 @@ import NIOPosix
 /// One process's share of `rtm bench cluster-failover`: N lean clients logged in and subscribed
 /// on the nodes of a cluster (client i on node i mod nodes), each knowing every node, as the SDK
 /// does with several endpoints (issue 13 item 6): when its connection dies it tries the next node
-/// round the list after the SDK's jittered backoff (SPEC R-1: 2, 4, 8 … s capped at 64 s, each
+/// of its order (its home, then the others shuffled, as the SDK shuffles its endpoints) after
+/// the SDK's jittered backoff (SPEC R-1: 2, 4, 8 … s capped at 64 s, each
 /// × [0.5, 1]; admission control's "retry later" is honoured, T-9), logs in and subscribes
 /// again. It reports when each client lost its link and when it was back, logged in and
 /// subscribed (CLOCK_MONOTONIC, the same clock in every process of the machine).
@@ -138,19 +139,26 @@ final class FailoverClient: @unchecked Sendable {
     private let userId: String
     private let channel: String
     private let list: PeerList
-    private var node: Int
+    /// The nodes in the order it tries them: its home, then the others shuffled (the SDK
+    /// shuffles its endpoints: a dead node's clients spread over the survivors).
+    private let order: [Int]
+    private var position = 0
+    private var node: Int { order[position] }
     private var attempts = 0
     /// Every link it opened (a socket's delegate is unowned: its peer must outlive it).
     private var links: [FailoverLink] = []
     private var current: FailoverLink?
     private var first: EventLoopPromise<Void>?
+    /// The run is over: a closed link is not retried.
+    private var stopping = false
 
     init(index: Int, options: FailoverClients.Options, loop: any EventLoop, list: PeerList) {
         self.options = options
         self.loop = loop
         self.list = list
-        self.home = index % options.nodes.count
-        self.node = home
+        let home = index % options.nodes.count
+        self.home = home
+        self.order = [home] + (0..<options.nodes.count).filter { $0 != home }.shuffled()
         self.userId = "fo-\(options.tag)-\(index)"
         self.channel = "fo-\(index % max(1, options.channels))"
     }
@@ -215,7 +223,7 @@ final class FailoverClient: @unchecked Sendable {
 
     /// The link that was up closed.
     fileprivate func lost(_ link: FailoverLink) {
-        guard link === current else { return }
+        guard link === current, !stopping else { return }
         current = nil
         let now = BenchClock.now()
         let node = self.node
@@ -230,14 +238,16 @@ final class FailoverClient: @unchecked Sendable {
 
     /// The next endpoint after the SDK's backoff.
     private func retry() {
+        guard !stopping else { return }
         attempts += 1
-        node = (node + 1) % options.nodes.count
+        position = (position + 1) % order.count
         let base = min(options.backoffMax, options.backoffInitial * Double(1 << min(attempts - 1, 30)))
         let delay = base * Double.random(in: 0.5...1)
         loop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in attempt() }
     }
 
     func close() {
+        stopping = true
         let link = current
         current = nil
         link?.socket.close()

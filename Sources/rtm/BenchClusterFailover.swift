@@ -42,6 +42,8 @@ struct ClusterFailover: AsyncParsableCommand {
         var p99Seconds: Double
         var maxSeconds: Double
         var otherNodesLinksLost: Int
+        /// When the other nodes' clients lost their links, seconds from the kill (first, last).
+        var otherLossesFromKill: [Double]
         var backPerNode: [Int]
 
         var text: String {
@@ -50,7 +52,7 @@ struct ClusterFailover: AsyncParsableCommand {
               all back on the other nodes and resubscribed after  \(allBackSeconds.map { String(format: "%.2f s", $0) } ?? "NOT ALL BACK")
               back after the kill  p50=\(String(format: "%.2f", p50Seconds)) s  p99=\(String(format: "%.2f", p99Seconds)) s  max=\(String(format: "%.2f", maxSeconds)) s
               came back on nodes 1…\(nodes - 1)  \(backPerNode.dropLast().map(String.init).joined(separator: " / "))
-              stuck=\(stuck)  links lost on the other nodes=\(otherNodesLinksLost)
+              stuck=\(stuck)  links lost on the other nodes=\(otherNodesLinksLost)\(otherLossesFromKill.isEmpty ? "" : String(format: " (%.2f … %.2f s after the kill)", otherLossesFromKill[0], otherLossesFromKill[1]))
             """
         }
     }
@@ -115,9 +117,16 @@ struct ClusterFailover: AsyncParsableCommand {
         let result = Result(nodes: nodes, clients: clients, victimClients: victimClients, back: times.count,
                             stuck: victimClients - times.count, allBackSeconds: times.count == victimClients ? times.last : nil,
                             p50Seconds: percentile(0.5), p99Seconds: percentile(0.99), maxSeconds: times.last ?? 0,
-                            otherNodesLinksLost: losses.count - victimLosses.count, backPerNode: backPerNode)
+                            otherNodesLinksLost: losses.count - victimLosses.count,
+                            otherLossesFromKill: Self.range(losses.filter { $0.node != victim }.map { (Double($0.lostAt) - Double(killedAt)) / 1e9 }),
+                            backPerNode: backPerNode)
         try BenchOutput.print(result, text: result.text, json: json)
         if result.stuck > 0 { throw ExitCode(2) }
+    }
+
+    private static func range(_ values: [Double]) -> [Double] {
+        guard let low = values.min(), let high = values.max() else { return [] }
+        return [low, high]
     }
 
     private static func contents(_ path: String) -> String {
