@@ -27,9 +27,9 @@ public actor ChannelLogWriter {
     public private(set) var committed = 0
 
     /// `maxBatch`: the most messages in one transaction (a larger wait is split).
-    /// `commitTimeout`: how long one group commit may take, waiting for a pool connection
-    /// included, before its publishes are refused (a database that went away without closing
-    /// its connections; a pool that cannot connect).
+    /// `commitTimeout`: how long one group commit may wait for a pool connection (a database
+    /// that cannot be reached) before its publishes are refused. A statement already sent ends
+    /// when its connection answers or fails (PostgresNIO does not abandon a query in flight).
     public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, commitTimeout: Duration = .seconds(5), logger: Logger) {
         self.commitTimeout = commitTimeout
         self.log = log
@@ -91,7 +91,8 @@ public actor ChannelLogWriter {
         current?.cancel()
     }
 
-    /// `log.append`, or `CommitTimedOut` after `timeout` (the append is then cancelled).
+    /// `log.append`, or `CommitTimedOut` once `timeout` passed and the append gave way to the
+    /// cancellation (at once while it waits for a connection).
     private static func append(_ items: [ChannelLogAppend], node: String, to log: PostgresChannelLog,
                                within timeout: Duration) async throws -> [ChannelLogReceipt] {
         try await withThrowingTaskGroup(of: [ChannelLogReceipt]?.self) { group in
