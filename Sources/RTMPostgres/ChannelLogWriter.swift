@@ -1,4 +1,7 @@
 import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// A node's one writer to the channel log: group commit. Publishes that arrive while a
@@ -15,6 +18,10 @@ public actor ChannelLogWriter {
     private let maxBatch: Int
     private let logger: Logger
     private let commitTimeout: Duration
+    private var commitTimeoutNanos: Int64 {
+        let (seconds, attoseconds) = commitTimeout.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
     private var waiting: [Waiting] = []
     /// The group commit in flight (cancelled by `abandonInFlight`).
     private var current: Task<[ChannelLogReceipt], any Error>?
@@ -61,11 +68,20 @@ public actor ChannelLogWriter {
                 count += first.items.count
             }
             do {
-                let (log, node, items, timeout) = (self.log, self.node, batch.flatMap(\.items), commitTimeout)
-                let commit = Task { try await Self.append(items, node: node, to: log, within: timeout) }
+                let (log, node, items) = (self.log, self.node, batch.flatMap(\.items))
+                let commit = Task { try await log.append(items, node: node) }
                 current = commit
-                let receipts = try await commit.value
+                // The deadline cancels the commit: at once while it waits for a connection.
+                let timedOut = NIOLockedValueBox(false)
+                let deadline = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(commitTimeoutNanos)) {
+                    timedOut.withLockedValue { $0 = true }
+                    commit.cancel()
+                }
+                let outcome = await commit.result
+                deadline.cancel()
                 current = nil
+                if case .failure = outcome, timedOut.withLockedValue({ $0 }) { throw CommitTimedOut(timeout: commitTimeout) }
+                let receipts = try outcome.get()
                 commits += 1
                 committed += receipts.count
                 var start = 0
@@ -89,22 +105,6 @@ public actor ChannelLogWriter {
     /// delivered though its publisher was told it failed).
     public func abandonInFlight() {
         current?.cancel()
-    }
-
-    /// `log.append`, or `CommitTimedOut` once `timeout` passed and the append gave way to the
-    /// cancellation (at once while it waits for a connection).
-    private static func append(_ items: [ChannelLogAppend], node: String, to log: PostgresChannelLog,
-                               within timeout: Duration) async throws -> [ChannelLogReceipt] {
-        try await withThrowingTaskGroup(of: [ChannelLogReceipt]?.self) { group in
-            group.addTask { try await log.append(items, node: node) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let receipts = try await group.next() ?? nil else { throw CommitTimedOut(timeout: timeout) }
-            return receipts
-        }
     }
 
     /// A group commit that got no answer in time.
