@@ -126,7 +126,8 @@ let package = Package(
             .unsafeFlags(["-enforce-exclusivity=unchecked"]),
         ]),
         .executableTarget(name: "rtm", dependencies: [
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres",
+            // RTMTestSupport: `rtm bench cluster` starts a throwaway PostgreSQL as the tests do.
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMTestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

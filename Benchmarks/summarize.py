@@ -13,7 +13,7 @@ def norm(r):
         "p50": r.get("p50Micros", r.get("p50us", 0.0)) / 1000,
         "p99": r.get("p99Micros", r.get("p99us", 0.0)) / 1000,
         "p999": r.get("p999Micros", r.get("p999us", 0.0)) / 1000,
-        "lost": r.get("lost", 0) + r.get("outOfOrder", 0) + r.get("undelivered", 0),
+        "lost": r.get("lost", 0) + r.get("outOfOrder", 0) + r.get("duplicated", 0) + r.get("undelivered", 0),
         "server_cpu": r.get("serverCores", r.get("serverCPU")),
         "client_cpu": r.get("clientCores", r.get("clientCPU")),
     }

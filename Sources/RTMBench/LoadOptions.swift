@@ -68,6 +68,30 @@ public struct LoadOptions: Sendable {
         return taken
     }
 
+    /// Cluster runs (`rtm bench cluster`): the nodes' endpoints, one service over one database.
+    /// Empty: `host`/`port` alone. Group g's publisher connects to node g mod N; its subscribers
+    /// as `placement` says.
+    public var nodes: [BenchEndpoint] = []
+    /// Where a group's subscribers connect in a cluster run.
+    public var placement: BenchPlacement = .remote
+
+    /// The endpoint of group `group`'s publisher.
+    public func publisherEndpoint(group: Int) -> BenchEndpoint {
+        nodes.isEmpty ? BenchEndpoint(host: host, port: port) : nodes[group % nodes.count]
+    }
+
+    /// The endpoint of the `index`-th subscriber (0-based) of group `group`: with `.remote`,
+    /// round the nodes other than the publisher's (every delivery crosses the database to
+    /// another node); with `.spread`, round all of them, the publisher's included.
+    public func subscriberEndpoint(group: Int, index: Int) -> BenchEndpoint {
+        guard nodes.count > 1 else { return publisherEndpoint(group: group) }
+        let home = group % nodes.count
+        switch placement {
+        case .remote: return nodes[(home + 1 + index % (nodes.count - 1)) % nodes.count]
+        case .spread: return nodes[(home + index) % nodes.count]
+        }
+    }
+
     public init() {}
 
     /// Parses `ws://host:port[/path]`.
@@ -85,6 +109,24 @@ public struct LoadOptions: Sendable {
         host = String(rest[..<colon])
         port = p
     }
+}
+
+/// One node a bench client connects to.
+public struct BenchEndpoint: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// Where a cluster run's subscribers connect (`LoadOptions.placement`).
+public enum BenchPlacement: String, Sendable, Codable, CaseIterable {
+    /// Only on nodes other than their publisher's: every delivery is a cross-node one.
+    case remote
+    /// Over all nodes, the publisher's included (the fan-out a cluster gives a channel).
+    case spread
 }
 
 /// A benchmark that could not run, and why.

@@ -219,10 +219,32 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
         record(sent: sent, seq: seq, now: now)
     }
 
+    /// Numbers skipped (counted lost) that may still arrive late: then they count as out of
+    /// order instead, and a number at or below the last that is not one of them as duplicated.
+    /// Bounded (only a broken run fills it).
+    private var missing = Set<UInt64>()
+
     @inline(__always)
     private func record(sent: UInt64, seq: UInt64, now: UInt64) {
-        if seq > last + 1 { stats.lost += seq - last - 1 }
-        if seq <= last { stats.outOfOrder += 1 } else { last = seq; progress.store(seq, ordering: .relaxed) }
+        if seq > last + 1 {
+            stats.lost += seq - last - 1
+            var skipped = last + 1
+            while skipped < seq && missing.count < 100_000 {
+                missing.insert(skipped)
+                skipped += 1
+            }
+        }
+        if seq <= last {
+            if missing.remove(seq) != nil {
+                stats.lost -= 1
+                stats.outOfOrder += 1
+            } else {
+                stats.duplicated += 1
+            }
+        } else {
+            last = seq
+            progress.store(seq, ordering: .relaxed)
+        }
         stats.allDeliveries += 1
         if sent >= measure.start && sent < measure.end {
             stats.deliveries += 1

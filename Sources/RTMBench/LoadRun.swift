@@ -39,7 +39,8 @@ public enum LoadRun {
                 let groupIndex = i / options.subscribersPerGroup
                 let loopIndex = (groupIndex + 1 + i) % loops.count
                 let loop = loops[loopIndex]
-                let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol,
+                let node = options.subscriberEndpoint(group: groupIndex, index: i % options.subscribersPerGroup)
+                let socket = BenchSocket(index: i, host: node.host, port: node.port, path: options.path, subprotocol: subscriberSubprotocol,
                                          unmasked: options.unmaskedShortcut)
                 let list = lists[loopIndex]
                 let subscriber = try await loop.submit {
@@ -52,7 +53,7 @@ public enum LoadRun {
                 subscribers.append(subscriber)
                 peersByLoop[loopIndex].append(subscriber)
                 let source = total > 20_000 ? "127.0.0.\(1 + i / 20_000)" : nil
-                readies.append(BenchSocket.connect(socket, host: options.host, port: options.port, source: source, loop: loop)
+                readies.append(BenchSocket.connect(socket, host: node.host, port: node.port, source: source, loop: loop)
                     .flatMap { subscriber.ready.futureResult })
             }
             for ready in readies { try await ready.get() }
@@ -61,7 +62,8 @@ public enum LoadRun {
         var publishers: [BenchPublisher] = []
         for g in 0..<options.groups {
             let loop = loops[g % loops.count]
-            let socket = BenchSocket(index: total + g, host: options.host, port: options.port, path: options.path, subprotocol: subscriberSubprotocol,
+            let node = options.publisherEndpoint(group: g)
+            let socket = BenchSocket(index: total + g, host: node.host, port: node.port, path: options.path, subprotocol: subscriberSubprotocol,
                                      unmasked: options.unmaskedShortcut)
             let list = lists[g % loops.count]
             let publisher = try await loop.submit {
@@ -77,7 +79,7 @@ public enum LoadRun {
             try await loop.submit { publisher.subscribers = mine }.get()
             publishers.append(publisher)
             peersByLoop[g % loops.count].append(publisher)
-            try await BenchSocket.connect(socket, host: options.host, port: options.port, source: nil, loop: loop).get()
+            try await BenchSocket.connect(socket, host: node.host, port: node.port, source: nil, loop: loop).get()
             try await publisher.ready.futureResult.get()
         }
         let setupSeconds = Double(BenchClock.now() - setupStart) / 1e9
@@ -137,13 +139,14 @@ public enum LoadRun {
 
         // Gather.
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
-        var deliveries: UInt64 = 0, lost: UInt64 = 0, outOfOrder: UInt64 = 0
+        var deliveries: UInt64 = 0, lost: UInt64 = 0, outOfOrder: UInt64 = 0, duplicated: UInt64 = 0
         for (loop, s) in zip(loops, stats) {
-            let (h, d, l, o) = try await loop.submit { (s.histogram, s.deliveries, s.lost, s.outOfOrder) }.get()
+            let (h, d, l, o, dup) = try await loop.submit { (s.histogram, s.deliveries, s.lost, s.outOfOrder, s.duplicated) }.get()
             histogram.add(h)
             deliveries += d
             lost += l
             outOfOrder += o
+            duplicated += dup
         }
         let disconnected = try await subscribers.asyncMap { s in try await s.loop.submit { s.closedFlag }.get() }.filter { $0 }.count
         let errors = try await publishers.asyncMap { p in try await p.loop.submit { (p.errors, p.firstError) }.get() }
@@ -154,18 +157,25 @@ public enum LoadRun {
         let publishedInWindow = Double(published) * options.seconds / (options.seconds + options.warmup)
         let latency = LatencyFigures(histogram)
         let result = LoadResult(
-            target: "\(options.target == .floor ? "floor" : "rtm") ws://\(options.host):\(options.port)\(options.path)\(options.userMessages ? " user messages" : "")",
+            target: "\(options.target == .floor ? "floor" : "rtm") \(Self.targetURLs(options))\(options.userMessages ? " user messages" : "")",
             publishes: options.userMessages ? "binary sendUser" : options.jsonPublish ? "json" : "binary", shortcuts: options.shortcuts,
             groups: options.groups, subscribersPerGroup: options.subscribersPerGroup, size: options.payloadSize, rate: options.rate,
             measuredSeconds: measured, publishedPerSecond: publishedInWindow / measured,
             deliveriesPerSecond: Double(deliveries) / measured,
             p50Micros: latency.p50Micros, p99Micros: latency.p99Micros, p999Micros: latency.p999Micros, maxMicros: latency.maxMicros,
-            lost: lost, outOfOrder: outOfOrder, undelivered: undelivered(), disconnected: disconnected,
+            lost: lost, outOfOrder: outOfOrder, duplicated: duplicated, undelivered: undelivered(), disconnected: disconnected,
             published: published, errors: errors.map(\.0).reduce(0, +),
             clientCores: cores.client, serverCores: cores.server, machineCores: cores.machine)
         for peer in subscribers { peer.loop.execute { peer.socket.close() } }
         for peer in publishers { peer.loop.execute { peer.socket.close() } }
         return result
+    }
+
+    /// `ws://host:port/path`, or for a cluster run its nodes and the subscribers' placement.
+    private static func targetURLs(_ options: LoadOptions) -> String {
+        guard options.nodes.count > 1 else { return "ws://\(options.host):\(options.port)\(options.path)" }
+        let ports = options.nodes.map { String($0.port) }.joined(separator: ",")
+        return "cluster of \(options.nodes.count) nodes (ports \(ports)), subscribers \(options.placement == .remote ? "on other nodes than their publisher" : "spread over every node")"
     }
 
     static func sleep(until deadline: UInt64) async throws {

@@ -6,6 +6,9 @@ final class LoopStats: @unchecked Sendable {
     var allDeliveries: UInt64 = 0       // every message received
     var lost: UInt64 = 0
     var outOfOrder: UInt64 = 0
+    /// Messages received a second time (a sequence number at or below the last, not one that
+    /// was counted lost).
+    var duplicated: UInt64 = 0
     var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)   // µs
     var second = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     var secondDeliveries: UInt64 = 0
@@ -33,6 +36,8 @@ public struct LoadResult: Codable, Sendable {
     public var maxMicros: Double
     public var lost: UInt64
     public var outOfOrder: UInt64
+    /// Messages a subscriber received twice.
+    public var duplicated: UInt64
     public var undelivered: UInt64
     public var disconnected: Int
     public var published: UInt64
@@ -51,7 +56,7 @@ public struct LoadResult: Codable, Sendable {
         lines.append("  published/s   \(Int(publishedPerSecond))")
         lines.append("  deliveries/s  \(Int(deliveriesPerSecond))")
         lines.append("  " + LatencyFigures(p50Micros: p50Micros, p99Micros: p99Micros, p999Micros: p999Micros, maxMicros: maxMicros).text)
-        lines.append("  lost=\(lost) out-of-order=\(outOfOrder) undelivered=\(undelivered) disconnected=\(disconnected) published=\(published) errors=\(errors)")
+        lines.append("  lost=\(lost) duplicated=\(duplicated) out-of-order=\(outOfOrder) undelivered=\(undelivered) disconnected=\(disconnected) published=\(published) errors=\(errors)")
         let server = serverCores.map { String(format: "%.2f", $0) } ?? "?"
         lines.append("  cpu cores     client=\(String(format: "%.2f", clientCores)) server=\(server) machine=\(String(format: "%.2f", machineCores))")
         return lines.joined(separator: "\n")

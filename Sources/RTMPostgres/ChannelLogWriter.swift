@@ -1,4 +1,7 @@
 import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// A node's one writer to the channel log: group commit. Publishes that arrive while a
@@ -14,7 +17,14 @@ public actor ChannelLogWriter {
     private let node: String
     private let maxBatch: Int
     private let logger: Logger
+    private let commitTimeout: Duration
+    private var commitTimeoutNanos: Int64 {
+        let (seconds, attoseconds) = commitTimeout.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
     private var waiting: [Waiting] = []
+    /// The group commit in flight (cancelled by `abandonInFlight`).
+    private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
     private var notifying = false
     private var notifyAgain = false
@@ -24,7 +34,11 @@ public actor ChannelLogWriter {
     public private(set) var committed = 0
 
     /// `maxBatch`: the most messages in one transaction (a larger wait is split).
-    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, logger: Logger) {
+    /// `commitTimeout`: how long one group commit may wait for a pool connection (a database
+    /// that cannot be reached) before its publishes are refused. A statement already sent ends
+    /// when its connection answers or fails (PostgresNIO does not abandon a query in flight).
+    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, commitTimeout: Duration = .seconds(5), logger: Logger) {
+        self.commitTimeout = commitTimeout
         self.log = log
         self.node = node
         self.maxBatch = max(1, maxBatch)
@@ -54,7 +68,20 @@ public actor ChannelLogWriter {
                 count += first.items.count
             }
             do {
-                let receipts = try await log.append(batch.flatMap(\.items), node: node)
+                let (log, node, items) = (self.log, self.node, batch.flatMap(\.items))
+                let commit = Task { try await log.append(items, node: node) }
+                current = commit
+                // The deadline cancels the commit: at once while it waits for a connection.
+                let timedOut = NIOLockedValueBox(false)
+                let deadline = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(commitTimeoutNanos)) {
+                    timedOut.withLockedValue { $0 = true }
+                    commit.cancel()
+                }
+                let outcome = await commit.result
+                deadline.cancel()
+                current = nil
+                if case .failure = outcome, timedOut.withLockedValue({ $0 }) { throw CommitTimedOut(timeout: commitTimeout) }
+                let receipts = try outcome.get()
                 commits += 1
                 committed += receipts.count
                 var start = 0
@@ -64,10 +91,26 @@ public actor ChannelLogWriter {
                 }
                 wakeFollowers()
             } catch {
+                current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
             }
         }
         running = false
+    }
+
+    /// The database link went down (the listening connection lost): the group commit in flight
+    /// is refused now rather than when the pool gives up. Its transaction was aborted with its
+    /// connection, or it still waits for a connection and never reached the database; only a
+    /// commit whose answer was lost with the connection can have been stored (then it is
+    /// delivered though its publisher was told it failed).
+    public func abandonInFlight() {
+        current?.cancel()
+    }
+
+    /// A group commit that got no answer in time.
+    public struct CommitTimedOut: Error, CustomStringConvertible {
+        public let timeout: Duration
+        public var description: String { "the database did not commit within \(timeout)" }
     }
 
     /// One `NOTIFY` at a time, outside every publish transaction; commits during one are

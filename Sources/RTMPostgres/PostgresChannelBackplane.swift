@@ -64,14 +64,16 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         tasks.withLockedValue { $0.append(running) }
         try await PostgresSchema.migrate(client, logger: logger)
         let (started, didStart) = AsyncStream<Void>.makeStream()
-        let follower = self.follower, logger = self.logger
+        let follower = self.follower, logger = self.logger, writer = self.writer
         let following = Task {
             do {
                 try await follower.run(started: { didStart.finish() }) { event in
                     switch event {
                     case .messages(let entries): await deliver(.messages(entries.map(Self.message)))
                     case .gaps(let gaps): await deliver(.gaps(gaps.map(Self.gap)))
-                    case .link(let up): await deliver(.link(up: up))
+                    case .link(let up):
+                        if !up { await writer.abandonInFlight() }   // refused now, not when the pool gives up
+                        await deliver(.link(up: up))
                     }
                 }
             } catch {

@@ -13,25 +13,48 @@ extension ConnectionHandler {
         }
     }
 
+    /// A run waiting for its turn through the backplane, and what to do with its outcome.
+    struct ClusterPublishRun {
+        let messages: [Hub.Outgoing]
+        let then: (ConnectionHandler, ChannelHandlerContext, Result<(seqs: [UInt64], epoch: String?), any Error>) -> Void
+    }
+
     /// Publishes `run` through the backplane; `then` runs on this connection's event loop with
     /// the sequence numbers and the channel's epoch (nil when every message was a resend).
+    /// A channel's runs go in read order, one call at a time (`ClusterPublishQueue`, M-3).
     func publishThroughBackplane(_ backplane: any ChannelBackplane, _ run: [Hub.Outgoing], channel: String, key: UserKey,
                                  context: ChannelHandlerContext,
                                  then: @escaping (ConnectionHandler, ChannelHandlerContext, Result<(seqs: [UInt64], epoch: String?), any Error>) -> Void) {
+        guard let runs = clusterPublishes.add(ClusterPublishRun(messages: run, then: then), channel: channel) else { return }
+        commitThroughBackplane(backplane, runs, channel: channel, key: key, context: context)
+    }
+
+    /// One backplane call for `runs` (one channel), then the next runs of the channel, if any.
+    private func commitThroughBackplane(_ backplane: any ChannelBackplane, _ runs: [ClusterPublishRun], channel: String, key: UserKey,
+                                        context: ChannelHandlerContext) {
         let hub = self.hub
         let loop = context.eventLoop
-        let bound = NIOLoopBound((self, context, then), eventLoop: loop)
+        let bound = NIOLoopBound((self, context, runs), eventLoop: loop)
+        let messages = runs.count == 1 ? runs[0].messages : runs.flatMap(\.messages)
         Task {
             let result: Result<(seqs: [UInt64], epoch: String?), any Error>
             do {
                 result = .success(try await hub.publishThroughBackplane(backplane, appId: key.appId, channel: channel,
-                                                                          publisher: key, messages: run))
+                                                                          publisher: key, messages: messages))
             } catch {
                 result = .failure(error)
             }
             loop.execute {
-                let (handler, context, then) = bound.value
-                then(handler, context, result)
+                let (handler, context, runs) = bound.value
+                var start = 0
+                for run in runs {
+                    let end = start + run.messages.count
+                    run.then(handler, context, result.map { (Array($0.seqs[start..<end]), $0.epoch) })
+                    start = end
+                }
+                if let next = handler.clusterPublishes.finished(channel: channel) {
+                    handler.commitThroughBackplane(backplane, next, channel: channel, key: key, context: context)
+                }
             }
         }
     }

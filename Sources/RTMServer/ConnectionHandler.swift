@@ -40,6 +40,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var pendingPublishes: [PendingPublish] = []
     /// Binary user messages of the current read batch (one hop to the mailbox for all).
     var pendingUserSends: [UserMailbox.Submission] = []
+    /// Cluster mode: each channel's publish runs, in read order through the backplane.
+    var clusterPublishes = ClusterPublishQueue<ClusterPublishRun>()
     /// The last receiver of a binary user message: its id's bytes and validation result.
     var lastUserReceiver: (bytes: [UInt8], name: String, problem: String?)?
     /// The last channel published to: its name's bytes and validation result, to skip

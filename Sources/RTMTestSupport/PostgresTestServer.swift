@@ -22,7 +22,13 @@ public final class PostgresTestServer: @unchecked Sendable {
     /// A URL for `rtm serve --postgres`.
     public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
 
-    private init(port: Int, directory: URL, binDirectory: String, runAsUser: String?) {
+    /// Whether it runs with PostgreSQL's default durability (fsync, synchronous commit): for
+    /// benchmarks. Tests run without (faster, and a test's data need not survive a crash of
+    /// the machine).
+    private let durable: Bool
+
+    private init(port: Int, directory: URL, binDirectory: String, runAsUser: String?, durable: Bool) {
+        self.durable = durable
         self.port = port
         self.directory = directory
         self.binDirectory = binDirectory
@@ -39,8 +45,9 @@ public final class PostgresTestServer: @unchecked Sendable {
         ProcessInfo.processInfo.environment["RTM_REQUIRE_POSTGRES"] != nil || isAvailable
     }
 
-    /// Creates a cluster in a new temporary directory and starts it.
-    public static func start() throws -> PostgresTestServer {
+    /// Creates a cluster in a new temporary directory and starts it; `durable`: with fsync and
+    /// synchronous commit (PostgreSQL's defaults) instead of without.
+    public static func start(durable: Bool = false) throws -> PostgresTestServer {
         guard let bin = findBinDirectory() else {
             throw PostgresTestServerError("PostgreSQL server binaries (initdb, pg_ctl) not found; set RTM_PG_BINDIR")
         }
@@ -50,7 +57,7 @@ public final class PostgresTestServer: @unchecked Sendable {
         if let runAs {
             try run("/bin/chown", ["-R", runAs, directory.path])
         }
-        let server = PostgresTestServer(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs)
+        let server = PostgresTestServer(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
         try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
         try server.start()
         return server
@@ -60,8 +67,8 @@ public final class PostgresTestServer: @unchecked Sendable {
 
     /// Starts (or restarts) the server on its port and waits until it accepts connections.
     public func start() throws {
-        let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-            + "-c full_page_writes=off -c max_connections=200"
+        let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c max_connections=200"
+            + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
         try command("pg_ctl", ["-D", dataPath, "-o", options, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30", "start"])
     }
 

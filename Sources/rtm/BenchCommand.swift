@@ -4,7 +4,7 @@ import RTMBench
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure the server: fan-out, many small channels, idle connections, reconnect storm.",
+        abstract: "Measure the server: fan-out, many small channels, idle connections, reconnect storm, a cluster of nodes.",
         discussion: """
             Every scenario ends by itself (60 s at most by default) and prints a table; --json \
             prints one JSON object instead. By default the generator sends what real clients \
@@ -16,7 +16,8 @@ struct Bench: AsyncParsableCommand {
             Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
-        subcommands: [Fanout.self, Pairs.self, SDK.self, Idle.self, Storm.self, Soak.self])
+        subcommands: [Fanout.self, Pairs.self, SDK.self, Idle.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self,
+                      FailoverClientsCommand.self])
 }
 
 /// Options shared by the load scenarios.
@@ -83,6 +84,16 @@ struct LoadArguments: ParsableArguments {
             floor.jsonPublish = false   // the floor has one format: compare with --json-publish off
             results.append(try await LoadRun.run(floor, log: log))
         }
+        try LoadReport.finish(results, json: json, ratio: "rtm/floor")
+    }
+}
+
+/// How the load scenarios end.
+enum LoadReport {
+    /// Prints the runs (tables, or one JSON value) and, for two, the first's figures over the
+    /// second's (`ratio` names them); exits 2 when any run lost, duplicated, reordered or left
+    /// a message undelivered, or had a subscriber cut.
+    static func finish(_ results: [LoadResult], json: Bool, ratio: String) throws {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -91,13 +102,13 @@ struct LoadArguments: ParsableArguments {
         } else {
             for result in results { print(result.text) }
             if results.count == 2, results[1].deliveriesPerSecond > 0 {
-                print(String(format: "ratio rtm/floor: deliveries %.2f, p50 %.2f, p99 %.2f",
+                print(String(format: "ratio \(ratio): deliveries %.2f, p50 %.2f, p99 %.2f",
                              results[0].deliveriesPerSecond / results[1].deliveriesPerSecond,
                              results[0].p50Micros / max(1, results[1].p50Micros), results[0].p99Micros / max(1, results[1].p99Micros)))
             }
         }
-        let broken = results.filter { $0.lost + $0.outOfOrder + $0.undelivered > 0 || $0.disconnected > 0 }
-        if !broken.isEmpty { throw ExitCode(2) }   // loss, reordering or drops: a failed run
+        let broken = results.filter { $0.lost + $0.outOfOrder + $0.duplicated + $0.undelivered > 0 || $0.disconnected > 0 }
+        if !broken.isEmpty { throw ExitCode(2) }   // loss, duplicates, reordering or drops: a failed run
     }
 }
 

@@ -71,15 +71,18 @@ final class ServerProcess: @unchecked Sendable {
         self.port = port
     }
 
-    /// Starts it and waits until it accepts connections (10 s at most).
-    func start() async throws {
+    /// Its process id while it runs.
+    var pid: Int32? { process.flatMap { $0.isRunning ? $0.processIdentifier : nil } }
+
+    /// Starts it and waits until it accepts connections (`timeout` at most).
+    func start(within timeout: Duration = .seconds(10)) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         self.process = process
-        let end = ContinuousClock.now + .seconds(10)
+        let end = ContinuousClock.now + timeout
         while ContinuousClock.now < end {
             if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get() {
                 try? await channel.close()

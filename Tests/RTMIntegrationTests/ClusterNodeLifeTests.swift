@@ -62,7 +62,7 @@ extension ClusterTests {
     }
 
     /// Scrapes `port` until `metric` has `value` (bounded).
-    private static func waitForMetric(_ metric: String, _ value: Double, port: Int) async throws -> Bool {
+    static func waitForMetric(_ metric: String, _ value: Double, port: Int) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
             if try await MetricsTests.scrape(port)[metric] == value { return true }

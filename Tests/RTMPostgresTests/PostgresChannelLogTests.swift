@@ -206,4 +206,33 @@ struct PostgresChannelLogTests {
             #expect(await recorder.all.filter { $0.contains("#") } == ["a#1", "b#1", "a#2"])
         }
     }
+
+    @Test("M-2: the log is read in transaction-id order, not in the order of the ids' text: small reads across 999 → 1000 skip nothing and repeat nothing")
+    func readsInNumericTransactionOrder() async throws {
+        try await withDatabase { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
+            let start = try await log.startPosition()
+            // One transaction per message until the transaction ids pass a power of ten (a fresh
+            // database starts below 1,000): ordered as text, "1000" would come before "999".
+            var count = 0
+            var lastXid: UInt64 = 0
+            while lastXid < 1_020 || count < 40 {
+                count += 1
+                _ = try await log.append([message("room", "m\(count)")], node: "n1")
+                for try await text in try await clients[0].query("SELECT max(xid)::text FROM rtm_channel_log", logger: Self.logger)
+                    .decode(String.self) { lastXid = UInt64(text) ?? 0 }
+            }
+            #expect(lastXid >= 1_000)
+            var cursor = start.cursor
+            var seen: [Int64] = []
+            while true {
+                let (entries, next) = try await log.read(after: cursor, limit: 7)
+                if entries.isEmpty { break }
+                seen += entries.map(\.seq)
+                cursor = next
+            }
+            #expect(seen == Array(1...Int64(count)))
+        }
+    }
 }

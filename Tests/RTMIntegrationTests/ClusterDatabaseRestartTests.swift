@@ -1,0 +1,167 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+
+/// Issue 13 item 5: the database stopped and started again under load, two real node processes.
+extension ClusterTests {
+    /// What the publishers of a load saw: the texts acknowledged (channel publishes, user
+    /// messages) and the errors of the refused ones.
+    final class LoadLedger: Sendable {
+        private struct State {
+            var published: [String] = []
+            var sent: [String] = []
+            var refused: [RTMError] = []
+        }
+        private let state = NIOLockedValueBox(State())
+        private let running = NIOLockedValueBox(true)
+
+        var published: [String] { state.withLockedValue { $0.published } }
+        var sent: [String] { state.withLockedValue { $0.sent } }
+        var refused: [RTMError] { state.withLockedValue { $0.refused } }
+        var isRunning: Bool { running.withLockedValue { $0 } }
+        func stop() { running.withLockedValue { $0 = false } }
+
+        /// One channel publish and one user message after the other, every 5 ms, until stopped.
+        func stream(from client: RTMClient, name: String, to receiver: String) async {
+            var i = 0
+            while isRunning {
+                i += 1
+                let text = "\(name)-\(i)"
+                do {
+                    _ = try await client.publish(channel: "room", message: text)
+                    state.withLockedValue { $0.published.append(text) }
+                } catch {
+                    state.withLockedValue { $0.refused.append(RTMError(error.code, operation: "publish \(text)", error.reason)) }
+                }
+                do {
+                    _ = try await client.publish(toUser: receiver, message: text)
+                    state.withLockedValue { $0.sent.append(text) }
+                } catch {
+                    state.withLockedValue { $0.refused.append(RTMError(error.code, operation: "sendUser \(text)", error.reason)) }
+                }
+                try? await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+    }
+
+    /// Waits until `events` holds a message (of `type`) for each of `texts`; the texts it got.
+    private static func waitForTexts(_ texts: Set<String>, in events: AsyncRecorder<RTMEvent>, type: MessageEvent.ChannelType,
+                                     within timeout: Duration = .seconds(20)) async -> [MessageEvent] {
+        let end = ContinuousClock.now + timeout
+        while true {
+            let got = await events.matching { $0.messageEvent?.channelType == type }.compactMap(\.messageEvent)
+            if texts.isSubset(of: Set(got.compactMap(\.text))) || ContinuousClock.now >= end { return got }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+    }
+
+    /// Logs a raw client in on `port` and sends one JSON publish with request id `id` to `room`;
+    /// the text of the server's reply to it.
+    private static func rawPublishReply(port: Int, id: Int) async throws -> String? {
+        let raw = try await RawPeer.connect(port: port)
+        let reply = try await rawPublish(raw, id: id)
+        await raw.close()
+        return reply
+    }
+
+    private static func rawPublish(_ raw: RawPeer, id: Int) async throws -> String? {
+        var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
+        var login = RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"raw","token":"\#(Harness.token("raw"))"}"#)
+        bytes.writeBuffer(&login)
+        try await raw.write(bytes)
+        let end = ContinuousClock.now + soon
+        var published = false
+        while ContinuousClock.now < end {
+            let texts = raw.frames().map(\.text)
+            if !published, texts.contains(where: { $0.contains(#""type":"ok""#) && $0.contains(#""id":1"#) }) {
+                try await raw.write(RawPeer.text(#"{"type":"publish","id":\#(id),"channel":"room","text":"raw"}"#))
+                published = true
+            }
+            if let reply = texts.first(where: { $0.contains(#""id":\#(id)"#) }) { return reply }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return nil
+    }
+
+    @Test("issue 13 item 5, M-1, M-3: PostgreSQL stopped (pg_ctl stop -m fast) and started again under a steady load through two node processes: every acknowledged publish and user message delivered exactly once to the subscribers and receivers on both nodes, the refused ones answered by the server with their request id, /health and rtm_database_up down then up")
+    func databaseRestartUnderLoad() async throws {
+        try await RTMProcess.withClusterNodes(["a", "b"]) { database, nodes in
+            let (a, b) = (nodes[0].port, nodes[1].port)
+            let (subA, subAEvents) = try await Harness.client("sub-a", port: a)
+            let (subB, subBEvents) = try await Harness.client("sub-b", port: b)
+            try await subA.subscribe("room")
+            try await subB.subscribe("room")
+            // Each sender's receiver is on the other node.
+            let (carol, carolEvents) = try await Harness.client("carol", port: b)
+            let (dave, daveEvents) = try await Harness.client("dave", port: a)
+            // Long enough that a refusal is the server's answer, never the SDK's own timeout.
+            let patient: (inout RTMClientConfig) -> Void = { $0.requestTimeout = 15 }
+            let (alice, _) = try await Harness.client("alice", port: a, configure: patient)
+            let (bob, _) = try await Harness.client("bob", port: b, configure: patient)
+            let ledger = LoadLedger()
+            async let aliceDone: Void = ledger.stream(from: alice, name: "alice", to: "carol")
+            async let bobDone: Void = ledger.stream(from: bob, name: "bob", to: "dave")
+
+            // Traffic flows through both nodes, then the database goes away.
+            #expect(await subBEvents.first(within: soon) { $0.messageEvent?.text == "alice-20" } != nil)
+            #expect(await subAEvents.first(within: soon) { $0.messageEvent?.text == "bob-20" } != nil)
+            try database.stop()
+            for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: port)) }
+            #expect(try await StreamTests.httpGet("/health", port: a).contains("database: down"))
+            #expect(try await StreamTests.httpGet("/health", port: b).contains("database: down"))
+            let rawReply = try await Self.rawPublishReply(port: b, id: 4242)
+            #expect(rawReply?.contains(#""type":"error""#) == true, "\(rawReply ?? "no reply")")
+            #expect(rawReply?.contains(#""code":\#(RTMErrorCode.channelPublishMessageTimeout.rawValue)"#) == true, "\(rawReply ?? "no reply")")
+            // The outage lasts a few seconds under load. (A user message sent meanwhile waits up
+            // to the store's 10 s answer deadline before its error reply; a channel publish is
+            // refused at once.)
+            try await Task.sleep(nanoseconds: 2_000_000_000)
+
+            try database.start()
+            for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: port)) }
+            #expect(try await StreamTests.httpGet("/health", port: a).contains("database: up"))
+            #expect(try await StreamTests.httpGet("/health", port: b).contains("database: up"))
+            // The load goes on after the restart.
+            let publishedAtRestart = ledger.published.count
+            let resumed = ContinuousClock.now + .seconds(15)
+            while ledger.published.count < publishedAtRestart + 40 && ContinuousClock.now < resumed {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+            ledger.stop()
+            _ = await (aliceDone, bobDone)
+            #expect(ledger.published.count >= publishedAtRestart + 40)
+
+            // Every refusal was the server's error reply to that request (the SDK matches a reply
+            // by its id: without it the call would have ended in the SDK's own timeout).
+            #expect(!ledger.refused.isEmpty)
+            for error in ledger.refused {
+                #expect(!error.reason.contains("no reply within"), "\(error)")
+                #expect([RTMErrorCode.channelPublishMessageTimeout, .channelReceiverOfflineAndMessageStoreFailed].contains(error.code), "\(error)")
+            }
+            // Channel messages: each acknowledged one exactly once on both nodes, in one order.
+            let published = Set(ledger.published)
+            let onA = await Self.waitForTexts(published, in: subAEvents, type: .message)
+            let onB = await Self.waitForTexts(published, in: subBEvents, type: .message)
+            for seen in [onA, onB] {
+                let texts = seen.compactMap(\.text)
+                #expect(published.isSubset(of: Set(texts)), "missing: \(published.subtracting(texts).sorted().prefix(10))")
+                #expect(texts.count == Set(texts).count, "delivered twice: \(Dictionary(grouping: texts) { $0 }.filter { $1.count > 1 }.keys.sorted().prefix(10))")
+                let seqs = seen.compactMap(\.seq)
+                #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+            }
+            #expect(onA.compactMap(\.text) == onB.compactMap(\.text))
+            // User messages: each acknowledged one exactly once to its receiver on the other node.
+            for (receiver, events, sender) in [("carol", carolEvents, "alice"), ("dave", daveEvents, "bob")] {
+                let sent = Set(ledger.sent.filter { $0.hasPrefix(sender + "-") })
+                let texts = await Self.waitForTexts(sent, in: events, type: .user).compactMap(\.text)
+                #expect(sent.isSubset(of: Set(texts)), "\(receiver) missing: \(sent.subtracting(texts).sorted().prefix(10))")
+                #expect(texts.count == Set(texts).count, "\(receiver) got a message twice")
+            }
+            for client in [subA, subB, carol, dave, alice, bob] { await client.logout() }
+        }
+    }
+}
