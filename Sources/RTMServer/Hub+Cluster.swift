@@ -96,10 +96,10 @@ extension Hub {
     func handle(_ event: BackplaneEvent) {
         switch event {
         case .messages(let messages):
-            applyCommitted(messages)
+            applyCommitted(deliverTopicMessages(messages))   // topic messages (Hub+ClusterStream) first
             if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
-            applyGaps(gaps)
+            applyGaps(dropTopicGaps(gaps))
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
         case .liveNodes, .nodeDied, .nodeReturned:

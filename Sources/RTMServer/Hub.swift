@@ -25,6 +25,8 @@ final class Hub: Sendable {
     let storage: StorageService
     /// Stream channels (§2.9).
     let streams: StreamHub
+    /// Cluster mode: each publisher's topic messages on their way to the backplane.
+    let topicOutbox = TopicOutbox()
     /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
     let counters = NIOLockedValueBox(ConnectionCounters())
     /// Call invitations (Hub+Invitations, §1.8).
@@ -434,6 +436,8 @@ final class Hub: Sendable {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
             enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)
+            // Stream-channel members that joined withMetadata / withLock get these too.
+            if broadcast.frame.type == .storage || broadcast.frame.type == .lock { streams.relayServiceEvent(broadcast.frame, channel: broadcast.channel) }
         }
     }
 

@@ -16,6 +16,8 @@ final class StreamHub: Sendable {
         var connection: ConnectionRef
         let quiet: Bool
         let withPresence: Bool
+        /// The channel's storage and lock events it asked for (`withMetadata`, `withLock`).
+        let services: ChannelFeatures
         /// Joined topics (as publisher) → meta.
         var topics: [String: String] = [:]
         /// Subscribed topics → the publishers wanted (nil: every publisher).
@@ -38,14 +40,16 @@ final class StreamHub: Sendable {
     }
 
     /// Joins `connection` as `user`. A second connection of the same user (a rejoin before the
-    /// server noticed the old one was gone) replaces the first, which is closed. Returns the
+    /// server noticed the old one was gone) replaces the first, which is closed. `services`:
+    /// the channel's storage and lock events wanted (`withMetadata`, `withLock`). Returns the
     /// visible members and the topics, for the snapshots.
-    func join(_ membership: StreamMembership, connection: ConnectionRef, quiet: Bool, withPresence: Bool)
-        -> (users: [String], topics: [TopicInfo]) {
+    func join(_ membership: StreamMembership, connection: ConnectionRef, quiet: Bool, withPresence: Bool,
+              services: ChannelFeatures = []) -> (users: [String], topics: [TopicInfo]) {
         let (replaced, others, snapshot) = channels.withLockedValue { all in
             var members = all[membership.channel] ?? [:]
             let old = members[membership.userId]
-            var member = Member(connection: connection, quiet: quiet, withPresence: withPresence)
+            var member = Member(connection: connection, quiet: quiet, withPresence: withPresence,
+                                services: services.intersection([.metadata, .lock]))
             if let old { member.topics = old.topics; member.subscriptions = old.subscriptions }
             members[membership.userId] = member
             all[membership.channel] = members
@@ -188,14 +192,31 @@ final class StreamHub: Sendable {
             guard me.topics[topic] != nil else {
                 return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined: joinTopic first"))
             }
-            var out: [ConnectionRef] = []
-            for (user, member) in members where user != membership.userId {
-                if case .some(let wanted) = member.subscriptions[topic], wanted?.contains(membership.userId) ?? true {
-                    out.append(member.connection)
-                }
-            }
-            return .success(out)
+            return .success(Self.subscribers(members, topic: topic, publisher: membership.userId))
         }
+    }
+
+    /// This node's members subscribed to `publisher`'s messages in `topic` (cluster mode: a
+    /// topic message committed by any node, AGORA_REFERENCE §2.9). The publisher need not be
+    /// a member here.
+    func subscribers(of channel: ChannelKey, topic: String, publisher: String) -> [ConnectionRef] {
+        channels.withLockedValue { all in
+            guard let members = all[channel] else { return [] }
+            return Self.subscribers(members, topic: topic, publisher: publisher)
+        }
+    }
+
+    /// A storage or lock event of `channel` (the channel's metadata and locks are shared by its
+    /// message-channel subscribers and its stream-channel members): written to the members
+    /// that joined `withMetadata` (storage) or `withLock` (locks).
+    func relayServiceEvent(_ frame: Frame, channel: ChannelKey) {
+        let wanted: ChannelFeatures = frame.type == .lock ? .lock : .metadata
+        let targets = channels.withLockedValue { all in
+            all[channel]?.values.compactMap { $0.services.contains(wanted) ? $0.connection : nil } ?? []
+        }
+        guard !targets.isEmpty else { return }
+        let buffer = FrameCodec.encode(frame)
+        for target in targets { Hub.sendEncoded(buffer, on: target.channel) }
     }
 
     /// Whether the user is in the stream channel (a rejoin replaces its connection).
@@ -217,6 +238,17 @@ final class StreamHub: Sendable {
             for (topic, meta) in member.topics { byTopic[topic, default: []].append(TopicPublisher(userId: user, meta: meta)) }
         }
         return byTopic.keys.sorted().map { TopicInfo(topic: $0, publishers: byTopic[$0]!.sorted { $0.userId < $1.userId }) }
+    }
+
+    /// Members other than `publisher` whose subscription to `topic` takes `publisher`.
+    private static func subscribers(_ members: [String: Member], topic: String, publisher: String) -> [ConnectionRef] {
+        var out: [ConnectionRef] = []
+        for (user, member) in members where user != publisher {
+            if case .some(let wanted) = member.subscriptions[topic], wanted?.contains(publisher) ?? true {
+                out.append(member.connection)
+            }
+        }
+        return out
     }
 
     private static func others(_ members: [String: Member], except user: String, presenceOnly: Bool) -> [ConnectionRef] {

@@ -1,0 +1,102 @@
+import Foundation
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// Issue 13 item 4: stream channels across nodes over a real PostgreSQL, two real servers and
+/// real SDK clients. Topic messages cross nodes through the backplane's log.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterStreamTests {
+    /// The texts of the topic messages `events` received from `publisher`, in arrival order.
+    static func topicTexts(_ events: AsyncRecorder<RTMEvent>, from publisher: String) async -> [String] {
+        await events.matching { $0.messageEvent.map { $0.channelType == .stream && $0.topic == "moves" && $0.publisher == publisher } ?? false }
+            .compactMap { $0.messageEvent?.text }
+    }
+
+    /// Publishes `count` topic messages, each after the previous one's ack.
+    static func publish(_ channel: RTMStreamChannel, prefix: String, count: Int) async throws {
+        for index in 0..<count { try await channel.publishTopicMessage(topic: "moves", message: "\(prefix)\(index)") }
+    }
+
+    @Test("issue 13, §2.9: topic messages of publishers on both nodes reach subscribers on both, each once, in each publisher's order, through their publisher filters")
+    func topicMessagesAcrossNodes() async throws {
+        try await ClusterTests().withCluster { _, a, b in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)   // publisher on A
+            let (carol, _) = try await Harness.client("carol", port: b.port)   // publisher on B
+            let (erin, erinEvents) = try await Harness.client("erin", port: a.port)   // everyone, on A
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)   // everyone, on B
+            let (dave, daveEvents) = try await Harness.client("dave", port: b.port)   // carol only, on B
+            let (fred, fredEvents) = try await Harness.client("fred", port: b.port)   // alice only, on B
+            var channels: [String: RTMStreamChannel] = [:]
+            for (name, client) in [("alice", alice), ("carol", carol), ("erin", erin), ("bob", bob), ("dave", dave), ("fred", fred)] {
+                let game = try client.createStreamChannel("game")
+                try await game.join()   // joins on both nodes
+                channels[name] = game
+            }
+            let joined = channels
+            try await joined["alice"]!.joinTopic("moves")
+            try await joined["carol"]!.joinTopic("moves")
+            try await joined["alice"]!.subscribeTopic("moves")   // the publisher's own messages never come back
+            try await joined["erin"]!.subscribeTopic("moves")
+            try await joined["bob"]!.subscribeTopic("moves")
+            try await joined["dave"]!.subscribeTopic("moves", users: ["carol"])
+            try await joined["fred"]!.subscribeTopic("moves", users: ["alice"])
+
+            // Both publishers at once: their messages interleave in the topic's log channel.
+            async let fromAlice: Void = Self.publish(joined["alice"]!, prefix: "a", count: 40)
+            async let fromCarol: Void = Self.publish(joined["carol"]!, prefix: "c", count: 40)
+            _ = try await (fromAlice, fromCarol)
+            // A burst without waiting for each ack: batched by the outbox, still in order.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await Self.publish(joined["alice"]!, prefix: "x", count: 30) }
+                group.addTask { try await joined["carol"]!.publishTopicMessage(topic: "moves", message: "c-last") }
+                try await group.waitForAll()
+            }
+            try await joined["alice"]!.publishTopicMessage(topic: "moves", message: "a-last")
+            let aliceAll = (0..<40).map { "a\($0)" } + (0..<30).map { "x\($0)" } + ["a-last"]
+            let carolAll = (0..<40).map { "c\($0)" } + ["c-last"]
+            for events in [erinEvents, bobEvents, fredEvents] {
+                #expect(await events.first(within: soon) { $0.messageEvent?.text == "a-last" } != nil)
+            }
+            for events in [erinEvents, bobEvents, daveEvents] {
+                #expect(await events.first(within: soon) { $0.messageEvent?.text == "c-last" } != nil)
+            }
+            for events in [erinEvents, bobEvents] {   // everyone's, once, each publisher in order
+                #expect(await Self.topicTexts(events, from: "alice") == aliceAll)
+                #expect(await Self.topicTexts(events, from: "carol") == carolAll)
+            }
+            #expect(await Self.topicTexts(daveEvents, from: "alice").isEmpty)   // filtered: carol only
+            #expect(await Self.topicTexts(daveEvents, from: "carol") == carolAll)
+            #expect(await Self.topicTexts(fredEvents, from: "alice") == aliceAll)   // filtered: alice only
+            #expect(await Self.topicTexts(fredEvents, from: "carol").isEmpty)
+            #expect(await Self.topicTexts(aliceEvents, from: "alice").isEmpty)
+            #expect(await Self.topicTexts(aliceEvents, from: "carol") == carolAll)
+            let first = await bobEvents.first(within: soon) { $0.messageEvent?.text == "a0" }?.messageEvent
+            #expect(first?.channelName == "game")
+            #expect(first?.seq == nil)
+
+            // Not joined to the topic: refused on the publisher's node, nothing crosses.
+            await StreamTests.expectError(.channelTopicNotJoined) { try await joined["erin"]!.publishTopicMessage(topic: "moves", message: "nope") }
+            // A channel's message channel of the same name is untouched by its topics.
+            try await bob.subscribe("game")
+            _ = try await alice.publish(channel: "game", message: "chat")
+            let chat = await bobEvents.first(within: soon) { $0.messageEvent?.text == "chat" }?.messageEvent
+            #expect(chat?.channelType == .message && chat?.seq == 1)
+            #expect(await bobEvents.matching { $0.messageEvent?.text == "nope" }.isEmpty)
+            for client in [alice, carol, erin, bob, dave, fred] { await client.logout() }
+        }
+    }
+
+    @Test("issue 13: the reserved log channel names of topics cannot be a user channel's and parse back")
+    func topicLogChannelNames() {
+        let name = Hub.topicLogChannel("game", topic: "moves")
+        #expect(name == "/stream/game/moves")
+        #expect(Limits().nameProblem(name, kind: "channel") != nil)   // '/' is outside the name set
+        #expect(Hub.streamTopic(ofLogChannel: name)! == ("game", "moves"))
+        #expect(Hub.streamTopic(ofLogChannel: "game") == nil)
+        #expect(Hub.streamTopic(ofLogChannel: "/stream/game") == nil)
+    }
+}
