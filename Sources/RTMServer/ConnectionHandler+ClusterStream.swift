@@ -5,10 +5,10 @@ extension ConnectionHandler {
     /// A topic message in cluster mode (`Hub.publishTopic`): `ok` once committed, the same
     /// `channelPublishMessageTimeout` as a channel publish when it was not (nothing stored), or
     /// `channelPublishMessageTooFrequent` when too many of the publisher's wait already.
-    func publishTopicThroughBackplane(_ backplane: any ChannelBackplane, _ frame: Frame, membership: StreamMembership, topic: String) {
+    func publishTopicThroughBackplane(_ link: StreamClusterLink, _ frame: Frame, membership: StreamMembership, topic: String) {
         let channel = connection.channel, logger = hub.logger
         let id = frame.id, name = membership.channel.name
-        hub.publishTopic(backplane, publisher: membership, topic: topic, frame: frame) { result in
+        hub.publishTopic(link, publisher: membership, topic: topic, frame: frame) { result in
             switch result {
             case .success:
                 Hub.send(Frame(type: .ok, id: id, channel: name).with { $0.topic = topic }, on: channel)

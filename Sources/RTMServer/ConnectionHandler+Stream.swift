@@ -124,9 +124,9 @@ extension ConnectionHandler {
             switch hub.streams.recipients(of: membership, topic: topic) {
             case .failure(let failure): reply(failure)
             case .success(let recipients):
-                if let backplane = hub.backplane {   // cluster mode: through the log, answered after the commit
+                if let link = hub.streams.cluster {   // cluster mode: through the log, answered after the commit
                     fanout.stats.streamMessagesIn &+= 1
-                    return publishTopicThroughBackplane(backplane, frame, membership: membership, topic: topic)
+                    return publishTopicThroughBackplane(link, frame, membership: membership, topic: topic)
                 }
                 let message = Frame(type: .message, channel: membership.channel.name, channelType: "stream", publisher: membership.userId,
                                     text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }

@@ -102,7 +102,10 @@ extension Hub {
             applyGaps(dropTopicGaps(gaps))
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
-        case .liveNodes, .nodeDied, .nodeReturned:
+        case .nodeDied(let node):
+            streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
+            cluster.nodes(event)
+        case .liveNodes, .nodeReturned:
             // Later (issue 13 item 5): end the presence of a dead node's users.
             cluster.nodes(event)
         }
@@ -112,5 +115,6 @@ extension Hub {
     func startBackplane() async throws {
         guard let backplane = configuration.backplane else { return }
         try await backplane.start { [self] event in handle(event) }
+        streams.cluster?.announceStart()
     }
 }

@@ -25,8 +25,6 @@ final class Hub: Sendable {
     let storage: StorageService
     /// Stream channels (§2.9).
     let streams: StreamHub
-    /// Cluster mode: each publisher's topic messages on their way to the backplane.
-    let topicOutbox = TopicOutbox()
     /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
     let counters = NIOLockedValueBox(ConnectionCounters())
     /// Call invitations (Hub+Invitations, §1.8).
@@ -52,7 +50,8 @@ final class Hub: Sendable {
         self.backplane = configuration.backplane
         let metrics = ServerMetrics()
         self.metrics = metrics
-        self.cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
+        let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
+        self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
@@ -69,7 +68,9 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
-        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
+        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: configuration.backplane.map {
+            StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
+        })
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         storage.setChangeHandler { [unowned self] key, kind, metadata, notifyAll in

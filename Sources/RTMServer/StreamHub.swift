@@ -29,14 +29,20 @@ final class StreamHub: Sendable {
         let reason: String
     }
 
-    private let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
+    /// This node's members.
+    let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
+    /// Cluster mode: the other nodes' visible members, as their events told (StreamHub+Cluster).
+    let remote = NIOLockedValueBox<[ChannelKey: [String: RemoteStreamMember]]>([:])
     private let limits: Limits
     /// `joinChannel` / `leaveChannel` webhook events (channel type `stream`).
     private let webhooks: WebhookDispatcher?
+    /// Cluster mode: topic messages and membership changes to the other nodes.
+    let cluster: StreamClusterLink?
 
-    init(limits: Limits, webhooks: WebhookDispatcher? = nil) {
+    init(limits: Limits, webhooks: WebhookDispatcher? = nil, cluster: StreamClusterLink? = nil) {
         self.limits = limits
         self.webhooks = webhooks
+        self.cluster = cluster
     }
 
     /// Joins `connection` as `user`. A second connection of the same user (a rejoin before the
@@ -62,7 +68,8 @@ final class StreamHub: Sendable {
         let event = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: PresenceEventKind.remoteJoin.rawValue, ts: Hub.wallMillis)
         for other in others { Hub.send(event, on: other.channel) }
-        return snapshot
+        if replaced == nil, !quiet { announce(.join, membership) }
+        return withRemote(snapshot, channel: membership.channel)
     }
 
     /// The connection left (or was lost): the member goes, others are told.
@@ -77,6 +84,7 @@ final class StreamHub: Sendable {
                     Self.others(members, except: membership.userId, presenceOnly: true))
         }
         guard let left, !left.quiet else { return }
+        announce(.leave, membership) { $0.reason = reason.rawValue }
         let now = Hub.wallMillis
         if !left.topics.isEmpty {
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: left.topics, ts: now)
@@ -89,6 +97,7 @@ final class StreamHub: Sendable {
 
     /// Becomes a publisher of `topic`.
     func joinTopic(_ membership: StreamMembership, topic: String, meta: String) -> Failure? {
+        var changedTopic: (changed: Bool, quiet: Bool)?
         let result = channels.withLockedValue { all -> Result<[ConnectionRef], Failure> in
             guard var member = all[membership.channel]?[membership.userId] else {
                 return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
@@ -97,6 +106,7 @@ final class StreamHub: Sendable {
                 return .failure(Failure(code: .channelExceedTopicLimitation, reason: "already joined \(limits.maxJoinedTopics) topics, the limit"))
             }
             let changed = member.topics[topic] != meta
+            changedTopic = (changed, member.quiet)
             member.topics[topic] = meta
             all[membership.channel]?[membership.userId] = member
             return .success(changed && !member.quiet ? Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false) : [])
@@ -106,12 +116,14 @@ final class StreamHub: Sendable {
         case .success(let others):
             let event = Self.topicEvent(.remoteJoinTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
             for other in others { Hub.send(event, on: other.channel) }
+            if let (changed, quiet) = changedTopic, changed, !quiet { announce(.joinTopic, membership) { $0.topic = topic; $0.meta = meta } }
             return nil
         }
     }
 
     /// Stops publishing to `topic`.
     func leaveTopic(_ membership: StreamMembership, topic: String) -> Failure? {
+        var announced = false
         let result = channels.withLockedValue { all -> Result<(String, [ConnectionRef]), Failure> in
             guard var member = all[membership.channel]?[membership.userId] else {
                 return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
@@ -120,11 +132,13 @@ final class StreamHub: Sendable {
                 return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined"))
             }
             all[membership.channel]?[membership.userId] = member
+            if !member.quiet { announced = true }
             return .success((meta, member.quiet ? [] : Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false)))
         }
         switch result {
         case .failure(let failure): return failure
         case .success(let (meta, others)):
+            if announced { announce(.leaveTopic, membership) { $0.topic = topic } }
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
             for other in others { Hub.send(event, on: other.channel) }
             return nil
@@ -232,7 +246,7 @@ final class StreamHub: Sendable {
     }
 
     /// The publishers of each topic.
-    private static func topicInfos(_ members: [String: Member]) -> [TopicInfo] {
+    static func topicInfos(_ members: [String: Member]) -> [TopicInfo] {
         var byTopic: [String: [TopicPublisher]] = [:]
         for (user, member) in members where !member.quiet {
             for (topic, meta) in member.topics { byTopic[topic, default: []].append(TopicPublisher(userId: user, meta: meta)) }
@@ -255,7 +269,7 @@ final class StreamHub: Sendable {
         members.compactMap { $0.key != user && (!presenceOnly || $0.value.withPresence) ? $0.value.connection : nil }
     }
 
-    private static func topicEvent(_ kind: TopicEventKind, _ membership: StreamMembership, topics: [String: String], ts: Int64) -> Frame {
+    static func topicEvent(_ kind: TopicEventKind, _ membership: StreamMembership, topics: [String: String], ts: Int64) -> Frame {
         var frame = Frame(type: .topicEvent, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: kind.rawValue, ts: ts)
         frame.topics = topics.keys.sorted().map { TopicInfo(topic: $0, publishers: [TopicPublisher(userId: membership.userId, meta: topics[$0] ?? "")]) }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import RTMPostgres
 import RTMProtocol
 import RTMTestSupport
@@ -90,13 +91,86 @@ struct ClusterStreamTests {
         }
     }
 
-    @Test("issue 13: the reserved log channel names of topics cannot be a user channel's and parse back")
+    static func presence(_ kind: PresenceEventKind, _ user: String) -> @Sendable (RTMEvent) -> Bool {
+        { $0.presenceEvent.map { $0.kind == kind && $0.userId == user && $0.channelType == .stream && $0.channelName == "game" } ?? false }
+    }
+
+    static func topicEvent(_ kind: TopicEventKind, _ user: String, meta: String? = nil) -> @Sendable (RTMEvent) -> Bool {
+        { event in
+            guard case .topic(let e) = event, e.kind == kind, e.userId == user, e.channelName == "game" else { return false }
+            return meta == nil || e.topics.first?.publishers.first?.meta == meta
+        }
+    }
+
+    /// Waits until `node` mirrors `user` as a member of stream channel "game" on another node.
+    static func mirrored(_ user: String, on node: Harness) async -> Bool {
+        await StreamTests.eventually {
+            node.server.hub.streams.remote.withLockedValue { $0[ChannelKey(appId: Harness.appId, name: "game")]?[user] != nil }
+        }
+    }
+
+    @Test("issue 13, §2.9: stream presence and topic publishers are cluster-wide: snapshots list every node's members, remote joins, topic changes and leaves are events, a node started later learns the members, a dead node's members time out")
+    func membershipAcrossNodes() async throws {
+        try await ClusterTests().withCluster { database, a, b in
+            let (carol, carolEvents) = try await Harness.client("carol", port: b.port)
+            let carolGame = try carol.createStreamChannel("game")
+            try await carolGame.join()
+            #expect(await Self.mirrored("carol", on: a))
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let aliceGame = try alice.createStreamChannel("game")
+            #expect(try await aliceGame.join() == ["alice", "carol"])   // carol is on B
+            #expect(await carolEvents.first(within: soon, where: Self.presence(.remoteJoin, "alice")) != nil)
+            try await aliceGame.joinTopic("moves", options: JoinTopicOptions(meta: "white"))
+            #expect(await carolEvents.first(within: soon, where: Self.topicEvent(.remoteJoinTopic, "alice", meta: "white")) != nil)
+
+            // A later join on B: alice (on A) and her topic are in the snapshots.
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            let bobGame = try bob.createStreamChannel("game")
+            #expect(try await bobGame.join() == ["alice", "bob", "carol"])
+            let snapshot = await bobEvents.first(within: soon) { if case .topic(let e) = $0 { e.kind == .snapshot } else { false } }
+            guard case .topic(let topics)? = snapshot else { Issue.record("no topic snapshot"); return }
+            #expect(topics.topics == [TopicInfo(topic: "moves", publishers: [TopicPublisher(userId: "alice", meta: "white")])])
+
+            // A third node started now learns the members already there when its first member joins.
+            var logger = Logger(label: "test.cluster")
+            logger.logLevel = .warning
+            let location = try PostgresLocation(url: database.url + "?sslmode=disable")
+            let c = try await Harness.start {
+                $0.backplane = PostgresChannelBackplane(location: location, node: "c", options: ClusterTests.options(), logger: logger)
+            }
+            let (dave, daveEvents) = try await Harness.client("dave", port: c.port)
+            let daveGame = try dave.createStreamChannel("game")
+            _ = try await daveGame.join()
+            for user in ["alice", "bob", "carol"] {
+                #expect(await daveEvents.first(within: soon, where: Self.presence(.remoteJoin, user)) != nil, "dave learns \(user)")
+            }
+            #expect(await daveEvents.first(within: soon, where: Self.topicEvent(.remoteJoinTopic, "alice", meta: "white")) != nil)
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "dave")) != nil)
+
+            // Topic leave and channel leave on A reach B.
+            try await aliceGame.leaveTopic("moves")
+            #expect(await bobEvents.first(within: soon, where: Self.topicEvent(.remoteLeaveTopic, "alice")) != nil)
+            await aliceGame.leave()
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteLeave, "alice")) != nil)
+            #expect(await daveEvents.first(within: soon, where: Self.presence(.remoteLeave, "alice")) != nil)
+
+            // Node c declared dead (the event its lease's expiry raises): dave times out on B.
+            b.server.hub.handle(.nodeDied(node: "c"))
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteTimeout, "dave")) != nil)
+            #expect(await carolEvents.first(within: soon, where: Self.presence(.remoteTimeout, "dave")) != nil)
+            for client in [alice, bob, carol, dave] { await client.logout() }
+            await c.stop()
+        }
+    }
+
+    @Test("issue 13: the reserved log channel names of stream channels cannot be a user channel's and parse back")
     func topicLogChannelNames() {
         let name = Hub.topicLogChannel("game", topic: "moves")
         #expect(name == "/stream/game/moves")
         #expect(Limits().nameProblem(name, kind: "channel") != nil)   // '/' is outside the name set
-        #expect(Hub.streamTopic(ofLogChannel: name)! == ("game", "moves"))
-        #expect(Hub.streamTopic(ofLogChannel: "game") == nil)
-        #expect(Hub.streamTopic(ofLogChannel: "/stream/game") == nil)
+        #expect(Hub.streamTarget(ofLogChannel: name) == .topic(channel: "game", topic: "moves"))
+        #expect(Hub.streamTarget(ofLogChannel: "/stream/game") == .members(channel: "game"))
+        #expect(Hub.streamTarget(ofLogChannel: "/stream/") == .nodes)
+        #expect(Hub.streamTarget(ofLogChannel: "game") == nil)
     }
 }

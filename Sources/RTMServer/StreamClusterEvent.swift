@@ -1,0 +1,32 @@
+/// Cluster mode (issue 13): a change of a stream channel's membership on one node, written to
+/// the backplane's log (log channel `/stream/<channel>`, JSON) so that every other node keeps
+/// a mirror of the channel's remote members: their presence, their topics and metas
+/// (`StreamHub+Cluster`). Quiet members (`beQuiet`) are never announced: nobody sees them.
+struct StreamClusterEvent: Codable, Sendable, Equatable {
+    enum Op: String, Codable, Sendable {
+        /// A member joined (visible).
+        case join
+        /// A member is here (an answer to a node new to the channel: no event if known).
+        case present
+        /// A member left (or its connection was lost).
+        case leave
+        /// A member joined a topic as publisher, or changed its meta.
+        case joinTopic
+        /// A member left a topic.
+        case leaveTopic
+        /// A node (re)started: members of its earlier run are gone (log channel `/stream/`).
+        case start
+    }
+
+    var op: Op
+    /// The server run that sent it (`Hub.epoch`): a node ignores its own, and a member's
+    /// entry belongs to the run that announced it.
+    var instance: String
+    var user: String?
+    /// The member's topics → meta (`join`, `present`).
+    var topics: [String: String]?
+    var topic: String?
+    var meta: String?
+    /// `leave`: the presence event kind others are told (`remoteLeave`).
+    var reason: String?
+}

@@ -1,0 +1,81 @@
+import Foundation
+import NIOCore
+
+/// Cluster mode (issue 13): how stream channels reach the backplane. Topic messages and
+/// membership changes (`StreamClusterEvent`) of one member go through its `TopicOutbox` queue,
+/// one commit in flight at a time, so they are stored (and applied on every node) in the
+/// order they happened: a `joinTopic` before the messages that follow it, a message before
+/// the `leave`.
+final class StreamClusterLink: Sendable {
+    let backplane: any ChannelBackplane
+    /// This server run (`Hub.epoch`), carried by every membership event.
+    let instance: String
+    let status: ClusterStatus
+    let outbox: TopicOutbox
+
+    init(backplane: any ChannelBackplane, instance: String, status: ClusterStatus, outbox: TopicOutbox = TopicOutbox()) {
+        self.backplane = backplane
+        self.instance = instance
+        self.status = status
+        self.outbox = outbox
+    }
+
+    /// Queues `publish` behind `membership`'s earlier ones; `done` runs (on any thread) once it
+    /// is committed, or failed (nothing stored), or refused at once (the database is known to
+    /// be down, or too many of the member's wait).
+    func send(_ publish: BackplanePublish, for membership: StreamMembership,
+              done: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }) {
+        guard status.databaseUp else { return done(.failure(DatabaseLinkDown())) }
+        switch outbox.add(TopicOutbox.Item(publish: publish, done: done), for: membership) {
+        case .queued:
+            break
+        case .full:
+            done(.failure(TopicOutboxFull(capacity: outbox.capacity)))
+        case .startDrain:
+            Task { await drain(membership) }
+        }
+    }
+
+    /// Announces a membership change of `membership` to the other nodes (best effort: when the
+    /// database is down they miss it, and a dead node's members leave with its lease).
+    func announce(_ event: StreamClusterEvent, for membership: StreamMembership) {
+        send(Self.publish(event, appId: membership.channel.appId, logChannel: Hub.streamLogChannel(membership.channel.name),
+                          publisher: membership.userId), for: membership)
+    }
+
+    /// Tells the other nodes this run started: members of this node's earlier run are gone.
+    func announceStart() {
+        let event = StreamClusterEvent(op: .start, instance: instance)
+        send(Self.publish(event, appId: "", logChannel: Hub.topicLogPrefix, publisher: ""),
+             for: StreamMembership(channel: ChannelKey(appId: "", name: ""), userId: ""))
+    }
+
+    private static func publish(_ event: StreamClusterEvent, appId: String, logChannel: String, publisher: String) -> BackplanePublish {
+        var payload = ByteBuffer()
+        payload.writeBytes((try? JSONEncoder().encode(event)) ?? Data())
+        return BackplanePublish(appId: appId, channel: logChannel, publisher: publisher, msgId: nil, customType: nil, isText: true,
+                                payload: payload, millis: Hub.wallMillis)
+    }
+
+    /// Commits `membership`'s waiting messages, one transaction at a time, until none wait.
+    private func drain(_ membership: StreamMembership) async {
+        while let items = outbox.take(for: membership) {
+            let started = NIODeadline.now()
+            do {
+                _ = try await backplane.publish(items.map(\.publish))
+                status.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)
+                status.setDatabase(up: true, reason: "a stream channel message was committed")
+                for item in items { item.done(.success(())) }
+            } catch {
+                status.setDatabase(up: false, reason: "a stream channel message could not be committed: \(error)")
+                for item in items { item.done(.failure(error)) }
+            }
+        }
+    }
+}
+
+/// A member has `capacity` topic messages waiting for the cluster's database already.
+struct TopicOutboxFull: Error, CustomStringConvertible {
+    let capacity: Int
+    var description: String { "\(capacity) messages of this stream channel member are waiting for the cluster's database already" }
+}
