@@ -109,7 +109,7 @@ struct ClusterStreamTests {
         }
     }
 
-    @Test("issue 13, §2.9: stream presence and topic publishers are cluster-wide: snapshots list every node's members, remote joins, topic changes and leaves are events, a node started later learns the members, a dead node's members time out")
+    @Test("issue 13, §2.9: stream presence and topic publishers are cluster-wide: snapshots list every node's members, remote joins, topic changes and leaves are events, a node started later learns the members, a dead node's members time out, a stopping node's members leave")
     func membershipAcrossNodes() async throws {
         try await ClusterTests().withCluster { database, a, b in
             let (carol, carolEvents) = try await Harness.client("carol", port: b.port)
@@ -158,7 +158,13 @@ struct ClusterStreamTests {
             b.server.hub.handle(.nodeDied(node: "c"))
             #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteTimeout, "dave")) != nil)
             #expect(await carolEvents.first(within: soon, where: Self.presence(.remoteTimeout, "dave")) != nil)
-            for client in [alice, bob, carol, dave] { await client.logout() }
+            // A node that shuts down announces its members' leaves before it stops.
+            let (erin, _) = try await Harness.client("erin", port: a.port)
+            _ = try await erin.createStreamChannel("game").join()
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "erin")) != nil)
+            await a.stop()
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteLeave, "erin")) != nil)
+            for client in [alice, bob, carol, dave, erin] { await client.logout() }
             await c.stop()
         }
     }
