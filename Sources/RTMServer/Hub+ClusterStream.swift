@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOWebSocket
 import RTMProtocol
 
 /// Cluster mode (issue 13): stream channels cross nodes through the same backplane as channel
@@ -89,8 +90,19 @@ extension Hub {
         let data = message.isText ? nil : Data(payload.readableBytesView)
         let frame = Frame(type: .message, channel: channel.name, channelType: "stream", publisher: message.publisher,
                           text: text, data: data, customType: message.customType, ts: message.millis).with { $0.topic = topic }
-        let buffer = FrameCodec.encode(frame)
-        for recipient in recipients { Hub.sendEncoded(buffer, on: recipient.channel) }
+        let websocketFrame = WebSocketFrame(fin: true, opcode: .text, data: FrameCodec.encode(frame))
+        // One hop per event loop with recipients: written there, flushed once per loop tick,
+        // counted in that loop's stats as a single node's topic fan-out is.
+        var byLoop: [Int: [ConnectionRef]] = [:]
+        for recipient in recipients { byLoop[recipient.loopIndex, default: []].append(recipient) }
+        for (index, group) in byLoop where index < fanouts.count {
+            let fanout = fanouts[index]
+            fanout.eventLoop.execute {
+                for recipient in group { fanout.write(websocketFrame, to: recipient) }
+                fanout.stats.streamMessagesOut &+= group.count
+                fanout.stats.bytesOut &+= group.count &* websocketFrame.data.readableBytes
+            }
+        }
     }
 
     /// Gaps of stream log channels are dropped (topic messages have no numbers, replay or gap

@@ -43,7 +43,6 @@ extension StreamHub {
     func announce(_ op: StreamClusterEvent.Op, _ membership: StreamMembership, _ fill: (inout StreamClusterEvent) -> Void = { _ in }) {
         guard let cluster else { return }
         var event = StreamClusterEvent(op: op, instance: cluster.instance, user: membership.userId)
-        if op == .join { event.topics = channels.withLockedValue { $0[membership.channel]?[membership.userId]?.topics } }
         fill(&event)
         cluster.announce(event, for: membership)
     }
