@@ -102,6 +102,7 @@ extension Hub {
             applyGaps(dropTopicGaps(gaps))
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
+            if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
         case .nodeDied(let node):
             streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
             cluster.nodes(event)

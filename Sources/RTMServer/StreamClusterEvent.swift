@@ -6,8 +6,10 @@ struct StreamClusterEvent: Codable, Sendable, Equatable {
     enum Op: String, Codable, Sendable {
         /// A member joined (visible).
         case join
-        /// A member is here (an answer to a node new to the channel: no event if known).
-        case present
+        /// All of a node's visible members of the channel, with their topics (an answer to a
+        /// node new to the channel, and after the database link came back): the others
+        /// reconcile their mirror of that node's members with it.
+        case sync
         /// A member left (or its connection was lost).
         case leave
         /// A member joined a topic as publisher, or changed its meta.
@@ -23,8 +25,8 @@ struct StreamClusterEvent: Codable, Sendable, Equatable {
     /// entry belongs to the run that announced it.
     var instance: String
     var user: String?
-    /// The member's topics → meta (`join`, `present`).
-    var topics: [String: String]?
+    /// `sync`: the node's visible members → their topics → meta.
+    var members: [String: [String: String]]?
     var topic: String?
     var meta: String?
     /// `leave`: the presence event kind others are told (`remoteLeave`).

@@ -1,11 +1,11 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 
-/// Cluster mode (issue 13): how stream channels reach the backplane. Topic messages and
-/// membership changes (`StreamClusterEvent`) of one member go through its `TopicOutbox` queue,
-/// one commit in flight at a time, so they are stored (and applied on every node) in the
-/// order they happened: a `joinTopic` before the messages that follow it, a message before
-/// the `leave`.
+/// Cluster mode (issue 13): how stream channels reach the backplane. Each member's topic
+/// messages go through its own `TopicOutbox` queue, and each channel's membership changes
+/// (`StreamClusterEvent`) through the channel's, one commit in flight per queue, so they are
+/// stored (and applied on every node) in the order they happened.
 final class StreamClusterLink: Sendable {
     let backplane: any ChannelBackplane
     /// This server run (`Hub.epoch`), carried by every membership event.
@@ -36,12 +36,18 @@ final class StreamClusterLink: Sendable {
         }
     }
 
-    /// Announces a membership change of `membership` to the other nodes (best effort: when the
-    /// database is down they miss it, and a dead node's members leave with its lease).
-    func announce(_ event: StreamClusterEvent, for membership: StreamMembership) {
-        send(Self.publish(event, appId: membership.channel.appId, logChannel: Hub.streamLogChannel(membership.channel.name),
-                          publisher: membership.userId), for: membership)
+    /// Announces a membership change in `channel` to the other nodes. A channel's changes wait
+    /// in one queue (in the order they happened); when the database is down they are lost and
+    /// the `sync` sent when it is back repairs the other nodes' view.
+    func announce(_ event: StreamClusterEvent, channel: ChannelKey) {
+        announcedChannels.withLockedValue { _ = $0.insert(channel) }
+        send(Self.publish(event, appId: channel.appId, logChannel: Hub.streamLogChannel(channel.name), publisher: event.user ?? ""),
+             for: StreamMembership(channel: channel, userId: ""))
     }
+
+    /// The channels this node announced members in (each gets a `sync` when the database link
+    /// comes back, so that the other nodes learn what they missed, leaves included).
+    let announcedChannels = NIOLockedValueBox<Set<ChannelKey>>([])
 
     /// Tells the other nodes this run started: members of this node's earlier run are gone.
     func announceStart() {

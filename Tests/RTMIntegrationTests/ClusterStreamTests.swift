@@ -169,6 +169,61 @@ struct ClusterStreamTests {
         }
     }
 
+    @Test("issue 13 item 5: stream membership changes made while the database was down reach the other nodes when it is back (a sync of the node's members)")
+    func membershipAfterDatabaseOutage() async throws {
+        try await ClusterTests().withCluster { database, a, b in
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            try await bob.createStreamChannel("game").join()
+            let (carol, _) = try await Harness.client("carol", port: a.port)
+            let carolGame = try carol.createStreamChannel("game")
+            try await carolGame.join()
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "carol")) != nil)
+            let (erin, _) = try await Harness.client("erin", port: a.port)
+
+            try database.stop()
+            #expect(await StreamTests.eventually { !a.server.hub.cluster.databaseUp })
+            await carolGame.leave()   // announced into the void
+            let erinGame = try erin.createStreamChannel("game")
+            try await erinGame.join()
+            try await erinGame.joinTopic("moves", options: JoinTopicOptions(meta: "m"))
+            #expect(await bobEvents.matching(Self.presence(.remoteLeave, "carol")).isEmpty)
+
+            try database.start()
+            #expect(await bobEvents.first(within: .seconds(15), where: Self.presence(.remoteLeave, "carol")) != nil)
+            #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "erin")) != nil)
+            #expect(await bobEvents.first(within: soon, where: Self.topicEvent(.remoteJoinTopic, "erin", meta: "m")) != nil)
+            for client in [bob, carol, erin] { await client.logout() }
+        }
+    }
+
+    @Test("issue 13: a node's mirror of remote stream members as a pure value: join, topic changes, a stale leave, a sync that reconciles")
+    func mirrorAsAValue() {
+        var members: [String: RemoteStreamMember] = [:]
+        func event(_ op: StreamClusterEvent.Op, _ user: String?, instance: String = "a1", _ fill: (inout StreamClusterEvent) -> Void = { _ in }) -> StreamClusterEvent {
+            var event = StreamClusterEvent(op: op, instance: instance, user: user)
+            fill(&event)
+            return event
+        }
+        func kinds(_ changes: [StreamHub.RemoteChange]) -> [String] {
+            changes.map { change in ([change.presence?.rawValue] + change.topics.map { "\($0.0.rawValue)\($0.1.keys.sorted())" }).compactMap { $0 }.joined(separator: ",") }
+        }
+        #expect(kinds(StreamHub.apply(event(.join, "carol"), to: &members, node: "a")) == ["remoteJoin"])
+        #expect(StreamHub.apply(event(.join, "carol"), to: &members, node: "a").isEmpty)   // known: nothing
+        #expect(kinds(StreamHub.apply(event(.joinTopic, "carol") { $0.topic = "t"; $0.meta = "m" }, to: &members, node: "a")) == ["remoteJoinTopic[\"t\"]"])
+        // carol moved to node b (run b1): its join there is silent, the old run's leave is stale.
+        #expect(StreamHub.apply(event(.join, "carol", instance: "b1"), to: &members, node: "b").isEmpty)
+        #expect(StreamHub.apply(event(.leave, "carol") { $0.reason = "remoteLeave" }, to: &members, node: "a").isEmpty)
+        #expect(members["carol"]?.instance == "b1" && members["carol"]?.topics == ["t": "m"])
+        #expect(kinds(StreamHub.apply(event(.join, "dave"), to: &members, node: "a")) == ["remoteJoin"])
+        // A sync of run a1: dave gone, erin new with a topic; carol (run b1) untouched.
+        let sync = StreamHub.apply(event(.sync, nil) { $0.members = ["erin": ["u": ""]] }, to: &members, node: "a")
+        #expect(kinds(sync).sorted() == ["remoteJoin,remoteJoinTopic[\"u\"]", "remoteLeave"])
+        #expect(Set(members.keys) == ["carol", "erin"])
+        // A sync that changes erin's topics: only topic events.
+        let change = StreamHub.apply(event(.sync, nil) { $0.members = ["erin": ["v": "x"]] }, to: &members, node: "a")
+        #expect(kinds(change) == ["remoteJoinTopic[\"v\"],remoteLeaveTopic[\"u\"]"])
+    }
+
     @Test("issue 13: the reserved log channel names of stream channels cannot be a user channel's and parse back")
     func topicLogChannelNames() {
         let name = Hub.topicLogChannel("game", topic: "moves")
