@@ -204,7 +204,7 @@ public final class RTMServer: Service, Sendable {
         await hub.mailbox.stopFollowing()
         await hub.storage.drain()
         await hub.webhooks?.stop()   // what is still queued stays on disk for the next run
-        await hub.streams.cluster?.outbox.idle()   // the stream channel leaves reach the other nodes
+        await hub.streams.cluster?.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
         await configuration.backplane?.stop()
         try await group.shutdownGracefully()
         logger.info("stopped")

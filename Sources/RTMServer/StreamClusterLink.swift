@@ -63,6 +63,16 @@ final class StreamClusterLink: Sendable {
                                 payload: payload, millis: Hub.wallMillis)
     }
 
+    /// Waits (up to `limit`) until every queued message was committed or failed: a server that
+    /// shuts down lets its members' last changes reach the other nodes first, but never waits
+    /// for a database that does not answer.
+    func settle(within limit: Duration = .seconds(2)) async {
+        let deadline = ContinuousClock.now + limit
+        while !outbox.isIdle, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// Commits `membership`'s waiting messages, one transaction at a time, until none wait.
     private func drain(_ membership: StreamMembership) async {
         while let items = outbox.take(for: membership) {

@@ -27,13 +27,8 @@ final class TopicOutbox: Sendable {
 
     /// The most messages one publisher may have waiting.
     let capacity: Int
-    private struct State {
-        /// Present while a drain runs for the publisher (empty: the drain's commit is in flight).
-        var queues: [StreamMembership: [Item]] = [:]
-        /// `idle()` callers, resumed when no drain runs.
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    }
-    private let state = NIOLockedValueBox(State())
+    /// Present while a drain runs for the publisher (empty: the drain's commit is in flight).
+    private let queues = NIOLockedValueBox<[StreamMembership: [Item]]>([:])
 
     init(capacity: Int = 1_000) {
         self.capacity = capacity
@@ -41,12 +36,12 @@ final class TopicOutbox: Sendable {
 
     /// Queues `item` for `publisher`.
     func add(_ item: Item, for publisher: StreamMembership) -> Admission {
-        state.withLockedValue { state in
-            guard var waiting = state.queues.removeValue(forKey: publisher) else {
-                state.queues[publisher] = [item]
+        queues.withLockedValue { queues in
+            guard var waiting = queues.removeValue(forKey: publisher) else {
+                queues[publisher] = [item]
                 return .startDrain
             }
-            defer { state.queues[publisher] = waiting }
+            defer { queues[publisher] = waiting }
             guard waiting.count < capacity else { return .full }
             waiting.append(item)
             return .queued
@@ -56,33 +51,16 @@ final class TopicOutbox: Sendable {
     /// The drain takes everything waiting for `publisher`; nil (and the drain ends) when
     /// nothing is.
     func take(for publisher: StreamMembership) -> [Item]? {
-        let (items, idle) = state.withLockedValue { state -> ([Item]?, [CheckedContinuation<Void, Never>]) in
-            guard let waiting = state.queues[publisher], !waiting.isEmpty else {
-                state.queues[publisher] = nil
-                guard state.queues.isEmpty else { return (nil, []) }
-                defer { state.idleWaiters = [] }
-                return (nil, state.idleWaiters)
+        queues.withLockedValue { queues in
+            guard let waiting = queues[publisher], !waiting.isEmpty else {
+                queues[publisher] = nil
+                return nil
             }
-            state.queues[publisher] = []
-            return (waiting, [])
-        }
-        for waiter in idle { waiter.resume() }
-        return items
-    }
-
-    /// How many `idle()` callers wait.
-    var idleWaiterCount: Int { state.withLockedValue { $0.idleWaiters.count } }
-
-    /// Returns once no drain runs (everything queued so far was committed or failed): a server
-    /// that shuts down lets its members' last changes reach the other nodes first.
-    func idle() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLockedValue { state in
-                guard !state.queues.isEmpty else { return true }
-                state.idleWaiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
+            queues[publisher] = []
+            return waiting
         }
     }
+
+    /// No drain runs: everything queued so far was committed or failed.
+    var isIdle: Bool { queues.withLockedValue { $0.isEmpty } }
 }
