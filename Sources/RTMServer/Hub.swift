@@ -438,7 +438,7 @@ final class Hub: Sendable {
             let buffer = FrameCodec.encode(broadcast.frame)
             enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)
             // Stream-channel members that joined withMetadata / withLock get these too.
-            if broadcast.frame.type == .storage || broadcast.frame.type == .lock { streams.relayServiceEvent(broadcast.frame, channel: broadcast.channel) }
+            if broadcast.frame.type == .storage || broadcast.frame.type == .lock { streams.relayServiceEvent(buffer, of: broadcast.frame.type, channel: broadcast.channel) }
         }
     }
 

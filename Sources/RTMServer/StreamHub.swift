@@ -220,16 +220,14 @@ final class StreamHub: Sendable {
         }
     }
 
-    /// A storage or lock event of `channel` (the channel's metadata and locks are shared by its
-    /// message-channel subscribers and its stream-channel members): written to the members
-    /// that joined `withMetadata` (storage) or `withLock` (locks).
-    func relayServiceEvent(_ frame: Frame, channel: ChannelKey) {
-        let wanted: ChannelFeatures = frame.type == .lock ? .lock : .metadata
+    /// A storage or lock event of `channel`, encoded (the channel's metadata and locks are
+    /// shared by its message-channel subscribers and its stream-channel members): written to
+    /// the members that joined `withMetadata` (storage) or `withLock` (locks).
+    func relayServiceEvent(_ buffer: ByteBuffer, of type: FrameType, channel: ChannelKey) {
+        let wanted: ChannelFeatures = type == .lock ? .lock : .metadata
         let targets = channels.withLockedValue { all in
             all[channel]?.values.compactMap { $0.services.contains(wanted) ? $0.connection : nil } ?? []
         }
-        guard !targets.isEmpty else { return }
-        let buffer = FrameCodec.encode(frame)
         for target in targets { Hub.sendEncoded(buffer, on: target.channel) }
     }
 
