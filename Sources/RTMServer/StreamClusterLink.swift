@@ -39,10 +39,11 @@ final class StreamClusterLink: Sendable {
     /// Announces a membership change in `channel` to the other nodes. A channel's changes wait
     /// in one queue (in the order they happened); when the database is down they are lost and
     /// the `sync` sent when it is back repairs the other nodes' view.
-    func announce(_ event: StreamClusterEvent, channel: ChannelKey) {
+    func announce(_ event: StreamClusterEvent, channel: ChannelKey,
+                  done: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }) {
         announcedChannels.withLockedValue { _ = $0.insert(channel) }
         send(Self.publish(event, appId: channel.appId, logChannel: Hub.streamLogChannel(channel.name), publisher: event.user ?? ""),
-             for: StreamMembership(channel: channel, userId: ""))
+             for: StreamMembership(channel: channel, userId: ""), done: done)
     }
 
     /// The channels this node announced members in (each gets a `sync` when the database link

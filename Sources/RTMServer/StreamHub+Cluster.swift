@@ -61,7 +61,12 @@ extension StreamHub {
         let members = channels.withLockedValue { $0[channel] } ?? [:]
         var listed: [String: [String: String]] = [:]
         for (user, member) in members where !member.quiet { listed[user] = member.topics }
-        cluster.announce(StreamClusterEvent(op: .sync, instance: cluster.instance, members: listed), channel: channel)
+        let nobody = listed.isEmpty
+        cluster.announce(StreamClusterEvent(op: .sync, instance: cluster.instance, members: listed), channel: channel) { [self] result in
+            // Once the others know this node has nobody there, the channel needs no more syncs.
+            guard case .success = result, nobody, channels.withLockedValue({ $0[channel] == nil }) else { return }
+            cluster.announcedChannels.withLockedValue { _ = $0.remove(channel) }
+        }
     }
 
     /// The database link came back: a `sync` of every channel this node announced members in
