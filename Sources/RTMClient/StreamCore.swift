@@ -112,7 +112,10 @@ final class StreamCore: @unchecked Sendable {
         joinRequestID = id
         let join = Frame(type: .join, id: id, appId: client.config.appId, userId: client.config.userId,
                          token: joinOptions.token ?? client.token, channel: name,
-                         withPresence: joinOptions.withPresence, beQuiet: joinOptions.beQuiet)
+                         withPresence: joinOptions.withPresence, beQuiet: joinOptions.beQuiet).with {
+            $0.withMetadata = joinOptions.withMetadata ? true : nil
+            $0.withLock = joinOptions.withLock ? true : nil
+        }
         ClientTransport.send(join, on: channel)
     }
 
@@ -167,6 +170,10 @@ final class StreamCore: @unchecked Sendable {
         case .topicEvent:
             guard let kind = frame.event.flatMap(TopicEventKind.init(rawValue:)) else { return }
             client.emit(.topic(TopicEvent(kind: kind, channelName: name, userId: frame.userId ?? "", topics: frame.topics ?? [], timestamp: frame.ts ?? 0)))
+        case .storage:   // joined withMetadata: the channel's storage events (§2.9)
+            client.receivedStorage(frame)
+        case .lock:   // joined withLock: the channel's lock events
+            client.receivedLock(frame)
         case .kicked:
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server"))
@@ -244,12 +251,19 @@ public struct JoinChannelOptions: Sendable, Equatable {
     public var withPresence: Bool
     /// Be invisible: not listed, no join/leave events (default false).
     public var beQuiet: Bool
+    /// Receive the channel's storage events, a snapshot first (default false). The channel's
+    /// metadata is the one `setChannelMetadata` sets for that channel name.
+    public var withMetadata: Bool
+    /// Receive the channel's lock events, a snapshot first (default false).
+    public var withLock: Bool
 
     /// Options with their defaults.
-    public init(token: String? = nil, withPresence: Bool = true, beQuiet: Bool = false) {
+    public init(token: String? = nil, withPresence: Bool = true, beQuiet: Bool = false, withMetadata: Bool = false, withLock: Bool = false) {
         self.token = token
         self.withPresence = withPresence
         self.beQuiet = beQuiet
+        self.withMetadata = withMetadata
+        self.withLock = withLock
     }
 }
 

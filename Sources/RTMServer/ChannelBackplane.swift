@@ -73,9 +73,13 @@ public struct BackplaneMessage: Sendable {
     public var payload: ByteBuffer
     /// Publish time, milliseconds since 1970.
     public var millis: Int64
+    /// The node that published it, when the backplane knows (stream channels' members are
+    /// tracked per node, so that a dead node's members leave).
+    public var node: String?
 
     public init(appId: String, channel: String, seq: UInt64, epoch: String, publisher: String, customType: String?,
-                isText: Bool, payload: ByteBuffer, millis: Int64) {
+                isText: Bool, payload: ByteBuffer, millis: Int64, node: String? = nil) {
+        self.node = node
         self.appId = appId
         self.channel = channel
         self.seq = seq

@@ -35,8 +35,9 @@ extension ConnectionHandler {
                         "'\(userId)' has joined \(config.limits.maxStreamChannelsPerClient) stream channels, the limit"), context: context)
             return
         }
+        let features = ChannelFeatures(frame)
         let snapshot = hub.streams.join(membership, connection: connection, quiet: frame.beQuiet ?? false,
-                                        withPresence: frame.withPresence ?? true)
+                                        withPresence: frame.withPresence ?? true, services: features)
         self.appId = appId
         stream = membership
         hub.counters.withLockedValue { $0.stream += 1 }
@@ -51,6 +52,8 @@ extension ConnectionHandler {
             $0.topics = snapshot.topics
             $0.expiresAt = expiresAt
         }, context: context)
+        // withMetadata / withLock (§2.9): the snapshots a message-channel subscriber gets.
+        sendServiceSnapshots(channel: channel, features: features, key: user, context: context)
     }
 
     /// A request on a joined STREAM connection.
@@ -121,6 +124,10 @@ extension ConnectionHandler {
             switch hub.streams.recipients(of: membership, topic: topic) {
             case .failure(let failure): reply(failure)
             case .success(let recipients):
+                if let link = hub.streams.cluster {   // cluster mode: through the log, answered after the commit
+                    fanout.stats.streamMessagesIn &+= 1
+                    return publishTopicThroughBackplane(link, frame, membership: membership, topic: topic)
+                }
                 let message = Frame(type: .message, channel: membership.channel.name, channelType: "stream", publisher: membership.userId,
                                     text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }
                 let buffer = FrameCodec.encode(message)

@@ -97,15 +97,19 @@ extension Hub {
         switch event {
         case .messages(let all):
             let messages = applyControl(all)   // the cluster's session and presence events
-            applyCommitted(messages)
+            applyCommitted(deliverTopicMessages(messages))   // topic messages (Hub+ClusterStream) first
             if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
-            applyGaps(gaps)
+            applyGaps(dropTopicGaps(gaps))
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
+            if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
-            if case .nodeDied(let node) = event { clusterLockNodeDied(node) }   // its users' locks: TTL from now
+            if case .nodeDied(let node) = event {
+                clusterLockNodeDied(node)   // its users' locks: TTL from now
+                streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
+            }
             cluster.nodes(event)
         }
     }
@@ -115,5 +119,6 @@ extension Hub {
         guard let backplane = configuration.backplane else { return }
         try await backplane.start { [self] event in handle(event) }
         startClusterSender(backplane)
+        streams.cluster?.announceStart()
     }
 }

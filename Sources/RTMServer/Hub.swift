@@ -55,7 +55,8 @@ final class Hub: Sendable {
         self.clusterLocks = configuration.sharedServices.map { ClusterLocks(store: $0) }
         let metrics = ServerMetrics()
         self.metrics = metrics
-        self.cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
+        let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
+        self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
@@ -79,7 +80,9 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
-        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks)
+        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: configuration.backplane.map {
+            StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
+        })
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
@@ -455,6 +458,8 @@ final class Hub: Sendable {
         for broadcast in broadcasts {
             let buffer = FrameCodec.encode(broadcast.frame)
             enqueue(buffer, to: broadcast.channel, loops: broadcast.loops, except: broadcast.except?.id, requires: broadcast.requires)
+            // Stream-channel members that joined withMetadata / withLock get these too.
+            if broadcast.frame.type == .storage || broadcast.frame.type == .lock { streams.relayServiceEvent(buffer, of: broadcast.frame.type, channel: broadcast.channel) }
         }
     }
 

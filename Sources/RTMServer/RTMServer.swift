@@ -206,7 +206,10 @@ public final class RTMServer: Service, Sendable {
         // Each step bounded: a stop that never returns (a database call stuck in a driver)
         // must not keep the process from exiting on SIGTERM.
         let bound = configuration.shutdownGrace + .seconds(5)
-        await Self.bounded(bound, "cluster events", logger) { await self.hub.clusterSender?.stop() }   // while the pool is up
+        await Self.bounded(bound, "cluster events", logger) {   // while the pools are up
+            await self.hub.clusterSender?.stop()
+            await self.hub.streams.cluster?.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
+        }
         await Self.bounded(bound, "user messages", logger) {
             await self.hub.mailbox.drain()
             await self.hub.mailbox.stopFollowing()

@@ -16,6 +16,8 @@ final class StreamHub: Sendable {
         var connection: ConnectionRef
         let quiet: Bool
         let withPresence: Bool
+        /// The channel's storage and lock events it asked for (`withMetadata`, `withLock`).
+        let services: ChannelFeatures
         /// Joined topics (as publisher) → meta.
         var topics: [String: String] = [:]
         /// Subscribed topics → the publishers wanted (nil: every publisher).
@@ -27,25 +29,33 @@ final class StreamHub: Sendable {
         let reason: String
     }
 
-    private let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
+    /// This node's members.
+    let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])
+    /// Cluster mode: the other nodes' visible members, as their events told (StreamHub+Cluster).
+    let remote = NIOLockedValueBox<[ChannelKey: [String: RemoteStreamMember]]>([:])
     private let limits: Limits
     /// `joinChannel` / `leaveChannel` webhook events (channel type `stream`).
     private let webhooks: WebhookDispatcher?
+    /// Cluster mode: topic messages and membership changes to the other nodes.
+    let cluster: StreamClusterLink?
 
-    init(limits: Limits, webhooks: WebhookDispatcher? = nil) {
+    init(limits: Limits, webhooks: WebhookDispatcher? = nil, cluster: StreamClusterLink? = nil) {
         self.limits = limits
         self.webhooks = webhooks
+        self.cluster = cluster
     }
 
     /// Joins `connection` as `user`. A second connection of the same user (a rejoin before the
-    /// server noticed the old one was gone) replaces the first, which is closed. Returns the
+    /// server noticed the old one was gone) replaces the first, which is closed. `services`:
+    /// the channel's storage and lock events wanted (`withMetadata`, `withLock`). Returns the
     /// visible members and the topics, for the snapshots.
-    func join(_ membership: StreamMembership, connection: ConnectionRef, quiet: Bool, withPresence: Bool)
-        -> (users: [String], topics: [TopicInfo]) {
+    func join(_ membership: StreamMembership, connection: ConnectionRef, quiet: Bool, withPresence: Bool,
+              services: ChannelFeatures = []) -> (users: [String], topics: [TopicInfo]) {
         let (replaced, others, snapshot) = channels.withLockedValue { all in
             var members = all[membership.channel] ?? [:]
             let old = members[membership.userId]
-            var member = Member(connection: connection, quiet: quiet, withPresence: withPresence)
+            var member = Member(connection: connection, quiet: quiet, withPresence: withPresence,
+                                services: services.intersection([.metadata, .lock]))
             if let old { member.topics = old.topics; member.subscriptions = old.subscriptions }
             members[membership.userId] = member
             all[membership.channel] = members
@@ -58,7 +68,8 @@ final class StreamHub: Sendable {
         let event = Frame(type: .presence, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: PresenceEventKind.remoteJoin.rawValue, ts: Hub.wallMillis)
         for other in others { Hub.send(event, on: other.channel) }
-        return snapshot
+        if replaced == nil, !quiet { announce(.join, membership) }
+        return withRemote(snapshot, channel: membership.channel)
     }
 
     /// The connection left (or was lost): the member goes, others are told.
@@ -73,6 +84,7 @@ final class StreamHub: Sendable {
                     Self.others(members, except: membership.userId, presenceOnly: true))
         }
         guard let left, !left.quiet else { return }
+        announce(.leave, membership) { $0.reason = reason.rawValue }
         let now = Hub.wallMillis
         if !left.topics.isEmpty {
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: left.topics, ts: now)
@@ -85,6 +97,7 @@ final class StreamHub: Sendable {
 
     /// Becomes a publisher of `topic`.
     func joinTopic(_ membership: StreamMembership, topic: String, meta: String) -> Failure? {
+        var changedTopic: (changed: Bool, quiet: Bool)?
         let result = channels.withLockedValue { all -> Result<[ConnectionRef], Failure> in
             guard var member = all[membership.channel]?[membership.userId] else {
                 return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
@@ -93,6 +106,7 @@ final class StreamHub: Sendable {
                 return .failure(Failure(code: .channelExceedTopicLimitation, reason: "already joined \(limits.maxJoinedTopics) topics, the limit"))
             }
             let changed = member.topics[topic] != meta
+            changedTopic = (changed, member.quiet)
             member.topics[topic] = meta
             all[membership.channel]?[membership.userId] = member
             return .success(changed && !member.quiet ? Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false) : [])
@@ -102,12 +116,14 @@ final class StreamHub: Sendable {
         case .success(let others):
             let event = Self.topicEvent(.remoteJoinTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
             for other in others { Hub.send(event, on: other.channel) }
+            if let (changed, quiet) = changedTopic, changed, !quiet { announce(.joinTopic, membership) { $0.topic = topic; $0.meta = meta } }
             return nil
         }
     }
 
     /// Stops publishing to `topic`.
     func leaveTopic(_ membership: StreamMembership, topic: String) -> Failure? {
+        var announced = false
         let result = channels.withLockedValue { all -> Result<(String, [ConnectionRef]), Failure> in
             guard var member = all[membership.channel]?[membership.userId] else {
                 return .failure(Failure(code: .channelNotJoined, reason: "not joined"))
@@ -116,11 +132,13 @@ final class StreamHub: Sendable {
                 return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined"))
             }
             all[membership.channel]?[membership.userId] = member
+            if !member.quiet { announced = true }
             return .success((meta, member.quiet ? [] : Self.others(all[membership.channel] ?? [:], except: membership.userId, presenceOnly: false)))
         }
         switch result {
         case .failure(let failure): return failure
         case .success(let (meta, others)):
+            if announced { announce(.leaveTopic, membership) { $0.topic = topic } }
             let event = Self.topicEvent(.remoteLeaveTopic, membership, topics: [topic: meta], ts: Hub.wallMillis)
             for other in others { Hub.send(event, on: other.channel) }
             return nil
@@ -188,14 +206,29 @@ final class StreamHub: Sendable {
             guard me.topics[topic] != nil else {
                 return .failure(Failure(code: .channelTopicNotJoined, reason: "topic '\(topic)' is not joined: joinTopic first"))
             }
-            var out: [ConnectionRef] = []
-            for (user, member) in members where user != membership.userId {
-                if case .some(let wanted) = member.subscriptions[topic], wanted?.contains(membership.userId) ?? true {
-                    out.append(member.connection)
-                }
-            }
-            return .success(out)
+            return .success(Self.subscribers(members, topic: topic, publisher: membership.userId))
         }
+    }
+
+    /// This node's members subscribed to `publisher`'s messages in `topic` (cluster mode: a
+    /// topic message committed by any node, AGORA_REFERENCE §2.9). The publisher need not be
+    /// a member here.
+    func subscribers(of channel: ChannelKey, topic: String, publisher: String) -> [ConnectionRef] {
+        channels.withLockedValue { all in
+            guard let members = all[channel] else { return [] }
+            return Self.subscribers(members, topic: topic, publisher: publisher)
+        }
+    }
+
+    /// A storage or lock event of `channel`, encoded (the channel's metadata and locks are
+    /// shared by its message-channel subscribers and its stream-channel members): written to
+    /// the members that joined `withMetadata` (storage) or `withLock` (locks).
+    func relayServiceEvent(_ buffer: ByteBuffer, of type: FrameType, channel: ChannelKey) {
+        let wanted: ChannelFeatures = type == .lock ? .lock : .metadata
+        let targets = channels.withLockedValue { all in
+            all[channel]?.values.compactMap { $0.services.contains(wanted) ? $0.connection : nil } ?? []
+        }
+        for target in targets { Hub.sendEncoded(buffer, on: target.channel) }
     }
 
     /// Whether the user is in the stream channel (a rejoin replaces its connection).
@@ -211,7 +244,7 @@ final class StreamHub: Sendable {
     }
 
     /// The publishers of each topic.
-    private static func topicInfos(_ members: [String: Member]) -> [TopicInfo] {
+    static func topicInfos(_ members: [String: Member]) -> [TopicInfo] {
         var byTopic: [String: [TopicPublisher]] = [:]
         for (user, member) in members where !member.quiet {
             for (topic, meta) in member.topics { byTopic[topic, default: []].append(TopicPublisher(userId: user, meta: meta)) }
@@ -219,11 +252,22 @@ final class StreamHub: Sendable {
         return byTopic.keys.sorted().map { TopicInfo(topic: $0, publishers: byTopic[$0]!.sorted { $0.userId < $1.userId }) }
     }
 
+    /// Members other than `publisher` whose subscription to `topic` takes `publisher`.
+    private static func subscribers(_ members: [String: Member], topic: String, publisher: String) -> [ConnectionRef] {
+        var out: [ConnectionRef] = []
+        for (user, member) in members where user != publisher {
+            if case .some(let wanted) = member.subscriptions[topic], wanted?.contains(publisher) ?? true {
+                out.append(member.connection)
+            }
+        }
+        return out
+    }
+
     private static func others(_ members: [String: Member], except user: String, presenceOnly: Bool) -> [ConnectionRef] {
         members.compactMap { $0.key != user && (!presenceOnly || $0.value.withPresence) ? $0.value.connection : nil }
     }
 
-    private static func topicEvent(_ kind: TopicEventKind, _ membership: StreamMembership, topics: [String: String], ts: Int64) -> Frame {
+    static func topicEvent(_ kind: TopicEventKind, _ membership: StreamMembership, topics: [String: String], ts: Int64) -> Frame {
         var frame = Frame(type: .topicEvent, userId: membership.userId, channel: membership.channel.name, channelType: "stream",
                           event: kind.rawValue, ts: ts)
         frame.topics = topics.keys.sorted().map { TopicInfo(topic: $0, publishers: [TopicPublisher(userId: membership.userId, meta: topics[$0] ?? "")]) }

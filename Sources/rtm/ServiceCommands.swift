@@ -10,7 +10,8 @@ struct StreamCommand: AsyncParsableCommand {
         abstract: "Join a stream channel over its own STREAM connection, publish to and subscribe to topics.",
         discussion: """
             Joins CHANNEL, joins --topic as a publisher, subscribes to --subscribe topics (from every
-            publisher), prints every event (topic events, topic messages, the stream link state),
+            publisher), prints every event (topic events, topic messages, the stream link state;
+            with --with-metadata / --with-lock the channel's storage and lock events too),
             and publishes each line read from standard input to the --topic topic. Ctrl-D leaves,
             Ctrl-C logs out.
             """)
@@ -19,12 +20,14 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: "Topic to join as a publisher (lines from stdin are published to it).") var topic: String?
     @Option(help: "Publisher meta shown to others (≤ 256 bytes).") var meta = ""
     @Option(help: "Topics to subscribe to (repeatable).") var subscribe: [String] = []
+    @Flag(help: "Also print the channel's storage events (a snapshot first): the join option withMetadata.") var withMetadata = false
+    @Flag(help: "Also print the channel's lock events (a snapshot first): the join option withLock.") var withLock = false
 
     func run() async throws {
         Interrupt.install()
         let client = try await options.connect(printEvents: true)
         let stream = try client.createStreamChannel(channel)
-        let members = try await stream.join()
+        let members = try await stream.join(JoinChannelOptions(withMetadata: withMetadata, withLock: withLock))
         EventPrinter.say("joined stream channel \(channel): members \(members)")
         if let topic { try await stream.joinTopic(topic, options: JoinTopicOptions(meta: meta)) }
         for name in subscribe { try await stream.subscribeTopic(name) }
