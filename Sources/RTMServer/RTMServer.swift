@@ -104,13 +104,21 @@ public final class RTMServer: Service, Sendable {
         let hub = self.hub
         let config = configuration
         let tls = self.tls
+        let sockets = SocketBudget(configured: config.maxConnections), logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                // Past the socket budget: closed at once, before it costs anything (the client
+                // tries another node or backs off); the node keeps serving the others.
+                guard sockets.admit(warn: { refused in
+                    logger.warning("connection refused: the server holds as many sockets as it may (maxConnections)",
+                                   metadata: ["limit": "\(sockets.limit)", "refused": "\(refused)"])
+                }) else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in sockets.release() }
+                return channel.eventLoop.makeCompletedFuture {
                     if let tls {
                         // The context current at the accept: a reload affects new connections only.
                         try channel.pipeline.syncOperations.addHandlers(

@@ -38,6 +38,11 @@ public struct ServerConfiguration: Sendable {
     /// Bytes queued for one connection before it counts as a consumer that cannot keep up and is
     /// disconnected (its memory is then released).
     public var maxOutboundBytes: Int = 4 * 1024 * 1024
+    /// Client sockets held at once; one more is closed as soon as it is accepted. nil (the
+    /// default): the process's open-file limit (`ulimit -n`) less 128 kept for the server's own
+    /// files, so that a flood of connections can never leave it unable to open a database
+    /// connection or a file.
+    public var maxConnections: Int?
     /// How long a closing connection may take to flush its last frames before it is dropped.
     public var closeTimeout: TimeAmount = .seconds(1)
     /// How long a graceful shutdown waits for clients to take their `goaway` before closing hard.

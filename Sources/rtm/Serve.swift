@@ -51,6 +51,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
     @Option(help: "Cluster: how long channel messages stay in the database's log, in hours (trimmed by one node every 10 minutes).") var logRetentionHours: Double = 24
 
+    @Option(help: "Client sockets held at once; past it a new connection is closed as soon as it is accepted (default: the open-file limit, raised to its hard limit at start, less 128 for the server's own files).") var maxConnections: Int?
+
     func run() async throws {
         FileLimit.raise()
         var logger = Logger(label: "rtm.server")
@@ -61,6 +63,10 @@ struct Serve: AsyncParsableCommand {
         config.heartbeatSlack = .nanoseconds(Int64(heartbeatSlack * 1e9))
         config.publishRatePerSecond = publishRate
         config.loginRatePerSecond = loginRate
+        if let maxConnections {
+            guard maxConnections > 0 else { throw ValidationError("--max-connections must be > 0, got \(maxConnections)") }
+            config.maxConnections = maxConnections
+        }
         config.loginDeadline = .nanoseconds(Int64(loginDeadline * 1e9))
         config.errorReplyRatePerSecond = errorReplyRate
         config.errorReplyBurst = errorReplyBurst

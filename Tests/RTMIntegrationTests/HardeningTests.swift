@@ -266,3 +266,38 @@ struct HardeningTests {
         await harness.stop()
     }
 }
+
+/// A flood of connections past the process's open-file budget (`maxConnections`).
+struct SocketBudgetTests {
+    @Test("hostile world: sockets past maxConnections are closed at once, the node keeps serving, and a freed place is taken again")
+    func socketsPastTheBudgetAreClosed() async throws {
+        let harness = try await Harness.start { $0.maxConnections = 3 }
+        let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
+        try await alice.subscribe("room")
+        let first = try await RawPeer.connect(port: harness.port)
+        let second = try await RawPeer.connect(port: harness.port)
+        // The fourth socket is accepted by the kernel, then closed by the server at once.
+        let third = try await RawPeer.connect(port: harness.port)
+        #expect(await third.waitForClose(within: soon))
+        #expect(await first.waitForClose(within: .milliseconds(300)) == false)
+        // The logged-in client is untouched.
+        let (bob, _) = try await Harness.client("bob", port: harness.port, login: false)
+        await first.close()
+        await second.close()
+        try await bob.login(token: Harness.token("bob"))   // places freed: admitted again
+        _ = try await bob.publish(channel: "room", message: "still serving")
+        #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "still serving" } != nil)
+        await bob.logout()
+        await alice.logout()
+        await harness.stop()
+    }
+
+    @Test("the default budget is the open-file limit less a reserve for the server's own files")
+    func defaultBudgetFollowsTheLimit() {
+        var limit = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        let expected = max(16, min(Int(clamping: limit.rlim_cur), 1 << 20) - SocketBudget.reserve)
+        #expect(SocketBudget(configured: nil).limit == expected)
+        #expect(SocketBudget(configured: 5).limit == 5)
+    }
+}
