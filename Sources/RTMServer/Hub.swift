@@ -62,8 +62,9 @@ final class Hub: Sendable {
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
         if let backplane = configuration.backplane {
-            // This run of the node: a restarted node is a new instance to the others.
-            hubState.cluster.instance = "\(backplane.node)#\(String(UInt64.random(in: 1...UInt64.max), radix: 36))"
+            // This run of the node (its run epoch, as the stream link's): a restarted node is a
+            // new instance to the others.
+            hubState.cluster.instance = "\(backplane.node)#\(hubState.serverEpoch)"
             self.clusterSender = ClusterSender(retryInterval: .milliseconds(200))
         } else {
             self.clusterSender = nil

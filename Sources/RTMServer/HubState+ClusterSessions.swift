@@ -227,11 +227,8 @@ extension HubState {
                                     wallMillis: Int64) -> [Broadcast] {
         let channelKey = ChannelKey(appId: key.appId, name: channel)
         var state = channels[channelKey] ?? newChannel()
-        let older = state.members[key.userId]
-        if let older, !older.quiet { state.visible -= 1 }
-        state.members[key.userId] = Member(sessionID: id, quiet: member.quiet, features: ChannelFeatures(rawValue: member.features),
-                                           state: member.state)
-        if !member.quiet { state.visible += 1 }
+        let older = state.put(Member(sessionID: id, quiet: member.quiet, features: ChannelFeatures(rawValue: member.features),
+                                     state: member.state), for: key.userId)
         channels[channelKey] = state
         guard !member.quiet else { return [] }
         var out: [Broadcast] = []

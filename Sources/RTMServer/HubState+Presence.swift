@@ -181,3 +181,15 @@ extension HubState {
         return joined.filter { channels[ChannelKey(appId: user.appId, name: $0)]?.members[user.userId]?.quiet == false }.sorted()
     }
 }
+
+extension HubState.ChannelState {
+    /// Makes `member` the user's membership, replacing any other (in a cluster, another
+    /// session's), with the visible count kept right. Returns the replaced one.
+    @discardableResult
+    mutating func put(_ member: HubState.Member, for user: String) -> HubState.Member? {
+        let older = members.updateValue(member, forKey: user)
+        if let older, !older.quiet { visible -= 1 }
+        if !member.quiet { visible += 1 }
+        return older
+    }
+}

@@ -276,9 +276,7 @@ struct HubState {
         session.channels.insert(name)
         sessions[key] = session
         // A member left by another node's older session of the user (in a cluster) is replaced.
-        if let older = state.members[key.userId], !older.quiet { state.visible -= 1 }
-        state.members[key.userId] = Member(sessionID: session.id, quiet: quiet, features: features)
-        if !quiet { state.visible += 1 }
+        state.put(Member(sessionID: session.id, quiet: quiet, features: features), for: key.userId)
         channels[channelKey] = state
         cluster.announce(key, session: session.id, channel: name, .join(ClusterMember(quiet: quiet, features: features.rawValue, state: [:])))
         let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)
