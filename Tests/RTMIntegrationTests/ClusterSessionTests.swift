@@ -9,34 +9,18 @@ import Testing
 /// Issue 13 items 3–5: sessions and presence across nodes over a real PostgreSQL, real nodes
 /// on loopback (in-process, and `rtm serve` processes for kill -9), real SDK clients.
 extension ClusterTests {
-    static func presence(_ user: String, _ kinds: Set<PresenceEventKind>) -> @Sendable (RTMEvent) -> Bool {
-        { event in
-            guard let presence = event.presenceEvent else { return false }
-            return presence.userId == user && kinds.contains(presence.kind)
-        }
-    }
-
-    /// Waits (bounded) until `condition` holds: another node applies the cluster's events when
-    /// its follower reads them, a few milliseconds after the client's reply.
-    static func eventually(within timeout: Duration = soon, _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return try await condition()
-    }
-
     @Test("issue 13 item 4, P-3: presence is cluster-wide: joins, states and leaves on node B reach subscribers on node A; whoNow, whereNow and getState answer the same on both nodes")
     func presenceAcrossNodes() async throws {
         try await withCluster { _, a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
             try await alice.subscribe("room")
+            // Node B applies alice's join when its follower reads it (a few ms after her reply).
+            #expect(await waitUntil { b.server.members(appId: Harness.appId, channel: "room") == ["alice"] })
             let (bob, _) = try await Harness.client("bob", port: b.port)
             try await bob.subscribe("room")
-            #expect(await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteJoin])) != nil)
+            #expect(await aliceEvents.first(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteJoin])) != nil)
             try await bob.setState(channel: "room", ["mood": "ok"])
-            let changed = await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteStateChanged]))
+            let changed = await aliceEvents.first(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteStateChanged]))
             #expect(changed?.presenceEvent?.state == ["mood": "ok"])
             for client in [alice, bob] {
                 let who = try await client.whoNow(channel: "room", includeState: true)
@@ -51,17 +35,17 @@ extension ClusterTests {
             try await carol.subscribe("room")
             #expect(a.server.members(appId: Harness.appId, channel: "room") == ["alice", "bob", "carol"])
             try await bob.unsubscribe("room")
-            #expect(await aliceEvents.first(within: soon, where: Self.presence("bob", [.remoteLeave])) != nil)
+            #expect(await aliceEvents.first(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteLeave])) != nil)
             #expect(try await alice.whereNow(userId: "bob") == [])
             try await bob.subscribe("room")
-            _ = await aliceEvents.next(within: soon, where: Self.presence("bob", [.remoteJoin]))
+            _ = await aliceEvents.next(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteJoin]))
             // Logout (P-4): the leave at once, not after a grace window.
             let start = ContinuousClock.now
             await bob.logout()
-            let leave = await aliceEvents.next(within: soon, where: Self.presence("bob", [.remoteLeave, .remoteTimeout]))
+            let leave = await aliceEvents.next(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteLeave, .remoteTimeout]))
             #expect(leave?.presenceEvent?.kind == .remoteLeave)
             #expect(ContinuousClock.now - start < .milliseconds(800))
-            #expect(await aliceEvents.matching(Self.presence("bob", [.remoteTimeout])).isEmpty)
+            #expect(await aliceEvents.matching(RTMEvent.isPresence(of: "bob", [.remoteTimeout])).isEmpty)
             #expect(try await alice.whoNow(channel: "room").users == ["alice", "carol"])
             await alice.logout()
             await carol.logout()
@@ -75,22 +59,22 @@ extension ClusterTests {
             try await observer.subscribe("room")
             let (first, firstEvents) = try await Harness.client("alice", port: a.port)
             try await first.subscribe("room")
-            #expect(await observerEvents.first(within: soon, where: Self.presence("alice", [.remoteJoin])) != nil)
+            #expect(await observerEvents.first(within: soon, where: RTMEvent.isPresence(of: "alice", [.remoteJoin])) != nil)
             let mark = await observerEvents.mark()
             let (second, secondEvents) = try await Harness.client("alice", port: b.port)
             let kicked = await firstEvents.first(within: soon) { $0.link?.currentState == .failed }
             #expect(kicked?.link?.reasonCode == .sameUidLogin)
-            let leave = await observerEvents.first(since: mark, within: soon, where: Self.presence("alice", [.remoteLeave]))
+            let leave = await observerEvents.first(since: mark, within: soon, where: RTMEvent.isPresence(of: "alice", [.remoteLeave]))
             #expect(leave != nil)
             let joined = await observerEvents.mark()
             try await second.subscribe("room")
-            #expect(await observerEvents.first(since: joined, within: soon, where: Self.presence("alice", [.remoteJoin])) != nil)
+            #expect(await observerEvents.first(since: joined, within: soon, where: RTMEvent.isPresence(of: "alice", [.remoteJoin])) != nil)
             // No kick loop: the kicked client stays down; the new one stays up.
             let flap = await secondEvents.next(within: .seconds(1)) { $0.link?.currentState == .failed }
             #expect(flap == nil)
             #expect(await first.linkState == .failed)
             #expect(await second.linkState == .connected)
-            #expect(await Self.eventually { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
+            #expect(await waitUntil { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
             #expect(try await observer.whoNow(channel: "room").users == ["alice", "observer"])
             #expect(a.server.members(appId: Harness.appId, channel: "room") == ["alice", "observer"])
             await second.logout()
@@ -140,7 +124,7 @@ extension ClusterTests {
             }
             try await carol.subscribe("room")
             try await carol.setState(channel: "room", ["seat": "3"])
-            #expect(await observerEvents.first(within: soon, where: Self.presence("carol", [.remoteStateChanged])) != nil)
+            #expect(await observerEvents.first(within: soon, where: RTMEvent.isPresence(of: "carol", [.remoteStateChanged])) != nil)
             await observerEvents.clear()
             let mark = await carolEvents.mark()
             toA.setRefuseNew(true)
@@ -151,8 +135,8 @@ extension ClusterTests {
             #expect(back?.link?.unrestoredChannels == [])
             #expect(toB.openConnections == 1)
             // The session is B's now: A forgot it, B serves it.
-            #expect(await Self.eventually { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
-            let ghost = await observerEvents.next(within: .milliseconds(1500), where: Self.presence("carol", [.remoteLeave, .remoteTimeout, .remoteJoin]))
+            #expect(await waitUntil { a.server.sessionCount == 0 } && b.server.sessionCount == 2)
+            let ghost = await observerEvents.next(within: .milliseconds(1500), where: RTMEvent.isPresence(of: "carol", [.remoteLeave, .remoteTimeout, .remoteJoin]))
             #expect(ghost == nil)
             let who = try await observer.whoNow(channel: "room", includeState: true)
             #expect(who.users == ["carol", "observer"] && who.states["carol"] == ["seat": "3"])
@@ -160,7 +144,7 @@ extension ClusterTests {
             _ = try await observer.publish(channel: "room", message: "hello carol")
             #expect(await carolEvents.first(since: mark, within: soon) { $0.messageEvent?.text == "hello carol" } != nil)
             await carol.logout()
-            #expect(await observerEvents.next(within: soon, where: Self.presence("carol", [.remoteLeave])) != nil)
+            #expect(await observerEvents.next(within: soon, where: RTMEvent.isPresence(of: "carol", [.remoteLeave])) != nil)
             await observer.logout()
             try? await toA.stop()
             try? await toB.stop()
@@ -183,7 +167,7 @@ extension ClusterTests {
             try await dave.subscribe("room")
             try await erin.subscribe("room")
             for user in ["dave", "erin"] {
-                #expect(await observerEvents.first(within: soon, where: Self.presence(user, [.remoteJoin])) != nil)
+                #expect(await observerEvents.first(within: soon, where: RTMEvent.isPresence(of: user, [.remoteJoin])) != nil)
             }
             let mark = await erinEvents.mark()
             let killed = ContinuousClock.now
@@ -193,11 +177,11 @@ extension ClusterTests {
             #expect(back?.link?.isResumed == true)
             // Lease 0.5 s (dead within 0.6 s), then the window of a lost connection: the heartbeat
             // and presence timeout a process allows at least (5 s each) + 0.2 s slack.
-            let timeout = await observerEvents.first(within: .seconds(20), where: Self.presence("dave", [.remoteTimeout, .remoteLeave]))
+            let timeout = await observerEvents.first(within: .seconds(20), where: RTMEvent.isPresence(of: "dave", [.remoteTimeout, .remoteLeave]))
             #expect(timeout?.presenceEvent?.kind == .remoteTimeout)
             let elapsed = ContinuousClock.now - killed
             #expect(elapsed > .seconds(10) && elapsed < .seconds(14))
-            #expect(await observerEvents.matching(Self.presence("erin", [.remoteTimeout, .remoteLeave])).isEmpty)
+            #expect(await observerEvents.matching(RTMEvent.isPresence(of: "erin", [.remoteTimeout, .remoteLeave])).isEmpty)
             #expect(try await observer.whoNow(channel: "room").users == ["erin", "observer"])
             await erin.logout()
             await observer.logout()

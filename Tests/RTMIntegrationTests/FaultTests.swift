@@ -38,10 +38,7 @@ struct FaultTests {
     }
 
     static func isAlicePresence(_ kinds: Set<PresenceEventKind>) -> @Sendable (RTMEvent) -> Bool {
-        { event in
-            guard let p = event.presenceEvent else { return false }
-            return p.userId == "alice" && kinds.contains(p.kind)
-        }
+        RTMEvent.isPresence(of: "alice", kinds)
     }
 
     @Test("P-1/C-3: a short cut (RST) heals by itself: resumed, no presence event for others, no classic change")

@@ -90,6 +90,14 @@ extension RTMEvent {
     var classic: ConnectionState? { if case .connectionState(let s, _) = self { s } else { nil } }
     var messageEvent: MessageEvent? { if case .message(let m) = self { m } else { nil } }
     var presenceEvent: PresenceEvent? { if case .presence(let p) = self { p } else { nil } }
+
+    /// Matches presence events of `user` of one of `kinds`.
+    static func isPresence(of user: String, _ kinds: Set<PresenceEventKind>) -> @Sendable (RTMEvent) -> Bool {
+        { event in
+            guard let presence = event.presenceEvent else { return false }
+            return presence.userId == user && kinds.contains(presence.kind)
+        }
+    }
     var memberEvent: MemberEvent? { if case .member(let m) = self { m } else { nil } }
 }
 
