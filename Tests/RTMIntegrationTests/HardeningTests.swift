@@ -269,7 +269,7 @@ struct HardeningTests {
 
 /// A flood of connections past the process's open-file budget (`maxConnections`).
 struct SocketBudgetTests {
-    @Test("hostile world: sockets past maxConnections are closed at once, the node keeps serving, and a freed place is taken again")
+    @Test("T-9: sockets past maxConnections are closed at once (admission control), the node keeps serving, and a freed place is taken again")
     func socketsPastTheBudgetAreClosed() async throws {
         let harness = try await Harness.start { $0.maxConnections = 3 }
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
@@ -292,7 +292,7 @@ struct SocketBudgetTests {
         await harness.stop()
     }
 
-    @Test("the default budget is the open-file limit less a reserve for the server's own files")
+    @Test("T-9: the default socket budget is the open-file limit less a reserve for the server's own files")
     func defaultBudgetFollowsTheLimit() {
         var limit = rlimit()
         #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
