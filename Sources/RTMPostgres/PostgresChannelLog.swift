@@ -39,43 +39,20 @@ public struct PostgresChannelLog: Sendable {
         for item in items { counts[ChannelLogKey(appId: item.appId, channel: item.channel), default: 0] += 1 }
         // A fixed lock order for every writer.
         let keys = counts.keys.sorted { ($0.appId, $0.channel) < ($1.appId, $1.channel) }
-        let apps = keys.map(\.appId), channels = keys.map(\.channel)
-        let epochs = keys.map { _ in newEpoch() }, adds = keys.map { counts[$0]! }
-        // Everything in one statement, committed on its own (one round trip, where a
-        // BEGIN / bump / insert / COMMIT transaction took four): the channels' counters are
-        // bumped in the fixed order of `keys`, each item gets its channel's numbers before the
-        // batch plus its rank among the batch's items of that channel, the rows are inserted,
-        // and the numbers come back in item order.
-        var rowApps: [String] = [], rowChannels: [String] = [], publishers: [String] = []
-        var msgIds: [Int64] = [], hasMsgId: [Bool] = [], customTypes: [String] = [], hasCustomType: [Bool] = []
-        var isText: [Bool] = [], payloads: [ByteBuffer] = [], millis: [Int64] = []
+        var statement = ChannelLogStatements.Append(node: node)
+        statement.apps = keys.map(\.appId)
+        statement.channels = keys.map(\.channel)
+        statement.epochs = keys.map { _ in newEpoch() }
+        statement.adds = keys.map { counts[$0]! }
         for item in items {
-            rowApps.append(item.appId); rowChannels.append(item.channel); publishers.append(item.publisher)
-            msgIds.append(Int64(bitPattern: item.msgId ?? 0)); hasMsgId.append(item.msgId != nil)
-            customTypes.append(item.customType ?? ""); hasCustomType.append(item.customType != nil)
-            isText.append(item.isText); payloads.append(item.payload); millis.append(item.millis)
+            statement.rowApps.append(item.appId); statement.rowChannels.append(item.channel); statement.publishers.append(item.publisher)
+            statement.msgIds.append(Int64(bitPattern: item.msgId ?? 0)); statement.hasMsgId.append(item.msgId != nil)
+            statement.customTypes.append(item.customType ?? ""); statement.hasCustomType.append(item.customType != nil)
+            statement.isText.append(item.isText); statement.payloads.append(item.payload); statement.millis.append(item.millis)
         }
-        let rows = try await client.query("""
-            WITH bumped AS (
-                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq)
-                SELECT * FROM unnest(\(apps)::text[], \(channels)::text[], \(epochs)::text[], \(adds)::int8[])
-                ON CONFLICT (app, channel) DO UPDATE SET seq = s.seq + EXCLUDED.seq
-                RETURNING app, channel, epoch, seq),
-            keys AS (SELECT * FROM unnest(\(apps)::text[], \(channels)::text[], \(adds)::int8[]) AS k(a, c, n)),
-            items AS (
-                SELECT * FROM unnest(\(rowApps)::text[], \(rowChannels)::text[], \(publishers)::text[], \(msgIds)::int8[],
-                                     \(hasMsgId)::bool[], \(customTypes)::text[], \(hasCustomType)::bool[], \(isText)::bool[],
-                                     \(payloads)::bytea[], \(millis)::int8[])
-                     WITH ORDINALITY AS u(a, c, p, m, h, t, ht, x, b, ts, i)),
-            numbered AS (
-                SELECT items.*, bumped.epoch AS e, bumped.seq - keys.n + row_number() OVER (PARTITION BY items.a, items.c ORDER BY items.i) AS s
-                FROM items JOIN keys ON keys.a = items.a AND keys.c = items.c
-                           JOIN bumped ON bumped.app = items.a AND bumped.channel = items.c),
-            inserted AS (
-                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts)
-                SELECT a, c, s, e, p, \(node), CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts FROM numbered ORDER BY i)
-            SELECT s, e FROM numbered ORDER BY i
-            """, logger: logger)
+        // Everything in one prepared statement, committed on its own (one round trip, where a
+        // BEGIN / bump / insert / COMMIT transaction took four).
+        let rows = try await client.execute(statement, logger: logger)
         var receipts: [ChannelLogReceipt] = []
         receipts.reserveCapacity(items.count)
         for try await row in rows {
@@ -90,7 +67,7 @@ public struct PostgresChannelLog: Sendable {
 
     /// Wakes every node's follower (`LISTEN rtm_log`). Sent after a commit, never inside one.
     public func notify() async throws {
-        try await client.query("NOTIFY rtm_log", logger: logger)
+        for try await _ in try await client.execute(ChannelLogStatements.Notify(), logger: logger) {}
     }
 
     /// Where a new follower starts: the horizon now, and each channel's number as committed in
@@ -118,14 +95,8 @@ public struct PostgresChannelLog: Sendable {
     /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
     /// and the cursor after them (unchanged when there are none).
     public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
-        let rows = try await client.query("""
-            SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts
-            FROM rtm_channel_log
-            WHERE (xid, pos) > (\(String(cursor.xid))::text::xid8, \(cursor.pos))
-              AND xid < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY xid, pos
-            LIMIT \(limit)
-            """, logger: logger)
+        let rows = try await client.execute(ChannelLogStatements.Read(xid: String(cursor.xid), pos: cursor.pos, limit: Int64(limit)),
+                                            logger: logger)
         var entries: [ChannelLogEntry] = []
         var position = cursor
         // Cell by cell: decoding each row as one 13-element tuple made the runtime look up the
