@@ -96,7 +96,10 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
         let sending = Task {
             for await payload in outgoing {
                 do {
-                    try await client.query("SELECT pg_notify(\(Self.notificationChannel), \(payload))", logger: logger)
+                    // Committed without waiting for a WAL flush: the event is a wake-up, the
+                    // change it announces was flushed by its own commit.
+                    try await client.query("SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(Self.notificationChannel), \(payload))",
+                                           logger: logger)
                 } catch {
                     logger.debug("NOTIFY failed (other nodes miss this event)", metadata: ["error": "\(error)"])
                 }

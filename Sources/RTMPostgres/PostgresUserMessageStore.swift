@@ -269,7 +269,10 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         let client = self.client, logger = self.logger
         Task {
             do {
-                try await client.query("SELECT pg_notify(\(Self.notificationChannel), \(payload))", logger: logger)
+                // Committed without waiting for a WAL flush: a wake-up stores nothing (SPEC M-1
+                // holds: the messages were flushed by their own commit).
+                try await client.query("SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(Self.notificationChannel), \(payload))",
+                                       logger: logger)
             } catch {
                 logger.debug("NOTIFY failed (other nodes poll)", metadata: ["error": "\(error)"])
             }
