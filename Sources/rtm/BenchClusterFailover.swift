@@ -18,7 +18,8 @@ struct ClusterFailover: AsyncParsableCommand {
             from the kill), how many never came back within --deadline (stuck: exit 2) and how \
             many clients of the other nodes lost their link.
 
-            The README's figure: rtm bench cluster-failover --nodes 4 --clients 60000 --workers 4
+            The README's figure: rtm bench cluster-failover --nodes 4 --clients 59000 --workers 4 \
+            (60,000 would put 20,000 clients on each survivor: the whole open-file limit here).
             """)
     @Option(help: "Nodes to start.") var nodes = 4
     @Option(help: "Clients over all workers.") var clients = 60_000
