@@ -32,6 +32,21 @@ struct ClusterReplica {
     var deadNodes: Set<String> = []
     /// Each node id's current instance (a new one means the node restarted).
     var instances: [String: String] = [:]
+    /// New local logins whose reply waits for the cluster (C-6 across nodes: no moment when
+    /// two sessions of a user are both logged in), by user.
+    var pendingLogins: [UserKey: PendingLogin] = [:]
+    /// Sessions whose login may now be answered (taken by the hub under the lock).
+    var readyLogins: [UInt64] = []
+
+    /// A new login waiting for the cluster: first for its own `started` to come back through
+    /// the log (then every node has it in the same order), then, if another node had an
+    /// earlier session of the user, for that node's `ended` (it kicked its client), or for
+    /// that node to be gone.
+    struct PendingLogin {
+        var session: UInt64
+        /// The earlier session on another node, and its node instance.
+        var waitingFor: (session: UInt64, owner: String)?
+    }
 
     var isEnabled: Bool { instance != nil }
 
@@ -50,7 +65,50 @@ struct ClusterReplica {
     mutating func sessionEnded(_ session: HubState.Session, timedOut: Bool, announce: Bool) {
         guard isEnabled else { return }
         confirmed.remove(session.id)
+        // Ended before its login was answered (replaced, kicked, closed): nothing to wait for.
+        if pendingLogins[session.key]?.session == session.id { loginReady(session.key) }
         if announce { send(.ended(appId: session.key.appId, userId: session.key.userId, session: session.id, timedOut: timedOut)) }
+    }
+
+    /// A new local login (`started` queued): its reply waits (`readyLogins`).
+    mutating func loginStarted(_ key: UserKey, session: UInt64) {
+        // An earlier login of the user here still waiting was replaced by this one.
+        if pendingLogins[key] != nil { loginReady(key) }
+        pendingLogins[key] = PendingLogin(session: session)
+    }
+
+    /// The login's own `started` came back through the log; `earlier` was the user's session
+    /// on another node just before it (ended by it on every node).
+    mutating func loginCameBack(_ key: UserKey, session: UInt64, earlier: RemoteSession?) {
+        guard pendingLogins[key]?.session == session else { return }
+        if let earlier, earlier.session.id != session, !isGone(earlier.owner) {
+            pendingLogins[key]?.waitingFor = (earlier.session.id, earlier.owner)
+        } else {
+            loginReady(key)
+        }
+    }
+
+    /// `ended` of a session read from the log: a login waiting for it may be answered.
+    mutating func remoteSessionEnded(_ key: UserKey, session: UInt64) {
+        if pendingLogins[key]?.waitingFor?.session == session { loginReady(key) }
+    }
+
+    /// A node instance is gone: logins waiting for one of its sessions may be answered.
+    mutating func releaseLoginsOfGoneNodes() {
+        for (key, pending) in pendingLogins {
+            if let owner = pending.waitingFor?.owner, isGone(owner) { loginReady(key) }
+        }
+    }
+
+    private mutating func loginReady(_ key: UserKey) {
+        guard let pending = pendingLogins.removeValue(forKey: key) else { return }
+        readyLogins.append(pending.session)
+    }
+
+    /// Takes the sessions whose logins may be answered now.
+    mutating func takeReadyLogins() -> [UInt64] {
+        defer { readyLogins = [] }
+        return readyLogins
     }
 
     /// Takes the events to send.

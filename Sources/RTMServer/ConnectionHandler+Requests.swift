@@ -19,10 +19,12 @@ extension ConnectionHandler {
         switch (lifecycle.state, frame.type) {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
+        case (.upgraded, .login) where awaitingCluster:
+            send(.error(id: frame.id, .loginCanceled, "a login on this connection is still waiting for the cluster"), context: context)
         case (.upgraded, .login):
             lastErrorCode = nil
             login(frame, context: context)
-            if lifecycle.session == nil { noteLoginRejected(code: lastErrorCode) }
+            if lifecycle.session == nil, !awaitingCluster { noteLoginRejected(code: lastErrorCode) }
         case (.upgraded, .join):
             joinStream(frame, context: context)
         case (.joined(let membership), _):
@@ -94,33 +96,53 @@ extension ConnectionHandler {
             send(.error(id: frame.id, code, reason), context: context)
             return
         }
-        switch hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
-                         heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence)) {
+        let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
+                                              heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence))
+        switch decision {
         case .rejected(let code, let reason):
             send(.error(id: frame.id, code, reason), context: context)
         case .admitted(let admission):
-            hub.metrics.login(resumed: admission.resumed)
-            self.appId = appId
-            self.loggedInUser = userId
-            hub.counters.withLockedValue { $0.messageOpened() }
-            counted = .message
-            scheduleTokenExpiry(expiresAt, context: context)
-            for channel in admission.channels {
-                joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
+            guard let confirmed else {
+                return loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
-            // Liveness from now on follows the client's heartbeat (SPEC H-2).
-            let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
-            lifecycle.loggedIn(key, readTimeout: timeout)
-            watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
-            send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
-                       resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
-                       ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)
-                    .with { $0.expiresAt = expiresAt }, context: context)
-            // A resumed session: what its channels published meanwhile (M-2).
-            if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
-            // Every user message still waiting for this user, then new ones as they come (M-1).
-            hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
+            // Cluster mode, a new session: answered once the user's sessions on other nodes
+            // have ended (C-6 across nodes). Meanwhile the connection is not logged in: its
+            // requests are refused (`notLogin`) and a second login is `loginCanceled`.
+            awaitingCluster = true
+            confirmed.assumeIsolated().whenComplete { [self] _ in
+                awaitingCluster = false
+                guard case .upgraded = lifecycle.state, context.channel.isActive else { return }
+                loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
+            }
         }
+    }
+
+    /// The login admitted: the reply, then what the session has waiting.
+    private func loggedIn(_ admission: HubState.Admission, frame: Frame, key: UserKey, heartbeat: Double, expiresAt: Int64?,
+                          context: ChannelHandlerContext) {
+        let config = hub.configuration
+        let (appId, userId) = (key.appId, key.userId)
+        hub.metrics.login(resumed: admission.resumed)
+        self.appId = appId
+        self.loggedInUser = userId
+        hub.counters.withLockedValue { $0.messageOpened() }
+        counted = .message
+        scheduleTokenExpiry(expiresAt, context: context)
+        for channel in admission.channels {
+            joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
+        }
+        // Liveness from now on follows the client's heartbeat (SPEC H-2).
+        let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
+        lifecycle.loggedIn(key, readTimeout: timeout)
+        watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
+        send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
+                   resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
+                   ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)
+                .with { $0.expiresAt = expiresAt }, context: context)
+        // A resumed session: what its channels published meanwhile (M-2).
+        if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
+        // Every user message still waiting for this user, then new ones as they come (M-1).
+        hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
     }
 
     /// SPEC C-7, T-7: the new token replaces the old one in-band; the session goes on.

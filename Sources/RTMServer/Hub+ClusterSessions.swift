@@ -22,6 +22,7 @@ extension Hub {
         let now = NIODeadline.now()
         let outcome = state.withLockedValue { $0.applyCluster(events, now: now, wallMillis: Self.wallMillis) }
         perform(outcome)
+        answerReadyLogins()
         clusterSender?.wake()
         return messages.filter { !Self.isControl($0) }
     }
@@ -69,9 +70,40 @@ extension Hub {
     func nodeLifeChanged(_ event: BackplaneEvent) {
         let now = NIODeadline.now()
         switch event {
-        case .nodeDied(let node): schedule(state.withLockedValue { $0.nodeDied(node, now: now) })
+        case .nodeDied(let node):
+            schedule(state.withLockedValue { $0.nodeDied(node, now: now) })
+            answerReadyLogins()
         case .nodeReturned(let node): state.withLockedValue { $0.nodeReturned(node) }
         default: break
+        }
+    }
+
+    // MARK: logins
+
+    /// A new login's reply waits for the cluster (`ClusterReplica.PendingLogin`), at most
+    /// `clusterLoginTimeout` (a database that cannot be reached, a node that does not answer:
+    /// the login then goes ahead, and the earlier session ends when its node reads the login).
+    /// Called under the state lock.
+    func awaitCluster(login session: UInt64, user: UserKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let promise = loop.makePromise(of: Void.self)
+        let timeout = loop.scheduleTask(in: configuration.clusterLoginTimeout) { [self] in
+            guard let waiter = loginWaiters.withLockedValue({ $0.removeValue(forKey: session) }) else { return }
+            logger.warning("a login went ahead without the cluster's confirmation that the user's other sessions ended",
+                           metadata: ["user": "\(user.userId)", "session": "\(session)"])
+            waiter.promise.succeed()
+        }
+        loginWaiters.withLockedValue { $0[session] = LoginWaiter(promise: promise, timeout: timeout) }
+        return promise.futureResult
+    }
+
+    /// Answers the logins the cluster has confirmed.
+    func answerReadyLogins() {
+        let ready = state.withLockedValue { $0.cluster.takeReadyLogins() }
+        guard !ready.isEmpty else { return }
+        let waiters = loginWaiters.withLockedValue { waiters in ready.compactMap { waiters.removeValue(forKey: $0) } }
+        for waiter in waiters {
+            waiter.timeout.cancel()
+            waiter.promise.succeed()
         }
     }
 
@@ -88,4 +120,10 @@ extension Hub {
         }, logger: logger)
         sender.wake()
     }
+}
+
+/// A login waiting for the cluster (`Hub.awaitCluster(login:on:)`).
+struct LoginWaiter: Sendable {
+    let promise: EventLoopPromise<Void>
+    let timeout: Scheduled<Void>
 }

@@ -45,6 +45,9 @@ final class Hub: Sendable {
     let clusterSender: ClusterSender?
     /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
     let clusterLocks: ClusterLocks?
+    /// Cluster mode: new logins whose reply waits for the cluster, by session id
+    /// (Hub+ClusterSessions).
+    let loginWaiters = NIOLockedValueBox<[UInt64: LoginWaiter]>([:])
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -163,14 +166,21 @@ final class Hub: Sendable {
 
     // MARK: sessions
 
-    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> HubState.LoginDecision {
+    /// A login. `confirmed`, in cluster mode for a new session: the login's reply waits for it
+    /// (the user's sessions on other nodes have ended first, C-6).
+    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount,
+               presenceTimeout: TimeAmount) -> (decision: HubState.LoginDecision, confirmed: EventLoopFuture<Void>?) {
         let now = NIODeadline.now()
-        let decision = state.withLockedValue {
-            let ending = $0.sessions[key]?.channels   // a new (not resumed) login ends this session
-            let decision = $0.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
-                                    presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
-            if case .admitted(let admission) = decision, !admission.resumed { webhooks?.loggedIn(key, ended: ending) }
-            return decision
+        let (decision, confirmed) = state.withLockedValue { (state: inout HubState) -> (HubState.LoginDecision, EventLoopFuture<Void>?) in
+            let ending = state.sessions[key]?.channels   // a new (not resumed) login ends this session
+            let decision = state.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
+                                       presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
+            guard case .admitted(let admission) = decision else { return (decision, nil) }
+            if !admission.resumed { webhooks?.loggedIn(key, ended: ending) }
+            // Registered under the state lock, where the login became pending: the id cannot be
+            // taken as ready before its waiter exists.
+            guard !admission.resumed, state.cluster.pendingLogins[key]?.session == admission.sessionID else { return (decision, nil) }
+            return (decision, awaitCluster(login: admission.sessionID, user: key, on: connection.channel.eventLoop))
         }
         if case .admitted(let admission) = decision {
             if let kicked = admission.kicked {
@@ -188,7 +198,7 @@ final class Hub: Sendable {
             if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
             signalingSessionChanged(key, loggedIn: true)
         }
-        return decision
+        return (decision, confirmed)
     }
 
     /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).

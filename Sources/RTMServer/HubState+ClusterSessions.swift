@@ -40,9 +40,11 @@ extension HubState {
             guard to == me, !mine else { return }
             for session in list { adopt(session, owner: event.from, wallMillis: wallMillis, into: &out) }
         case .started(let session):
+            let earlier = cluster.remote[session.key]
             endOthers(of: session.key, except: session.id, wallMillis: wallMillis, into: &out)
             if mine {
                 if sessions[session.key]?.id == session.id { cluster.confirmed.insert(session.id) }
+                cluster.loginCameBack(session.key, session: session.id, earlier: earlier)
             } else {
                 adopt(session, owner: event.from, wallMillis: wallMillis, into: &out)
             }
@@ -86,6 +88,7 @@ extension HubState {
     private mutating func applyEnded(_ key: UserKey, session id: UInt64, timedOut: Bool, mine: Bool, wallMillis: Int64,
                                      into out: inout ClusterOutcome) {
         let event: PresenceEventKind = timedOut ? .remoteTimeout : .remoteLeave
+        cluster.remoteSessionEnded(key, session: id)
         if !mine, let local = sessions[key], local.id == id {
             // Survivors timed out a session of this node while it was cut off from them.
             if local.connection != nil {
@@ -101,9 +104,10 @@ extension HubState {
     }
 
     /// A new login of `key` (`keep`): every earlier session of the user ends, here or remote.
+    /// A local one is announced `ended`: the new login's node answers its login only then.
     private mutating func endOthers(of key: UserKey, except keep: UInt64, wallMillis: Int64, into out: inout ClusterOutcome) {
         if let local = sessions[key], local.id != keep, cluster.confirmed.contains(local.id) {
-            out.broadcasts += endSession(key, event: .remoteLeave, wallMillis: wallMillis, announce: false)
+            out.broadcasts += endSession(key, event: .remoteLeave, wallMillis: wallMillis, announce: true)
             out.kicked.append((key, local.connection))
         }
         if let remote = cluster.remote[key], remote.session.id != keep {
@@ -162,9 +166,12 @@ extension HubState {
     }
 
     /// A new local session: the others learn it (and end the user's earlier sessions).
+    /// Its login is answered once the cluster has ended the user's other sessions
+    /// (`ClusterReplica.PendingLogin`).
     mutating func announceStarted(_ key: UserKey) {
         guard cluster.isEnabled, let described = clusterSession(of: key) else { return }
         cluster.send(.started(described))
+        cluster.loginStarted(key, session: described.id)
     }
 
     /// A local session as the cluster describes it.
@@ -250,12 +257,16 @@ extension HubState {
     private mutating func noteInstance(_ instance: String, now: NIODeadline, into out: inout ClusterOutcome) {
         let node = String(ClusterEvent.node(of: instance))
         let previous = cluster.instances.updateValue(instance, forKey: node)
-        if let previous, previous != instance { out.orphans += orphans(where: { $0 == previous }, now: now) }
+        if let previous, previous != instance {
+            out.orphans += orphans(where: { $0 == previous }, now: now)
+            cluster.releaseLoginsOfGoneNodes()
+        }
     }
 
     /// A node's lease ran out (`BackplaneEvent.nodeDied`): its sessions get their grace window.
     mutating func nodeDied(_ node: String, now: NIODeadline) -> [ClusterReplica.OrphanTimer] {
         guard cluster.isEnabled, cluster.deadNodes.insert(node).inserted else { return [] }
+        cluster.releaseLoginsOfGoneNodes()
         return orphans(where: { ClusterEvent.node(of: $0) == node }, now: now)
     }
 

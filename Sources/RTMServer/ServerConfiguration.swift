@@ -153,6 +153,11 @@ public struct ServerConfiguration: Sendable {
     /// RTMPostgres' `PostgresServices`), instead of the embedded SQLite store and the
     /// in-process locks. nil (the default): a single node.
     public var sharedServices: (any SharedServices)?
+    /// Cluster mode: the longest a new login's reply waits for the user's sessions on other
+    /// nodes to end (SPEC C-6 across nodes; default 3 s). Normally a few milliseconds: the
+    /// login's own event and the other node's `ended` through the database. Past it (the
+    /// database unreachable) the login goes ahead.
+    public var clusterLoginTimeout: TimeAmount = .seconds(3)
     /// Cluster mode: how often a node releases the locks that are due and tries its waiters
     /// again (default 1 s: a lock is released at most this long after its TTL ran out).
     public var lockSweepInterval: TimeAmount = .seconds(1)

@@ -86,6 +86,48 @@ struct ClusterReplicaTests {
         #expect(a.sessions[key] == nil && a.cluster.remote[key]?.session.id == 9)
     }
 
+    @Test("issue 13 item 3, C-6: a new login's reply waits until its own started came back and the user's session on another node ended there (or the node is gone)")
+    func loginWaitsForTheOtherNodesKick() {
+        var a = Self.node("a#1"), b = Self.node("b#1")
+        let key = UserKey(appId: Self.app, userId: "alice")
+        // alice is logged in on a, and b knows it.
+        guard case .admitted(let first) = a.login(key: key, connection: Self.connection(1), resumeToken: nil, heartbeat: .milliseconds(100),
+                                                  presenceTimeout: .milliseconds(600), now: now, wallMillis: 0) else { return }
+        let started = a.cluster.takeOutbox()
+        _ = a.applyCluster(started, now: now, wallMillis: 0)
+        _ = b.applyCluster(started, now: now, wallMillis: 0)
+        #expect(a.cluster.takeReadyLogins() == [first.sessionID])   // no earlier session anywhere
+        // alice logs in on b: not answered yet.
+        guard case .admitted(let second) = b.login(key: key, connection: Self.connection(2), resumeToken: nil, heartbeat: .milliseconds(100),
+                                                   presenceTimeout: .milliseconds(600), now: now, wallMillis: 0) else { return }
+        let login = b.cluster.takeOutbox()
+        #expect(b.cluster.pendingLogins[key]?.session == second.sessionID)
+        // Its started comes back on b: still waiting, for a's session to end.
+        _ = b.applyCluster(login, now: now, wallMillis: 0)
+        #expect(b.cluster.takeReadyLogins().isEmpty && b.cluster.pendingLogins[key]?.waitingFor?.session == first.sessionID)
+        // a reads it: kicks its client and says so (ended).
+        let kick = a.applyCluster(login, now: now, wallMillis: 0)
+        #expect(kick.kicked.map(\.key) == [key])
+        let ended = a.cluster.takeOutbox()
+        guard case .ended(_, "alice", first.sessionID, false)? = ended.first?.kind else {
+            Issue.record("no ended event: \(ended)")
+            return
+        }
+        // b reads the ended: the login is answered.
+        _ = b.applyCluster(ended, now: now, wallMillis: 0)
+        #expect(b.cluster.takeReadyLogins() == [second.sessionID] && b.cluster.pendingLogins.isEmpty)
+
+        // The same with a's node dead before it could answer: answered when it is declared dead.
+        var c = Self.node("c#1")
+        _ = c.applyCluster(started, now: now, wallMillis: 0)
+        guard case .admitted(let third) = c.login(key: key, connection: Self.connection(3), resumeToken: nil, heartbeat: .milliseconds(100),
+                                                  presenceTimeout: .milliseconds(600), now: now, wallMillis: 0) else { return }
+        _ = c.applyCluster(c.cluster.takeOutbox(), now: now, wallMillis: 0)
+        #expect(c.cluster.takeReadyLogins().isEmpty)
+        _ = c.nodeDied("a", now: now)
+        #expect(c.cluster.takeReadyLogins() == [third.sessionID])
+    }
+
     @Test("issue 13, P-1: a session moves here with its token (channels and states kept, no event); the node that had it lets it go quietly")
     func resumeMovesTheSession() {
         var b = Self.node("b#1")

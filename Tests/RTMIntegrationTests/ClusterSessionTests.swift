@@ -52,7 +52,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 3, C-6: a login on node B kicks the same user's session on node A (told sameUidLogin, never back by itself); others see it leave, then the new one join")
+    @Test("issue 13 item 3, C-6: a login on node B kicks the same user's session on node A (told sameUidLogin, never back by itself) before B answers it; others see it leave, then the new one join")
     func crossNodeKick() async throws {
         try await withCluster { _, a, b in
             let (observer, observerEvents) = try await Harness.client("observer", port: b.port)
@@ -62,6 +62,8 @@ extension ClusterTests {
             #expect(await observerEvents.first(within: soon, where: RTMEvent.isPresence(of: "alice", [.remoteJoin])) != nil)
             let mark = await observerEvents.mark()
             let (second, secondEvents) = try await Harness.client("alice", port: b.port)
+            // No moment with both logged in: when b answers the login, a has ended the first.
+            #expect(a.server.sessionCount == 0)
             let kicked = await firstEvents.first(within: soon) { $0.link?.currentState == .failed }
             #expect(kicked?.link?.reasonCode == .sameUidLogin)
             let leave = await observerEvents.first(since: mark, within: soon, where: RTMEvent.isPresence(of: "alice", [.remoteLeave]))
@@ -87,12 +89,15 @@ extension ClusterTests {
         try await withCluster { _, a, b in
             for round in 1...4 {
                 let user = "racer\(round)"
-                async let onA = Harness.client(user, port: a.port)
-                async let onB = Harness.client(user, port: b.port)
-                let (clientA, eventsA) = try await onA
-                let (clientB, eventsB) = try await onB
-                // The later login in the cluster's log wins; the other is kicked.
-                var loser: Int?
+                let (clientA, eventsA) = try await Harness.client(user, port: a.port, login: false)
+                let (clientB, eventsB) = try await Harness.client(user, port: b.port, login: false)
+                async let loginA: RTMError? = Self.loginError(clientA, user)
+                async let loginB: RTMError? = Self.loginError(clientB, user)
+                let refused = await [loginA, loginB]
+                // The later login in the cluster's log wins. The other was either refused
+                // (kicked before its login was answered: loginAborted) or kicked after it.
+                #expect(refused.compactMap { $0 }.allSatisfy { $0.code == .loginAborted })
+                var loser = refused.firstIndex { $0 != nil }
                 let deadline = ContinuousClock.now + soon
                 while loser == nil, ContinuousClock.now < deadline {
                     for (index, events) in [eventsA, eventsB].enumerated() where loser == nil {
@@ -100,6 +105,7 @@ extension ClusterTests {
                     }
                 }
                 #expect(loser != nil)
+                #expect(refused.compactMap { $0 }.count <= 1)
                 let (winner, winnerEvents) = loser == 0 ? (clientB, eventsB) : (clientA, eventsA)
                 #expect(await winnerEvents.next(within: .milliseconds(500)) { $0.link?.currentState == .failed } == nil)
                 #expect(await winner.linkState == .connected)
@@ -107,6 +113,16 @@ extension ClusterTests {
                 #expect(sessions.filter { $0 }.count == 1)
                 await winner.logout()
             }
+        }
+    }
+
+    /// Logs in; the error if the login was refused.
+    private static func loginError(_ client: RTMClient, _ user: String) async -> RTMError? {
+        do {
+            try await client.login(token: Harness.token(user))
+            return nil
+        } catch {
+            return error
         }
     }
 
