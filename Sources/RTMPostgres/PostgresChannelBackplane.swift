@@ -107,6 +107,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
 
     private static func message(_ entry: ChannelLogEntry) -> BackplaneMessage {
         BackplaneMessage(appId: entry.appId, channel: entry.channel, seq: UInt64(entry.seq), epoch: entry.epoch, publisher: entry.publisher,
-                         customType: entry.customType, isText: entry.isText, payload: entry.payload, millis: entry.millis, node: entry.node)
+                         customType: entry.customType, isText: entry.isText, payload: entry.payload, millis: entry.millis, node: entry.node,
+                         msgId: entry.msgId)
     }
 }

@@ -76,10 +76,13 @@ public struct BackplaneMessage: Sendable {
     /// The node that published it, when the backplane knows (stream channels' members are
     /// tracked per node, so that a dead node's members leave).
     public var node: String?
+    /// The publishing client's message id, when it gave one (resends are dropped, M-3).
+    public var msgId: UInt64?
 
     public init(appId: String, channel: String, seq: UInt64, epoch: String, publisher: String, customType: String?,
-                isText: Bool, payload: ByteBuffer, millis: Int64, node: String? = nil) {
+                isText: Bool, payload: ByteBuffer, millis: Int64, node: String? = nil, msgId: UInt64? = nil) {
         self.node = node
+        self.msgId = msgId
         self.appId = appId
         self.channel = channel
         self.seq = seq

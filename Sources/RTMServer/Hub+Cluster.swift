@@ -9,10 +9,11 @@ extension Hub {
     /// every message was a resend). Nothing is fanned out here: the
     /// messages come back through `applyCommitted`, on this node as on every other.
     ///
-    /// Resends (M-3) are recognised per publisher on this node, as on a single node: a resend of
-    /// a committed client message id gets its first number and is not stored again. Limit: a
-    /// resend through another node, or while the first attempt is still being committed, is
-    /// stored (and delivered) twice.
+    /// Resends (M-3): every node remembers each publisher's message ids as it applies the log
+    /// (`HubState.applyCommitted`), so a resend of a message this node has read gets its first
+    /// number and is not stored again, whichever node took the first attempt. A resend that
+    /// arrives before this node has read the first attempt is stored twice, and every node drops
+    /// the second copy when it reads it (the same decision everywhere: one log order).
     func publishThroughBackplane(_ backplane: any ChannelBackplane, appId: String, channel: String, publisher: UserKey,
                                  messages: [Outgoing]) async throws -> (seqs: [UInt64], epoch: String?) {
         var seqs: [UInt64?] = state.withLockedValue { state in
@@ -41,14 +42,15 @@ extension Hub {
         cluster.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)
         cluster.setDatabase(up: true, reason: "a publish was committed")
         for (index, receipt) in zip(fresh, receipts) { seqs[index] = receipt.seq }
+        // Remembered now for a resend on this node; every node remembers them again (the same
+        // numbers) when the log brings them back.
         state.withLockedValue { state in
-            var dedup = state.publishDedup.removeValue(forKey: publisher)
+            var resends = ResendFilter()
             for index in fresh {
                 guard let id = messages[index].msgId, let seq = seqs[index] else { continue }
-                if dedup == nil { dedup = RecentIDs(capacity: state.dedupCapacity) }
-                dedup?.remember(id, seq)
+                _ = resends.isResend(id, seq: seq, publisher: publisher, dedup: &state.publishDedup, capacity: state.dedupCapacity)
             }
-            if let dedup { state.publishDedup[publisher] = dedup }
+            resends.finish(into: &state.publishDedup)
             state.publishedMessages &+= UInt64(fresh.count)
         }
         return (seqs.map { $0 ?? 0 }, receipts.first?.epoch)

@@ -4,7 +4,8 @@ import RTMProtocol
 extension HubState {
     /// Cluster mode (issue 13): applies messages a `ChannelBackplane` committed, of one channel,
     /// in sequence order, from any node. The channel takes the backplane's epoch and numbers
-    /// (the same on every node, SPEC M-2), keeps the messages for replay as a local publish
+    /// (the same on every node, SPEC M-2), drops a resend committed twice (M-3, `ResendFilter`),
+    /// keeps the messages for replay as a local publish
     /// does (so a subscriber that resumes on this node after publishing elsewhere is replayed
     /// from here), and encodes them once for the fan-out. Numbers at or below the channel's
     /// are dropped (delivered already). Returns the buffer to fan out (nil: nothing new), how
@@ -14,6 +15,8 @@ extension HubState {
         var state = channels.removeValue(forKey: key) ?? newChannel()
         var fresh: [RecentMessage] = []
         fresh.reserveCapacity(messages.count)
+        var resends = ResendFilter()
+        defer { resends.finish(into: &publishDedup) }
         for message in messages {
             if message.epoch != state.epoch {
                 // The local placeholder epoch (or an older incarnation): the backplane's wins.
@@ -24,9 +27,19 @@ extension HubState {
             }
             guard message.seq > state.seq else { continue }
             state.seq = message.seq
+            let resent = message.msgId.map {
+                resends.isResend($0, seq: message.seq, publisher: UserKey(appId: key.appId, userId: message.publisher),
+                                 dedup: &publishDedup, capacity: dedupCapacity)
+            } ?? false
             fresh.append(RecentMessage(seq: message.seq, millis: message.millis, publisher: message.publisher,
-                                       customType: message.customType, isText: message.isText, payload: message.payload))
+                                       customType: message.customType, isText: message.isText, payload: message.payload, resent: resent))
         }
+        if replayMax > 0, !fresh.isEmpty {
+            state.recent.append(contentsOf: fresh.suffix(replayMax))
+            trim(&state, nowMillis: Hub.wallMillis)
+        }
+        // Resends stay in the replay buffer for their numbers; they are sent to nobody.
+        if fresh.contains(where: \.resent) { fresh.removeAll { $0.resent } }
         var buffer: ByteBuffer?
         if !fresh.isEmpty {
             var size = 64
@@ -42,10 +55,6 @@ extension HubState {
                 rest = rest.dropFirst(group.count)
             }
             buffer = out
-            if replayMax > 0 {
-                state.recent.append(contentsOf: fresh.suffix(replayMax))
-                trim(&state, nowMillis: Hub.wallMillis)
-            }
         }
         channels[key] = state
         pruneIfUnused(key)
@@ -72,5 +81,32 @@ extension HubState {
         state.seq = gap.to
         state.recent.removeAll()
         return state.loops
+    }
+}
+
+/// M-3 across nodes: a client that resends a publish through another node (its first node died
+/// before the ack) may have it committed twice. Every node applies the log in the same order and
+/// remembers each publisher's message ids with their first number (`publishDedup`, the same
+/// memory a publish on this node consults before committing), so every node drops the same
+/// later copy. Consecutive messages of one publisher touch its memory once.
+struct ResendFilter {
+    private var current: (publisher: UserKey, ids: RecentIDs<UInt64>)?
+
+    /// Whether `id` of `publisher` was committed before under another number; remembers it if new.
+    mutating func isResend(_ id: UInt64, seq: UInt64, publisher: UserKey, dedup: inout [UserKey: RecentIDs<UInt64>],
+                           capacity: Int) -> Bool {
+        if current?.publisher != publisher {
+            finish(into: &dedup)
+            current = (publisher, dedup.removeValue(forKey: publisher) ?? RecentIDs(capacity: capacity))
+        }
+        if let first = current!.ids[id] { return first != seq }
+        current!.ids.remember(id, seq)
+        return false
+    }
+
+    /// Puts the memory in use back.
+    mutating func finish(into dedup: inout [UserKey: RecentIDs<UInt64>]) {
+        if let current { dedup[current.publisher] = current.ids }
+        current = nil
     }
 }

@@ -131,12 +131,12 @@ extension HubState {
         var replay = Replay(epoch: state.epoch)
         guard position.epoch == state.epoch else {
             // Another incarnation (or server): replay what we have; the loss cannot be counted.
-            replay.messages = frames(state.recent[...], channel: key, epoch: state.epoch)
+            replay.messages = frames(state.recent.filter { !$0.resent }[...], channel: key, epoch: state.epoch)
             replay.lost = .some(nil)
             return replay
         }
         let after = state.recent.filter { $0.seq > position.seq }
-        replay.messages = frames(after[...], channel: key, epoch: state.epoch)
+        replay.messages = frames(after.filter { !$0.resent }[...], channel: key, epoch: state.epoch)
         let firstAvailable = after.first?.seq ?? (state.seq + 1)
         if firstAvailable > position.seq + 1 { replay.lost = .some(Int(firstAvailable - position.seq - 1)) }
         return replay

@@ -46,6 +46,9 @@ struct HubState {
         let customType: String?
         let isText: Bool
         let payload: ByteBuffer
+        /// Cluster mode: a resend committed twice (through two nodes), kept only for its number:
+        /// never sent, so a replay across it counts nothing as lost (M-3).
+        var resent = false
     }
 
     /// A presence event to send to a channel's subscribers (those that want presence), except

@@ -132,11 +132,13 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13: a resend of a committed client message id is acknowledged with its first number and not stored again (M-3, per node)")
+    @Test("issue 13, M-3 across nodes: a resend of a committed client message id, on the same node or through another, is acknowledged with its first number and not stored again; one committed twice (a resend that overtook the first) is delivered once and never replayed")
     func resendNotStoredTwice() async throws {
         try await withCluster { _, a, b in
             let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
             try await onB.subscribe("room")
+            try await onA.subscribe("room")
             let backplane = try #require(a.server.hub.backplane)
             let publisher = UserKey(appId: Harness.appId, userId: "alice")
             let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
@@ -145,10 +147,34 @@ struct ClusterTests {
             let again = try await a.server.hub.publishThroughBackplane(backplane, appId: Harness.appId, channel: "room",
                                                                        publisher: publisher, messages: [message])
             #expect(first.seqs == [1] && again.seqs == [1] && again.epoch == nil)
+            // Through node B, once B has read the first attempt: its first number, not stored.
+            _ = await onBEvents.first(within: soon) { $0.messageEvent?.text == "once" }
+            let viaB = try await b.server.hub.publishThroughBackplane(try #require(b.server.hub.backplane), appId: Harness.appId,
+                                                                      channel: "room", publisher: publisher, messages: [message])
+            #expect(viaB.seqs == [1] && viaB.epoch == nil)
+            // A resend that reached the database before its node read the first attempt (the
+            // backplane itself, no node's memory in front): number 2, delivered to nobody.
+            let twice = try await backplane.publish([BackplanePublish(appId: Harness.appId, channel: "room", publisher: "alice", msgId: 42,
+                                                                      customType: nil, isText: true, payload: ByteBuffer(string: "once"),
+                                                                      millis: Hub.wallMillis)])
+            #expect(twice.map(\.seq) == [2])
             let (alice, _) = try await Harness.client("alice", port: a.port)
-            _ = try await alice.publish(channel: "room", message: "marker")
-            _ = await onBEvents.first(within: soon) { $0.messageEvent?.text == "marker" }
-            #expect(await Self.received(onBEvents).compactMap(\.text) == ["once", "marker"])
+            let marker = try await alice.publish(channel: "room", message: "marker")
+            #expect(marker == 3)
+            for events in [onAEvents, onBEvents] {
+                _ = await events.first(within: soon) { $0.messageEvent?.text == "marker" }
+                #expect(await Self.received(events).compactMap(\.text) == ["once", "marker"])
+            }
+            // A replay from before both copies has one, and counts nothing as lost.
+            for node in [a, b] {
+                let replay = node.server.hub.replay(appId: Harness.appId, channel: "room",
+                                                    after: ChannelPosition(epoch: first.epoch ?? "", seq: 0))
+                #expect(replay.messages.count == 2 && replay.lost == nil)
+                let acrossTheCopy = node.server.hub.replay(appId: Harness.appId, channel: "room",
+                                                           after: ChannelPosition(epoch: first.epoch ?? "", seq: 1))
+                #expect(acrossTheCopy.messages.count == 1 && acrossTheCopy.lost == nil)
+            }
+            await onA.logout()
             await onB.logout()
             await alice.logout()
         }
