@@ -89,6 +89,11 @@ final class Hub: Sendable {
         })
         self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
+        if configuration.backplane != nil {
+            mailbox.setOnlineElsewhere { [unowned self] keys in
+                state.withLockedValue { state in keys.filter { state.cluster.remote[$0] != nil } }
+            }
+        }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }, interested: { [unowned self] key in hasStorageSubscribers(key) })

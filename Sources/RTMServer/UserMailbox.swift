@@ -92,6 +92,14 @@ final class UserMailbox: @unchecked Sendable {
     /// Told how many messages for a receiver were dropped undelivered (cap or age, M-1), when
     /// the store reports them (the receiver's next login): the `userMessageUndeliverable` webhook.
     private let onUndeliverable: (@Sendable (UserKey, Int) -> Void)?
+    /// Cluster mode: of the given receivers (not online here), those logged in on another node,
+    /// for the receipts' `receiverOnline`. Set once by the hub before the first send.
+    private(set) var onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?
+
+    /// Sets `onlineElsewhere` (cluster mode; once, before the server takes connections).
+    func setOnlineElsewhere(_ lookup: @escaping @Sendable (Set<UserKey>) -> Set<UserKey>) {
+        queue.sync { onlineElsewhere = lookup }
+    }
 
     init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil,
          onUndeliverable: (@Sendable (UserKey, Int) -> Void)? = nil) {
@@ -272,12 +280,20 @@ final class UserMailbox: @unchecked Sendable {
         receipts.reserveCapacity(batch.count)
         var deliveries: [(Receiver, StoredUserMessage)] = []
         deliveries.reserveCapacity(batch.count)
+        // Cluster mode: receivers logged in on another node are online too (one look for the
+        // whole batch).
+        var elsewhere: Set<UserKey> = []
+        if let onlineElsewhere {
+            let away = Set(batch.lazy.map { UserKey(appId: $0.submission.message.appId, userId: $0.submission.message.receiver) }
+                .filter { self.online[$0] == nil })
+            if !away.isEmpty { elsewhere = onlineElsewhere(away) }
+        }
         for (item, id) in zip(batch, ids) {
             var message = item.submission.message
             message.id = id
             let key = UserKey(appId: message.appId, userId: message.receiver)
             let receiver = online[key]
-            let receipt = Receipt(id: id, receiverOnline: receiver != nil)
+            let receipt = Receipt(id: id, receiverOnline: receiver != nil || elsewhere.contains(key))
             if let clientMsgId = item.submission.clientMsgId {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }

@@ -60,7 +60,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: alice on node A sends to bob on node B: stored before her reply, delivered once in order, acked, not re-delivered after bob moves to A")
+    @Test("issue 13, M-1: alice on node A sends to bob on node B: stored before her reply (receiverOnline: bob is logged in on B), delivered once in order, acked, not re-delivered after bob moves to A")
     func crossNodeDelivery() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -70,8 +70,10 @@ struct ClusterUserMessageTests {
 
             let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
             var receipts: [UserMessageReceipt] = []
+            // Bob's login is known on node A before A answers a send: receiverOnline is the cluster's.
+            #expect(await waitUntil { a.harness.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
             for i in 1...20 { receipts.append(try await alice.publish(toUser: "bob", message: "m\(i)")) }
-            #expect(receipts.allSatisfy { $0.stored })
+            #expect(receipts.allSatisfy { $0.stored && $0.receiverOnline })
             #expect(receipts.map(\.messageId) == (1...20).map { UInt64($0) })   // per receiver, dense
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "m20" } != nil)
             let seen = await Self.userMessages(bobEvents)
