@@ -45,6 +45,7 @@ extension Hub {
             Self.closeReplaced(connection, reason: "the session resumed on another node")
         }
         for key in outcome.ended { sessionEndedHere(key, reason: "the user's session timed out") }
+        for send in outcome.peerSends { Self.send(send.frame, on: send.connection.channel) }
         schedule(outcome.orphans)
     }
 

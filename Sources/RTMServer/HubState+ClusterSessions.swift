@@ -20,6 +20,8 @@ extension HubState {
         var ended: [UserKey] = []
         /// Grace windows of a dead node's sessions to start.
         var orphans: [ClusterReplica.OrphanTimer] = []
+        /// Peer online status for local watchers of users on other nodes (§1.7).
+        var peerSends: [PeerStatusSend] = []
     }
 
     /// Applies events read from the log, in order.
@@ -124,6 +126,7 @@ extension HubState {
         }
         let previous = cluster.remote[key]?.session.members ?? [:]
         cluster.remote[key] = .init(session: session, owner: owner)
+        out.peerSends += remotePeerChanged(key)
         for (channel, member) in session.members.sorted(by: { $0.key < $1.key }) {
             out.broadcasts += putMember(key, session: session.id, channel: channel, member, wallMillis: wallMillis)
         }
@@ -137,6 +140,7 @@ extension HubState {
     /// A remote session ended: its members leave (or time out) everywhere here.
     private mutating func endRemote(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, into out: inout ClusterOutcome) {
         guard let remote = cluster.remote.removeValue(forKey: key) else { return }
+        out.peerSends += remotePeerChanged(key)
         for channel in remote.session.members.keys.sorted() {
             if let broadcast = removeMember(key, channel: channel, event: event, except: nil, wallMillis: wallMillis, session: remote.session.id) {
                 out.broadcasts.append(broadcast)

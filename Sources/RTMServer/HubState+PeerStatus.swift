@@ -13,8 +13,9 @@ extension HubState {
     }
 
     /// A user's state now.
+    /// In a cluster a session on another node counts (online: its own node judges silence).
     func peerState(_ key: UserKey) -> PeerOnlineState {
-        guard sessions[key] != nil else { return .offline }
+        guard sessions[key] != nil else { return cluster.remote[key] != nil ? .online : .offline }
         return peerStatus.silent.contains(key) ? .unreachable : .online
     }
 
@@ -22,7 +23,8 @@ extension HubState {
     mutating func queryPeers(_ caller: UserKey, users: [String], limits: Limits, now: NIODeadline) -> Result<[PeerOnlineStatus], PeerStatusRegistry.Refusal> {
         if let refusal = admitPeerCall(caller, users: users, query: true, limits: limits, now: now) { return .failure(refusal) }
         return .success(users.map { user in
-            PeerOnlineStatus(userId: user, state: sessions[UserKey(appId: caller.appId, userId: user)] == nil ? .offline : .online)
+            let key = UserKey(appId: caller.appId, userId: user)
+            return PeerOnlineStatus(userId: user, state: sessions[key] == nil && cluster.remote[key] == nil ? .offline : .online)
         })
     }
 
@@ -62,6 +64,12 @@ extension HubState {
         peerStatus.sessionChanged(key, session: sessions[key]?.id)
         if spoke { _ = peerStatus.setSilent(key, false) }
         return peerStatusSends(peerStatus.update(key, to: peerState(key)))
+    }
+
+    /// Cluster mode: a session of `key` on another node started, moved or ended: local
+    /// watchers are told if the user's state changed.
+    mutating func remotePeerChanged(_ key: UserKey) -> [PeerStatusSend] {
+        peerStatusSends(peerStatus.update(key, to: peerState(key)))
     }
 
     /// The user's connection `connection` was silent past its threshold (`silent`), or spoke

@@ -116,6 +116,24 @@ extension ClusterTests {
         }
     }
 
+    @Test("issue 13, §1.7: peer online status is cluster-wide: a watcher on node A sees bob come online on node B and go offline at his logout; a query on A says the same")
+    func peerStatusAcrossNodes() async throws {
+        try await withCluster { _, a, b in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
+            try await alice.subscribePeersOnlineStatus(["bob"])
+            #expect(await aliceEvents.first(within: soon, where: PeerStatusTests.status("bob", .offline)) != nil)
+            let mark = await aliceEvents.mark()
+            let (bob, _) = try await Harness.client("bob", port: b.port)
+            #expect(await aliceEvents.first(since: mark, within: soon, where: PeerStatusTests.status("bob", .online)) != nil)
+            #expect(try await alice.queryPeersOnlineStatus(["bob"]) == [PeerOnlineStatus(userId: "bob", state: .online)])
+            let out = await aliceEvents.mark()
+            await bob.logout()
+            #expect(await aliceEvents.first(since: out, within: soon, where: PeerStatusTests.status("bob", .offline)) != nil)
+            #expect(try await alice.queryPeersOnlineStatus(["bob"]) == [PeerOnlineStatus(userId: "bob", state: .offline)])
+            await alice.logout()
+        }
+    }
+
     /// Logs in; the error if the login was refused.
     private static func loginError(_ client: RTMClient, _ user: String) async -> RTMError? {
         do {
