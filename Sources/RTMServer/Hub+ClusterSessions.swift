@@ -89,8 +89,11 @@ extension Hub {
         let promise = loop.makePromise(of: Void.self)
         let timeout = loop.scheduleTask(in: configuration.clusterLoginTimeout) { [self] in
             guard let waiter = loginWaiters.withLockedValue({ $0.removeValue(forKey: session) }) else { return }
-            logger.warning("a login went ahead without the cluster's confirmation that the user's other sessions ended",
-                           metadata: ["user": "\(user.userId)", "session": "\(session)"])
+            // A session that ended meanwhile (replaced, closed) waited for nothing.
+            if state.withLockedValue({ $0.sessions[user]?.id == session }) {
+                logger.warning("a login went ahead without the cluster's confirmation that the user's other sessions ended",
+                               metadata: ["user": "\(user.userId)", "session": "\(session)"])
+            }
             waiter.promise.succeed()
         }
         loginWaiters.withLockedValue { $0[session] = LoginWaiter(promise: promise, timeout: timeout) }

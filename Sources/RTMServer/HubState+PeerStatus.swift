@@ -23,8 +23,7 @@ extension HubState {
     mutating func queryPeers(_ caller: UserKey, users: [String], limits: Limits, now: NIODeadline) -> Result<[PeerOnlineStatus], PeerStatusRegistry.Refusal> {
         if let refusal = admitPeerCall(caller, users: users, query: true, limits: limits, now: now) { return .failure(refusal) }
         return .success(users.map { user in
-            let key = UserKey(appId: caller.appId, userId: user)
-            return PeerOnlineStatus(userId: user, state: sessions[key] == nil && cluster.remote[key] == nil ? .offline : .online)
+            PeerOnlineStatus(userId: user, state: peerState(UserKey(appId: caller.appId, userId: user)) == .offline ? .offline : .online)
         })
     }
 
