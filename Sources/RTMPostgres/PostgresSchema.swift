@@ -130,6 +130,18 @@ public enum PostgresSchema {
         """,
          "CREATE INDEX rtm_lock_owner ON rtm_lock (app, owner)",
          "CREATE INDEX rtm_lock_due ON rtm_lock (due_at) WHERE due_at IS NOT NULL"],
+        // 5: the client message ids each sender used for user messages (SPEC M-3 across nodes
+        // and restarts: a resend through any node is stored once).
+        ["""
+        CREATE TABLE rtm_user_sent (
+            app text NOT NULL,
+            sender text NOT NULL,
+            client_msg_id bigint NOT NULL,
+            id bigint,
+            ts bigint NOT NULL,
+            PRIMARY KEY (app, sender, client_msg_id))
+        """,
+         "CREATE INDEX rtm_user_sent_ts ON rtm_user_sent (ts)"],
     ]
 
     /// The version a fully migrated database has.

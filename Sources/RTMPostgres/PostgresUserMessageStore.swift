@@ -37,6 +37,8 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     private let callTimeout: TimeAmount
     private let logger: Logger
     private let tasks: NIOLockedValueBox<[Task<Void, Never>]>
+    /// When this node last pruned old records of client message ids (ms).
+    private let prunedAt = NIOLockedValueBox<Int64>(0)
 
     /// What a notification carries.
     private struct Notice: Codable {
@@ -85,16 +87,101 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
 
     // MARK: UserMessageStore
 
-    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64] {
+    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                       resendsSince: Int64) throws -> [CommittedUserMessage] {
         let acks = acknowledgements.map { (UserMessageReceiver(appId: $0.appId, userId: $0.receiver), $0.upTo) }
         let client = self.client, logger = self.logger
-        let ids = try blocking {
+        // Records of used client message ids older than the window go at most twice per window
+        // (each node prunes; the deletes are idempotent).
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let prune = prunedAt.withLockedValue { last in
+            guard now - last > max(1, (now - resendsSince) / 2) else { return false }
+            last = now
+            return true
+        }
+        let results = try blocking {
             try await client.withTransaction(logger: logger) { connection in
-                try await Self.commit(messages, acks: acks, cap: cap, on: connection, logger: logger)
+                if prune { try await connection.query("DELETE FROM rtm_user_sent WHERE ts < \(resendsSince)", logger: logger) }
+                let resends = try await Self.claimClientIDs(messages, resendsSince: resendsSince, on: connection, logger: logger)
+                let fresh = messages.indices.filter { resends[$0] == nil }
+                let ids = try await Self.commit(fresh.map { messages[$0] }, acks: acks, cap: cap, on: connection, logger: logger)
+                try await Self.recordClientIDs(zip(fresh, ids).compactMap { index, id in
+                    messages[index].clientMsgId.map { (messages[index], $0, id) }
+                }, on: connection, logger: logger)
+                var results = [CommittedUserMessage](repeating: CommittedUserMessage(id: 0), count: messages.count)
+                for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id) }
+                for (index, first) in resends {
+                    // A resend of one earlier in this batch has its id only now.
+                    let id = first.inBatch.map { results[$0].id } ?? first.id
+                    results[index] = CommittedUserMessage(id: id, isResend: true)
+                }
+                return results
             }
         }
-        if !messages.isEmpty { notify(Set(messages.map { UserMessageReceiver(appId: $0.appId, userId: $0.receiver) })) }
-        return ids
+        let stored = zip(messages, results).filter { !$0.1.isResend }.map(\.0)
+        if !stored.isEmpty { notify(Set(stored.map { UserMessageReceiver(appId: $0.appId, userId: $0.receiver) })) }
+        return results
+    }
+
+    /// Where a resend's first attempt is: earlier in the same batch, or stored with `id`.
+    private struct FirstAttempt: Sendable {
+        var inBatch: Int?
+        var id: Int64 = 0
+    }
+
+    /// Claims the client message ids of `messages` (SPEC M-3): a message whose sender already
+    /// used its id (at or after `resendsSince`, in this batch, or committed by any node) is a
+    /// resend. The claims are rows of `rtm_user_sent` under its primary key, inserted in one
+    /// order by every node, so of two attempts committed at once the second waits for the
+    /// first and then sees it. Returns the resends by index.
+    private static func claimClientIDs(_ messages: [StoredUserMessage], resendsSince: Int64,
+                                       on connection: PostgresConnection, logger: Logger) async throws -> [Int: FirstAttempt] {
+        struct Key: Hashable { let app: String, sender: String, id: Int64 }
+        var first: [Key: Int] = [:]
+        var resends: [Int: FirstAttempt] = [:]
+        for (index, message) in messages.enumerated() {
+            guard let clientMsgId = message.clientMsgId else { continue }
+            let key = Key(app: message.appId, sender: message.sender, id: Int64(bitPattern: clientMsgId))
+            if let earlier = first[key] { resends[index] = FirstAttempt(inBatch: earlier) } else { first[key] = index }
+        }
+        guard !first.isEmpty else { return resends }
+        let keys = first.keys.sorted { ($0.app, $0.sender, $0.id) < ($1.app, $1.sender, $1.id) }
+        let apps = keys.map(\.app), senders = keys.map(\.sender), ids = keys.map(\.id), stamps = keys.map { messages[first[$0]!].ts }
+        var claimed: Set<Key> = []
+        // A record older than the window is taken over (the id is new again).
+        for try await (app, sender, id) in try await connection.query("""
+            INSERT INTO rtm_user_sent AS s (app, sender, client_msg_id, ts)
+            SELECT * FROM unnest(\(apps)::text[], \(senders)::text[], \(ids)::int8[], \(stamps)::int8[])
+            ON CONFLICT (app, sender, client_msg_id) DO UPDATE SET ts = EXCLUDED.ts, id = NULL WHERE s.ts < \(resendsSince)
+            RETURNING app, sender, client_msg_id
+            """, logger: logger).decode((String, String, Int64).self) {
+            claimed.insert(Key(app: app, sender: sender, id: id))
+        }
+        let taken = keys.filter { !claimed.contains($0) }
+        guard !taken.isEmpty else { return resends }
+        var stored: [Key: Int64] = [:]
+        for try await (app, sender, clientMsgId, id) in try await connection.query("""
+            SELECT s.app, s.sender, s.client_msg_id, s.id FROM rtm_user_sent s
+            JOIN unnest(\(taken.map(\.app))::text[], \(taken.map(\.sender))::text[], \(taken.map(\.id))::int8[]) AS k(app, sender, c)
+              ON s.app = k.app AND s.sender = k.sender AND s.client_msg_id = k.c
+            """, logger: logger).decode((String, String, Int64, Int64?).self) {
+            stored[Key(app: app, sender: sender, id: clientMsgId)] = id ?? 0
+        }
+        for key in taken { resends[first[key]!] = FirstAttempt(id: stored[key] ?? 0) }
+        return resends
+    }
+
+    /// Writes the ids the claimed messages got (in the transaction that stored them).
+    private static func recordClientIDs(_ records: [(StoredUserMessage, UInt64, Int64)],
+                                        on connection: PostgresConnection, logger: Logger) async throws {
+        guard !records.isEmpty else { return }
+        let apps = records.map(\.0.appId), senders = records.map(\.0.sender)
+        let clientIDs = records.map { Int64(bitPattern: $0.1) }, ids = records.map(\.2)
+        try await connection.query("""
+            UPDATE rtm_user_sent s SET id = u.i
+            FROM unnest(\(apps)::text[], \(senders)::text[], \(clientIDs)::int8[], \(ids)::int8[]) AS u(a, sd, c, i)
+            WHERE s.app = u.a AND s.sender = u.sd AND s.client_msg_id = u.c
+            """, logger: logger)
     }
 
     private static func commit(_ messages: [StoredUserMessage], acks: [(UserMessageReceiver, Int64)], cap: Int,

@@ -61,7 +61,8 @@ final class Hub: Sendable {
         let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
         self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
-                                   dedupCapacity: configuration.dedupCapacity, logger: logger, metrics: metrics,
+                                   dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
+                                   logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
         if let backplane = configuration.backplane {

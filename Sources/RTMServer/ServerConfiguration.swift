@@ -74,6 +74,10 @@ public struct ServerConfiguration: Sendable {
     public var channelReplayMax = 32
     /// Client message ids remembered per sender to answer resends without acting twice (M-3).
     public var dedupCapacity = 1024
+    /// How long the user-message store recognises a resend (same sender, same `msgId`), also
+    /// after a restart or through another node (SPEC M-3; default 60 s, six times the SDK's
+    /// default request timeout: the SDK resends only while the request waits for its reply).
+    public var userMessageResendWindow: TimeAmount = .seconds(60)
     /// A channel with more visible members than this reports presence in interval mode
     /// (aggregated changes every `presenceInterval`) instead of an event per change (default 50).
     public var presenceIntervalThreshold = 50

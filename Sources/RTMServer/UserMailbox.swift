@@ -72,6 +72,8 @@ final class UserMailbox: @unchecked Sendable {
     let maxAgeMillis: Int64
     let logger: Logger
     private let dedupCapacity: Int
+    /// How long the store recognises a resend (ms, SPEC M-3).
+    private let resendWindowMillis: Int64
 
     // Confined to `queue`.
     var online: [UserKey: Receiver] = [:]
@@ -101,7 +103,8 @@ final class UserMailbox: @unchecked Sendable {
         queue.sync { onlineElsewhere = lookup }
     }
 
-    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, logger: Logger, metrics: ServerMetrics? = nil,
+    init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, resendWindow: TimeAmount = .seconds(60),
+         logger: Logger, metrics: ServerMetrics? = nil,
          onUndeliverable: (@Sendable (UserKey, Int) -> Void)? = nil) {
         self.metrics = metrics
         self.onUndeliverable = onUndeliverable
@@ -110,6 +113,7 @@ final class UserMailbox: @unchecked Sendable {
         self.cap = cap
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
         self.dedupCapacity = dedupCapacity
+        self.resendWindowMillis = resendWindow.nanoseconds / 1_000_000
         self.logger = logger
     }
 
@@ -242,10 +246,15 @@ final class UserMailbox: @unchecked Sendable {
         pending = []
         acks = [:]
         committing = true
-        let messages = batch.map(\.submission.message)
+        let messages = batch.map { item in
+            var message = item.submission.message
+            message.clientMsgId = item.submission.clientMsgId
+            return message
+        }
+        let resendsSince = Self.wallMillis - resendWindowMillis
         writer.async { [self] in
             let started = NIODeadline.now()
-            let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap) }
+            let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince) }
             metrics?.storeCommitted(nanoseconds: (NIODeadline.now() - started).nanoseconds)
             queue.async { [self] in
                 committing = false
@@ -257,12 +266,13 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     /// A transaction ended: replies (only now), then deliveries.
-    private func committed(_ batch: [Pending], _ result: Result<[Int64], any Error>) {
-        let ids: [Int64]
+    private func committed(_ batch: [Pending], _ result: Result<[CommittedUserMessage], any Error>) {
+        let results: [CommittedUserMessage]
         switch result {
         case .success(let committed):
-            ids = committed
-            storedCount.withLockedValue { $0 &+= UInt64(committed.count) }
+            results = committed
+            let stored = committed.lazy.filter { !$0.isResend }.count
+            storedCount.withLockedValue { $0 &+= UInt64(stored) }
         case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
             for item in batch {
@@ -288,7 +298,8 @@ final class UserMailbox: @unchecked Sendable {
                 .filter { self.online[$0] == nil })
             if !away.isEmpty { elsewhere = onlineElsewhere(away) }
         }
-        for (item, id) in zip(batch, ids) {
+        for (item, result) in zip(batch, results) {
+            let id = result.id
             var message = item.submission.message
             message.id = id
             let key = UserKey(appId: message.appId, userId: message.receiver)
@@ -298,6 +309,9 @@ final class UserMailbox: @unchecked Sendable {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
             receipts.append((item.submission.reply, receipt))
+            // A resend the store recognised (after a restart, through another node, or twice
+            // in one batch): its first copy is delivered (or waits in the store), never this one.
+            if result.isResend { continue }
             if let receiver {
                 if receiver.held != nil {
                     online[key]!.held!.append(message)   // logging in: after its waiting messages

@@ -114,6 +114,33 @@ struct ClusterUserMessageTests {
         }
     }
 
+    @Test("issue 13, M-3: a sendUser resent through the other node (same msgId after a reconnection) gets the first receipt and is delivered once")
+    func resendThroughOtherNode() async throws {
+        try await withCluster { a, b in
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            let first = try await RawConnection.open(port: a.port)
+            #expect(await first.login("alice")?.type == .ok)
+            first.send(Frame(type: .sendUser, id: 10, userId: "bob", text: "once", msgId: 555))
+            let receipt = await first.reply(10)
+            #expect(receipt?.type == .ok && receipt?.stored == true && (receipt?.msgId ?? 0) > 0)
+            first.channel.close(promise: nil)
+            // The reply was lost (as far as the client knows): it reconnects to node B and sends
+            // the same message with the same msgId, then a new one.
+            let again = try await RawConnection.open(port: b.port)
+            #expect(await again.login("alice")?.type == .ok)
+            again.send(Frame(type: .sendUser, id: 11, userId: "bob", text: "once", msgId: 555))
+            let repeated = await again.reply(11)
+            #expect(repeated?.type == .ok && repeated?.msgId == receipt?.msgId)
+            again.send(Frame(type: .sendUser, id: 12, userId: "bob", text: "after", msgId: 556))
+            #expect(await again.reply(12)?.msgId == (receipt?.msgId ?? 0) + 1)
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "after" } != nil)
+            #expect(await Self.userMessages(bobEvents).compactMap(\.text) == ["once", "after"])
+            #expect(try await Self.waiting(a.store, for: "bob").compactMap(\.text).filter { $0 == "once" }.count <= 1)
+            again.channel.close(promise: nil)
+            await bob.logout()
+        }
+    }
+
     @Test("issue 13, M-1: senders on both nodes write to one receiver at once: it gets every message once, in its id order")
     func sendersOnBothNodes() async throws {
         try await withCluster { a, b in

@@ -70,6 +70,30 @@ struct UserMessageBinaryTests {
         await harness.stop()
     }
 
+    @Test("M-3: a sendUser resent after the server was killed with SIGKILL and restarted (its reply lost) gets the first id and is delivered once")
+    func resendAfterKill9StoredOnce() async throws {
+        let server = try await DurableServer()
+        defer { server.stop() }
+        let before = try await RawConnection.open(port: server.port)
+        #expect(await before.login("alice")?.type == .ok)
+        before.send(Frame(type: .sendUser, id: 5, userId: "bob", text: "once", msgId: 9_001))
+        let receipt = await before.reply(5)
+        #expect(receipt?.type == .ok && receipt?.stored == true)
+        try await server.killAndRestart()
+        // The client never saw that reply (as far as it knows): the same msgId again.
+        let after = try await RawConnection.open(port: server.port)
+        #expect(await after.login("alice")?.type == .ok)
+        after.send(Frame(type: .sendUser, id: 6, userId: "bob", text: "once", msgId: 9_001))
+        after.send(Frame(type: .sendUser, id: 7, userId: "bob", text: "next", msgId: 9_002))
+        #expect(await after.reply(6)?.msgId == receipt?.msgId)
+        #expect(await after.reply(7)?.msgId == (receipt?.msgId ?? 0) + 1)
+        let (bob, bobEvents) = try await Harness.client("bob", port: server.port)
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "next" } != nil)
+        #expect(await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap { $0.messageEvent?.text } == ["once", "next"])
+        after.channel.close(promise: nil)
+        await bob.logout()
+    }
+
     @Test("M-1: kill -9 while user messages are in flight: every acknowledged one is delivered after a restart on the same data directory")
     func acknowledgedSurviveKill9Midstream() async throws {
         let server = try await DurableServer()
@@ -115,6 +139,12 @@ struct UserMessageBinaryTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(acknowledgedAtKill.subtracting(received).isEmpty, "lost: \(acknowledgedAtKill.subtracting(received).sorted())")
+        // M-3: what was stored before the kill but not answered is resent by the SDK after it;
+        // the store recognises the resends, so nothing arrives twice (and no duplicate pushes
+        // the oldest past the per-receiver cap).
+        let all = await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap { $0.messageEvent?.text }
+        #expect(all.count == Set(all).count, "delivered twice: \(Dictionary(grouping: all, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted())")
+        #expect(await bobEvents.matching { if case .userMessagesDropped = $0 { true } else { false } }.isEmpty)
         await bob.logout()
         await alice.logout()
     }

@@ -25,8 +25,9 @@ struct PostgresUserMessageStoreTests {
         try await offPool(body)
     }
 
-    private func message(to receiver: String, _ text: String?, data: Data? = nil, ts: Int64 = 1_000) -> StoredUserMessage {
-        StoredUserMessage(appId: "app", receiver: receiver, sender: "alice", text: text, data: data, customType: text == nil ? "bin" : nil, ts: ts)
+    private func message(to receiver: String, _ text: String?, data: Data? = nil, ts: Int64 = 1_000, clientMsgId: UInt64? = nil) -> StoredUserMessage {
+        StoredUserMessage(appId: "app", receiver: receiver, sender: "alice", text: text, data: data, customType: text == nil ? "bin" : nil, ts: ts,
+                          clientMsgId: clientMsgId)
     }
 
     @Test("issue 13, M-1: ids are per receiver and dense across nodes; one epoch; every field read back; acks delete up to an id")
@@ -34,9 +35,9 @@ struct PostgresUserMessageStoreTests {
         try await withStores { a, b in
             #expect(a.epoch == b.epoch && !a.epoch.isEmpty)
             let first = try await call { try a.commit([message(to: "bob", "1"), message(to: "carol", "c1"), message(to: "bob", "2")],
-                                                      acknowledgements: [], cap: 100) }
-            let second = try await call { try b.commit([message(to: "bob", nil, data: Data([0, 1, 255]))], acknowledgements: [], cap: 100) }
-            #expect(first == [1, 1, 2] && second == [3])
+                                                      acknowledgements: [], cap: 100, resendsSince: 0) }
+            let second = try await call { try b.commit([message(to: "bob", nil, data: Data([0, 1, 255]))], acknowledgements: [], cap: 100, resendsSince: 0) }
+            #expect(first.map(\.id) == [1, 1, 2] && second.map(\.id) == [3])
             let waiting = try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }
             #expect(waiting.map(\.id) == [1, 2, 3])
             #expect(waiting[0].text == "1" && waiting[0].data == nil && waiting[0].customType == nil && waiting[0].sender == "alice")
@@ -44,11 +45,11 @@ struct PostgresUserMessageStoreTests {
             let newest = try await call { try b.newest([UserMessageReceiver(appId: "app", userId: "bob"), UserMessageReceiver(appId: "app", userId: "nobody")]) }
             #expect(newest == [UserMessageReceiver(appId: "app", userId: "bob"): 3])
             // An ack on node B deletes up to its id, for that receiver only.
-            _ = try await call { try b.commit([], acknowledgements: [(appId: "app", receiver: "bob", upTo: 2)], cap: 100) }
+            _ = try await call { try b.commit([], acknowledgements: [(appId: "app", receiver: "bob", upTo: 2)], cap: 100, resendsSince: 0) }
             #expect(try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }.map(\.id) == [3])
             #expect(try await call { try a.pending(appId: "app", receiver: "carol", notBefore: 0) }.map(\.id) == [1])
             // Ids are never reused after deletion.
-            #expect(try await call { try a.commit([message(to: "bob", "4")], acknowledgements: [(appId: "app", receiver: "bob", upTo: 3)], cap: 100) } == [4])
+            #expect(try await call { try a.commit([message(to: "bob", "4")], acknowledgements: [(appId: "app", receiver: "bob", upTo: 3)], cap: 100, resendsSince: 0) }.map(\.id) == [4])
         }
     }
 
@@ -56,8 +57,8 @@ struct PostgresUserMessageStoreTests {
     func capAndAge() async throws {
         try await withStores { a, b in
             let batch = (1...5).map { message(to: "bob", "m\($0)", ts: $0 <= 2 ? 10 : 5_000) }
-            _ = try await call { try a.commit(batch, acknowledgements: [], cap: 4) }
-            _ = try await call { try b.commit([message(to: "bob", "m6", ts: 5_000)], acknowledgements: [], cap: 4) }
+            _ = try await call { try a.commit(batch, acknowledgements: [], cap: 4, resendsSince: 0) }
+            _ = try await call { try b.commit([message(to: "bob", "m6", ts: 5_000)], acknowledgements: [], cap: 4, resendsSince: 0) }
             // Cap 4: m1, m2 dropped; then m3..m6 stay, m3 at ts 5000 as well.
             let waiting = try await call { try b.pending(appId: "app", receiver: "bob", notBefore: 100) }
             #expect(waiting.compactMap(\.text) == ["m3", "m4", "m5", "m6"])
@@ -80,12 +81,38 @@ struct PostgresUserMessageStoreTests {
             // Commits until B has heard one (its LISTEN may start after the first).
             let deadline = ContinuousClock.now + .seconds(5)
             while seenByB.withLockedValue({ $0.isEmpty }), ContinuousClock.now < deadline {
-                _ = try await call { try a.commit([message(to: "bob", "x")], acknowledgements: [], cap: 100) }
+                _ = try await call { try a.commit([message(to: "bob", "x")], acknowledgements: [], cap: 100, resendsSince: 0) }
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(!seenByB.withLockedValue { $0 }.isEmpty)
             #expect(seenByB.withLockedValue { $0 }.allSatisfy { $0 == UserMessageReceiver(appId: "app", userId: "bob") })
             #expect(seenByA.withLockedValue { $0 }.isEmpty)
+        }
+    }
+
+    @Test("issue 13, M-3: a resend (same sender, same msgId) through either node, in one batch, or committed on two nodes at once is stored once and answered with the first id")
+    func resendsStoredOnce() async throws {
+        try await withStores { a, b in
+            let first = try await call { try a.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r1", clientMsgId: 7)],
+                                                      acknowledgements: [], cap: 100, resendsSince: 0) }
+            #expect(first == [CommittedUserMessage(id: 1), CommittedUserMessage(id: 1, isResend: true)])
+            let again = try await call { try b.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r2", clientMsgId: 8)],
+                                                      acknowledgements: [], cap: 100, resendsSince: 0) }
+            #expect(again == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2)])
+            // Two nodes commit the same resend at once, 20 times: exactly one stores it.
+            for round in 0..<20 {
+                let id = UInt64(100 + round)
+                async let onA = call { try a.commit([self.message(to: "bob", "c\(round)", clientMsgId: id)], acknowledgements: [], cap: 1000, resendsSince: 0) }
+                async let onB = call { try b.commit([self.message(to: "bob", "c\(round)", clientMsgId: id)], acknowledgements: [], cap: 1000, resendsSince: 0) }
+                let both = try await onA + onB
+                #expect(both.filter(\.isResend).count == 1 && both[0].id == both[1].id, "round \(round): \(both)")
+            }
+            let waiting = try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }
+            #expect(waiting.compactMap(\.text) == ["r1", "r2"] + (0..<20).map { "c\($0)" })
+            #expect(waiting.map(\.id) == Array(1...22))
+            // A record older than the window is forgotten: the id counts as new.
+            let late = try await call { try b.commit([self.message(to: "bob", "r1", clientMsgId: 7)], acknowledgements: [], cap: 100, resendsSince: 2_000) }
+            #expect(late == [CommittedUserMessage(id: 23)])
         }
     }
 }

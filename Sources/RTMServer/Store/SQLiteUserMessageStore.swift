@@ -12,6 +12,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     /// kept up to date), so a commit checks the cap without counting rows. Like every call,
     /// confined to the one owner (`UserMailbox`'s queue): hence `@unchecked Sendable`.
     private var waiting: [Receiver: Int] = [:]
+    /// When records of used client message ids were last pruned (ms; 0: not yet).
+    private var prunedAt: Int64 = 0
 
     private struct Receiver: Hashable {
         let appId: String
@@ -39,6 +41,18 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('epoch', ?)",
                            arguments: [String(UInt64.random(in: 1...UInt64.max), radix: 36)])
         }
+        // SPEC M-3 across restarts: which client message ids each sender used (PROTOCOL §3.2),
+        // written in the transaction that stores the message, so a resend after a `kill -9`
+        // is recognised.
+        migrator.registerMigration("v2-user-message-resends") { db in
+            try db.execute(sql: """
+                CREATE TABLE user_message_sent (
+                    app TEXT NOT NULL, sender TEXT NOT NULL, client_msg_id INTEGER NOT NULL,
+                    id INTEGER NOT NULL, ts INTEGER NOT NULL,
+                    PRIMARY KEY (app, sender, client_msg_id)) WITHOUT ROWID;
+                CREATE INDEX user_message_sent_ts ON user_message_sent(ts);
+                """)
+        }
         try migrator.migrate(db)
         // A 64 MB page cache (instead of 2 MB): with a thousand busy receivers the pages a commit
         // touches stay in memory instead of being read back from the WAL.
@@ -46,9 +60,10 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
         epoch = try db.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'epoch'") } ?? "0"
     }
 
-    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64] {
+    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                       resendsSince: Int64) throws -> [CommittedUserMessage] {
         do {
-            return try db.write { db in try commit(db, messages, acknowledgements: acknowledgements, cap: cap) }
+            return try db.write { db in try commit(db, messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince) }
         } catch {
             waiting = [:]   // rolled back: recount
             throw error
@@ -56,7 +71,7 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     }
 
     private func commit(_ db: Database, _ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)],
-                        cap: Int) throws -> [Int64] {
+                        cap: Int, resendsSince: Int64) throws -> [CommittedUserMessage] {
         let delete = try db.cachedStatement(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
         for ack in acknowledgements {
             try delete.execute(arguments: [ack.appId, ack.receiver, ack.upTo])
@@ -68,13 +83,33 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        var ids: [Int64] = []
-        ids.reserveCapacity(messages.count)
+        let findSent = try db.cachedStatement(sql: """
+            SELECT id FROM user_message_sent WHERE app = ? AND sender = ? AND client_msg_id = ? AND ts >= ?
+            """)
+        let recordSent = try db.cachedStatement(sql: """
+            INSERT OR REPLACE INTO user_message_sent(app, sender, client_msg_id, id, ts) VALUES (?, ?, ?, ?, ?)
+            """)
+        var results: [CommittedUserMessage] = []
+        results.reserveCapacity(messages.count)
         var added: [Receiver: Int] = [:]
         for m in messages {
+            let clientMsgId = m.clientMsgId.map { Int64(bitPattern: $0) }
+            if let clientMsgId,
+               let first = try Int64.fetchOne(findSent, arguments: [m.appId, m.sender, clientMsgId, resendsSince]) {
+                results.append(CommittedUserMessage(id: first, isResend: true))   // M-3: stored once
+                continue
+            }
             try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
-            ids.append(db.lastInsertedRowID)
+            let id = db.lastInsertedRowID
+            if let clientMsgId { try recordSent.execute(arguments: [m.appId, m.sender, clientMsgId, id, m.ts]) }
+            results.append(CommittedUserMessage(id: id))
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
+        }
+        // Records older than the window go in one indexed delete, at most twice per window.
+        let now = UserMailbox.wallMillis
+        if now - prunedAt > max(1, (now - resendsSince) / 2) {
+            try db.execute(sql: "DELETE FROM user_message_sent WHERE ts < ?", arguments: [resendsSince])
+            prunedAt = now
         }
         for (receiver, count) in added {
             var total: Int
@@ -95,7 +130,7 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             waiting[receiver] = total
         }
         if waiting.count > 100_000 { waiting = [:] }   // bounded: recounted as receivers come back
-        return ids
+        return results
     }
 
     public func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] {

@@ -18,11 +18,31 @@ public struct StoredUserMessage: Sendable, Equatable {
     public var customType: String?
     /// Server time when it was accepted, ms since the Unix epoch.
     public var ts: Int64
+    /// The sender's message id (SPEC M-3, PROTOCOL §3.2), when it gave one: a later message of
+    /// the same sender with the same id is a resend of this one. Not part of what is delivered.
+    public var clientMsgId: UInt64?
 
     /// Creates a message; `id` is assigned by the store (pass 0).
-    public init(id: Int64 = 0, appId: String, receiver: String, sender: String, text: String?, data: Data?, customType: String?, ts: Int64) {
+    public init(id: Int64 = 0, appId: String, receiver: String, sender: String, text: String?, data: Data?, customType: String?, ts: Int64,
+                clientMsgId: UInt64? = nil) {
         self.id = id; self.appId = appId; self.receiver = receiver; self.sender = sender
         self.text = text; self.data = data; self.customType = customType; self.ts = ts
+        self.clientMsgId = clientMsgId
+    }
+}
+
+/// What a commit did with one message.
+public struct CommittedUserMessage: Sendable, Equatable {
+    /// The message's id; for a resend, the id its first attempt got.
+    public let id: Int64
+    /// The message was a resend of one already stored (same sender and `clientMsgId`): it was
+    /// not stored again and must not be delivered again (SPEC M-3).
+    public let isResend: Bool
+
+    /// Creates a result.
+    public init(id: Int64, isResend: Bool = false) {
+        self.id = id
+        self.isResend = isResend
     }
 }
 
@@ -36,8 +56,16 @@ public protocol UserMessageStore: Sendable {
 
     /// Appends messages and applies acknowledgements in **one** durable transaction (group
     /// commit). Keeps at most `cap` messages per receiver, dropping the oldest and counting them
-    /// (see `takeDropped`). Returns the ids of `messages`, in order.
-    func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int) throws -> [Int64]
+    /// (see `takeDropped`). Returns what happened to each of `messages`, in order.
+    ///
+    /// Resends (SPEC M-3): a message with a `clientMsgId` that its sender already used for a
+    /// message stored at or after `resendsSince` (ms) is not stored again; its result carries
+    /// the first one's id. The record of which ids were used is part of the same transaction,
+    /// so it survives whatever the messages survive (a `kill -9`, the death of a node), and a
+    /// store shared by several nodes settles two attempts committed at once. Records older
+    /// than `resendsSince` may be forgotten.
+    func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                resendsSince: Int64) throws -> [CommittedUserMessage]
 
     /// The messages waiting for a receiver, oldest first. Messages older than `notBefore` (ms)
     /// are deleted and counted as dropped instead.
