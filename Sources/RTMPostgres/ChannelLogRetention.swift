@@ -26,8 +26,10 @@ public final class ChannelLogRetention: Sendable {
     public func trimIfDue(nowMillis: Int64) async throws -> Int? {
         let cutoff = nowMillis - retention.nanoseconds / 1_000_000
         let periodMillis = interval.nanoseconds / 1_000_000
-        let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
+        let (client, logger) = (self.client, self.logger)
+        // Bounded by the period (`BoundedCall`): a trim stuck on a dead connection is given up
+        // and tried again in a later period.
+        return try await BoundedCall.run("the log trim", timeout: interval) { try await client.withTransaction(logger: logger) { connection in
             var locked = false
             for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.lockKey))", logger: logger)
                 .decode(Bool.self) { locked = got }
@@ -44,7 +46,7 @@ public final class ChannelLogRetention: Sendable {
                 WITH d AS (DELETE FROM rtm_channel_log WHERE ts < \(cutoff) RETURNING 1) SELECT count(*)::int8 FROM d
                 """, logger: logger).decode(Int64.self) { count = Int(deleted) }
             return count
-        }
+        } }
     }
 
     /// Trims when due, every `interval` (first after one interval), until cancelled.

@@ -30,20 +30,27 @@ public final class NodeRegistry: Sendable {
     /// set again).
     public func renew(first: Bool) async throws {
         let millis = Int64(lease.nanoseconds / 1_000_000)
-        try await client.query("""
-            INSERT INTO rtm_node AS n (node_id, lease_until, started_at, host)
-            VALUES (\(node), now() + \(millis)::int8 * interval '1 millisecond', now(), \(host))
-            ON CONFLICT (node_id) DO UPDATE SET lease_until = EXCLUDED.lease_until, host = EXCLUDED.host,
-                started_at = CASE WHEN \(first) THEN EXCLUDED.started_at ELSE n.started_at END
-            """, logger: logger)
+        let (client, logger, node, host) = (self.client, self.logger, self.node, self.host)
+        // Bounded by the lease: a renewal that takes longer is of no use (`BoundedCall`).
+        try await BoundedCall.run("a lease renewal", timeout: lease) {
+            try await client.query("""
+                INSERT INTO rtm_node AS n (node_id, lease_until, started_at, host)
+                VALUES (\(node), now() + \(millis)::int8 * interval '1 millisecond', now(), \(host))
+                ON CONFLICT (node_id) DO UPDATE SET lease_until = EXCLUDED.lease_until, host = EXCLUDED.host,
+                    started_at = CASE WHEN \(first) THEN EXCLUDED.started_at ELSE n.started_at END
+                """, logger: logger)
+        }
     }
 
     /// Every registered node and whether its lease still runs.
     public func leases() async throws -> [String: Bool] {
-        var leases: [String: Bool] = [:]
-        for try await (node, alive) in try await client.query("SELECT node_id, lease_until > now() FROM rtm_node", logger: logger)
-            .decode((String, Bool).self) { leases[node] = alive }
-        return leases
+        let (client, logger) = (self.client, self.logger)
+        return try await BoundedCall.run("the lease check", timeout: lease) {
+            var leases: [String: Bool] = [:]
+            for try await (node, alive) in try await client.query("SELECT node_id, lease_until > now() FROM rtm_node", logger: logger)
+                .decode((String, Bool).self) { leases[node] = alive }
+            return leases
+        }
     }
 
     /// Renews and checks every `interval` until cancelled, reporting deaths, returns and the

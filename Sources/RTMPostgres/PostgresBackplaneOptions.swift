@@ -11,6 +11,10 @@ public struct PostgresBackplaneOptions: Sendable {
     public var holdback: TimeAmount = .seconds(5)
     /// The wait between attempts to reach the database again; default 1 s.
     public var retryInterval: TimeAmount = .seconds(1)
+    /// The longest one call to the database (an append, a log read, a NOTIFY) waits before it
+    /// fails and is tried again; default 5 s. A call written to a pooled connection that had
+    /// just closed would otherwise wait for ever (`BoundedCall`).
+    public var callTimeout: TimeAmount = .seconds(5)
     /// How often this node renews its lease and checks the others'; default 2 s.
     public var leaseInterval: TimeAmount = .seconds(2)
     /// How long a lease lasts after its renewal; default 10 s. A node that stops renewing

@@ -36,7 +36,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.logger = logger
         let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
         self.client = client
-        let log = PostgresChannelLog(client: client, logger: logger)
+        let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, logger: logger)
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, logger: logger)

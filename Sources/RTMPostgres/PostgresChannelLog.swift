@@ -23,9 +23,13 @@ public struct PostgresChannelLog: Sendable {
 
     private let client: PostgresClient
     private let logger: Logger
+    /// The longest any call waits for the database (`BoundedCall`).
+    private let callTimeout: TimeAmount
 
-    public init(client: PostgresClient, logger: Logger) {
+    /// `callTimeout`: the longest any call waits for the database before it fails (default 5 s).
+    public init(client: PostgresClient, callTimeout: TimeAmount = .seconds(5), logger: Logger) {
         self.client = client
+        self.callTimeout = callTimeout
         self.logger = logger
     }
 
@@ -52,12 +56,15 @@ public struct PostgresChannelLog: Sendable {
         }
         // Everything in one prepared statement, committed on its own (one round trip, where a
         // BEGIN / bump / insert / COMMIT transaction took four).
-        let rows = try await client.execute(statement, logger: logger)
-        var receipts: [ChannelLogReceipt] = []
-        receipts.reserveCapacity(items.count)
-        for try await row in rows {
-            let cells = row.makeRandomAccess()
-            receipts.append(ChannelLogReceipt(seq: try cells[0].decode(Int64.self), epoch: try cells[1].decode(String.self)))
+        let (client, logger, ready) = (self.client, self.logger, statement)
+        let receipts = try await BoundedCall.run("an append", timeout: callTimeout) {
+            var receipts: [ChannelLogReceipt] = []
+            receipts.reserveCapacity(items.count)
+            for try await row in try await client.execute(ready, logger: logger) {
+                let cells = row.makeRandomAccess()
+                receipts.append(ChannelLogReceipt(seq: try cells[0].decode(Int64.self), epoch: try cells[1].decode(String.self)))
+            }
+            return receipts
         }
         guard receipts.count == items.count else {
             throw PostgresChannelLogError("an append returned \(receipts.count) numbers for \(items.count) messages")
@@ -67,14 +74,17 @@ public struct PostgresChannelLog: Sendable {
 
     /// Wakes every node's follower (`LISTEN rtm_log`). Sent after a commit, never inside one.
     public func notify() async throws {
-        for try await _ in try await client.execute(ChannelLogStatements.Notify(), logger: logger) {}
+        let (client, logger) = (self.client, self.logger)
+        try await BoundedCall.run("a NOTIFY", timeout: callTimeout) {
+            for try await _ in try await client.execute(ChannelLogStatements.Notify(), logger: logger) {}
+        }
     }
 
     /// Where a new follower starts: the horizon now, and each channel's number as committed in
     /// the same snapshot (rows at or below are already counted; rows above are read).
     public func startPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
-        let logger = self.logger
-        return try await client.withConnection { connection in
+        let (client, logger) = (self.client, self.logger)
+        return try await BoundedCall.run("the start position", timeout: callTimeout) { try await client.withConnection { connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
             do {
                 var horizon: UInt64 = 0
@@ -89,12 +99,20 @@ public struct PostgresChannelLog: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
-        }
+        } }
     }
 
     /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
     /// and the cursor after them (unchanged when there are none).
     public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
+        let (client, logger) = (self.client, self.logger)
+        return try await BoundedCall.run("a log read", timeout: callTimeout) {
+            try await Self.read(after: cursor, limit: limit, client: client, logger: logger)
+        }
+    }
+
+    private static func read(after cursor: ChannelLogCursor, limit: Int, client: PostgresClient,
+                             logger: Logger) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
         let rows = try await client.execute(ChannelLogStatements.Read(xid: String(cursor.xid), pos: cursor.pos, limit: Int64(limit)),
                                             logger: logger)
         var entries: [ChannelLogEntry] = []
@@ -121,6 +139,14 @@ public struct PostgresChannelLog: Sendable {
 
     /// A channel's messages after `seq` (replay and history from any node), oldest first.
     public func messages(appId: String, channel: String, after seq: Int64, limit: Int) async throws -> [ChannelLogEntry] {
+        let (client, logger) = (self.client, self.logger)
+        return try await BoundedCall.run("a channel's messages", timeout: callTimeout) {
+            try await Self.messages(appId: appId, channel: channel, after: seq, limit: limit, client: client, logger: logger)
+        }
+    }
+
+    private static func messages(appId: String, channel: String, after seq: Int64, limit: Int, client: PostgresClient,
+                                 logger: Logger) async throws -> [ChannelLogEntry] {
         let rows = try await client.query("""
             SELECT seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts FROM rtm_channel_log
             WHERE app = \(appId) AND channel = \(channel) AND seq > \(seq)

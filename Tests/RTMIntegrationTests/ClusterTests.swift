@@ -49,6 +49,7 @@ struct ClusterTests {
         options.retryInterval = .milliseconds(50)
         options.leaseInterval = .milliseconds(50)
         options.lease = .milliseconds(500)
+        options.callTimeout = .seconds(1)
         change(&options)
         return options
     }
