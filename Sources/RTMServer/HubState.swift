@@ -239,6 +239,11 @@ struct HubState {
     mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, announce: Bool = true) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
+        // The publisher's remembered message ids go with its last session (M-3 needs them only
+        // while its SDK may resend: its requests fail at logout and time out, after
+        // `requestTimeout`, well within the grace window). Without this the table grows with
+        // every user that ever published, for the whole uptime.
+        if cluster.remote[key] == nil { publishDedup[key] = nil }
         cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
         for (target, var watchers) in metadataWatchers where target.appId == key.appId && watchers.remove(key.userId) != nil {

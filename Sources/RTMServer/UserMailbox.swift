@@ -201,9 +201,17 @@ final class UserMailbox: @unchecked Sendable {
     /// That connection is gone: messages wait in the store until the next `attach`.
     func detach(_ key: UserKey, connection: ConnectionRef) {
         queue.async { [self] in
-            if online[key]?.connection === connection { online[key] = nil }
+            if online[key]?.connection === connection {
+                online[key] = nil
+                // Its receipts for resends are kept by the store from now on (bounded memory).
+                recent[key] = nil
+            }
         }
     }
+
+    /// How many senders' message ids are remembered in memory (tests: bounded by the senders
+    /// with a connection).
+    var rememberedSenders: Int { queue.sync { recent.count } }
 
     /// Completes `promise` with the number of user messages waiting for the next commit.
     func queueDepth(_ promise: EventLoopPromise<Int>) {
@@ -305,7 +313,9 @@ final class UserMailbox: @unchecked Sendable {
             let key = UserKey(appId: message.appId, userId: message.receiver)
             let receiver = online[key]
             let receipt = Receipt(id: id, receiverOnline: receiver != nil || elsewhere.contains(key))
-            if let clientMsgId = item.submission.clientMsgId {
+            // Remembered for senders with a connection here (a sender gone meanwhile would
+            // leave an entry behind; the store answers its resends anyway).
+            if let clientMsgId = item.submission.clientMsgId, online[item.sender] != nil {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
             receipts.append((item.submission.reply, receipt))

@@ -1,7 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import RTMProtocol
-import RTMServer
+@testable import RTMServer
 import RTMTestSupport
 import Testing
 @testable import RTMClient
@@ -212,6 +212,35 @@ struct DeliveryTests {
         #expect(seqs == Array(1...150).map(UInt64.init))   // one order for all, no holes, no repeats
         for publisher in publishers { await publisher.logout() }
         await reader.logout()
+        await harness.stop()
+    }
+}
+
+extension DeliveryTests {
+    @Test("M-3, long uptimes: a publisher's remembered message ids (channel and user messages) go with its session, so 30 users that publish and leave leave nothing behind")
+    func dedupMemoryEndsWithSession() async throws {
+        let harness = try await Harness.start()
+        let (stay, _) = try await Harness.client("stays", port: harness.port)
+        _ = try await stay.publish(channel: "room", message: "still here")
+        for i in 0..<30 {
+            let (client, _) = try await Harness.client("visitor\(i)", port: harness.port)
+            _ = try await client.publish(channel: "room", message: "hello")
+            _ = try await client.publish(toUser: "stays", message: "hi")
+            await client.logout()
+        }
+        let hub = harness.server.hub
+        // The one still logged in keeps its ids (its resends are still possible); the others'
+        // are gone. The mailbox forgets a sender when its connection detaches (queued after the
+        // logout), so poll briefly.
+        let remembered = hub.state.withLockedValue { Set($0.publishDedup.keys.map(\.userId)) }
+        #expect(remembered == ["stays"])
+        let deadline = ContinuousClock.now + soon
+        while hub.mailbox.rememberedSenders > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(hub.mailbox.rememberedSenders == 0)
+        await stay.logout()
+        let end = ContinuousClock.now + soon
+        while !hub.state.withLockedValue({ $0.publishDedup.isEmpty }), ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(hub.state.withLockedValue { $0.publishDedup.isEmpty })
         await harness.stop()
     }
 }

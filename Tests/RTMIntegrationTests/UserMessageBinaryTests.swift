@@ -86,7 +86,7 @@ struct UserMessageBinaryTests {
         after.send(Frame(type: .sendUser, id: 6, userId: "bob", text: "once", msgId: 9_001))
         after.send(Frame(type: .sendUser, id: 7, userId: "bob", text: "next", msgId: 9_002))
         #expect(await after.reply(6)?.msgId == receipt?.msgId)
-        #expect(await after.reply(7)?.msgId == (receipt?.msgId ?? 0) + 1)
+        #expect((await after.reply(7)?.msgId ?? 0) > (receipt?.msgId ?? 0))
         let (bob, bobEvents) = try await Harness.client("bob", port: server.port)
         #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "next" } != nil)
         #expect(await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap { $0.messageEvent?.text } == ["once", "next"])

@@ -83,25 +83,31 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        let findSent = try db.cachedStatement(sql: """
-            SELECT id FROM user_message_sent WHERE app = ? AND sender = ? AND client_msg_id = ? AND ts >= ?
+        // The common case costs one upsert: the message is stored, then its id claimed; only
+        // a resend (the claim finds a record within the window) reads the first id and takes
+        // the new row out again.
+        let claimSent = try db.cachedStatement(sql: """
+            INSERT INTO user_message_sent(app, sender, client_msg_id, id, ts) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (app, sender, client_msg_id) DO UPDATE SET id = excluded.id, ts = excluded.ts WHERE ts < ?
             """)
-        let recordSent = try db.cachedStatement(sql: """
-            INSERT OR REPLACE INTO user_message_sent(app, sender, client_msg_id, id, ts) VALUES (?, ?, ?, ?, ?)
-            """)
+        let findSent = try db.cachedStatement(sql: "SELECT id FROM user_message_sent WHERE app = ? AND sender = ? AND client_msg_id = ?")
+        let unstore = try db.cachedStatement(sql: "DELETE FROM user_message WHERE id = ?")
         var results: [CommittedUserMessage] = []
         results.reserveCapacity(messages.count)
         var added: [Receiver: Int] = [:]
         for m in messages {
-            let clientMsgId = m.clientMsgId.map { Int64(bitPattern: $0) }
-            if let clientMsgId,
-               let first = try Int64.fetchOne(findSent, arguments: [m.appId, m.sender, clientMsgId, resendsSince]) {
-                results.append(CommittedUserMessage(id: first, isResend: true))   // M-3: stored once
-                continue
-            }
             try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
             let id = db.lastInsertedRowID
-            if let clientMsgId { try recordSent.execute(arguments: [m.appId, m.sender, clientMsgId, id, m.ts]) }
+            if let clientMsgId = m.clientMsgId.map({ Int64(bitPattern: $0) }) {
+                try claimSent.execute(arguments: [m.appId, m.sender, clientMsgId, id, m.ts, resendsSince])
+                if db.changesCount == 0 {
+                    // M-3: a resend of a message stored within the window: stored once.
+                    try unstore.execute(arguments: [id])
+                    let first = try Int64.fetchOne(findSent, arguments: [m.appId, m.sender, clientMsgId]) ?? id
+                    results.append(CommittedUserMessage(id: first, isResend: true))
+                    continue
+                }
+            }
             results.append(CommittedUserMessage(id: id))
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
         }
