@@ -90,6 +90,7 @@ public final class ChannelLogFollower: Sendable {
                     logger.info("reading the channel log again")
                 }
             } catch {
+                if Task.isCancelled { return }   // stopping: not a failure to report
                 if !failing {
                     failing = true
                     logger.warning("reading the channel log failed; retrying", metadata: ["error": "\(error)"])
