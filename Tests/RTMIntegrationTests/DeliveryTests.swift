@@ -230,11 +230,13 @@ extension DeliveryTests {
         }
         let hub = harness.server.hub
         // The one still logged in keeps its ids (its resends are still possible); the others'
-        // are gone. The mailbox forgets a sender when its connection detaches (queued after the
-        // logout), so poll briefly.
-        let remembered = hub.state.withLockedValue { Set($0.publishDedup.keys.map(\.userId)) }
-        #expect(remembered == ["stays"])
+        // are gone. The server ends a session when it reads the logout, which may come after
+        // the SDK's `logout()` returns, and the mailbox forgets a sender when its connection
+        // detaches (queued after that), so both are awaited briefly.
         let deadline = ContinuousClock.now + soon
+        func remembered() -> Set<String> { hub.state.withLockedValue { Set($0.publishDedup.keys.map(\.userId)) } }
+        while remembered() != ["stays"], ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(remembered() == ["stays"])
         while hub.mailbox.rememberedSenders > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         #expect(hub.mailbox.rememberedSenders == 0)
         await stay.logout()
