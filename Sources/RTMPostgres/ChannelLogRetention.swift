@@ -24,12 +24,15 @@ public final class ChannelLogRetention: Sendable {
     /// Trims if this period's trim is still to do and no other node is at it: the rows deleted,
     /// or nil when it was not this node's turn.
     public func trimIfDue(nowMillis: Int64) async throws -> Int? {
-        let cutoff = nowMillis - retention.nanoseconds / 1_000_000
-        let periodMillis = interval.nanoseconds / 1_000_000
-        let (client, logger) = (self.client, self.logger)
         // Bounded by the period (`BoundedCall`): a trim stuck on a dead connection is given up
         // and tried again in a later period.
-        return try await BoundedCall.run("the log trim", timeout: interval) { try await client.withTransaction(logger: logger) { connection in
+        try await BoundedCall.run("the log trim", timeout: interval) { [self] in try await trim(nowMillis: nowMillis) }
+    }
+
+    private func trim(nowMillis: Int64) async throws -> Int? {
+        let cutoff = nowMillis - retention.nanoseconds / 1_000_000
+        let periodMillis = interval.nanoseconds / 1_000_000
+        return try await client.withTransaction(logger: logger) { [logger] connection in
             var locked = false
             for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.lockKey))", logger: logger)
                 .decode(Bool.self) { locked = got }
@@ -46,7 +49,7 @@ public final class ChannelLogRetention: Sendable {
                 WITH d AS (DELETE FROM rtm_channel_log WHERE ts < \(cutoff) RETURNING 1) SELECT count(*)::int8 FROM d
                 """, logger: logger).decode(Int64.self) { count = Int(deleted) }
             return count
-        } }
+        }
     }
 
     /// Trims when due, every `interval` (first after one interval), until cancelled.

@@ -1,7 +1,4 @@
 import Logging
-import NIOConcurrencyHelpers
-import NIOCore
-import NIOPosix
 import PostgresNIO
 
 /// A node's one writer to the channel log: group commit. Publishes that arrive while a
@@ -17,11 +14,6 @@ public actor ChannelLogWriter {
     private let node: String
     private let maxBatch: Int
     private let logger: Logger
-    private let commitTimeout: Duration
-    private var commitTimeoutNanos: Int64 {
-        let (seconds, attoseconds) = commitTimeout.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
     private var waiting: [Waiting] = []
     /// The group commit in flight (cancelled by `abandonInFlight`).
     private var current: Task<[ChannelLogReceipt], any Error>?
@@ -33,12 +25,11 @@ public actor ChannelLogWriter {
     /// Messages committed so far.
     public private(set) var committed = 0
 
-    /// `maxBatch`: the most messages in one transaction (a larger wait is split).
-    /// `commitTimeout`: how long one group commit may wait for a pool connection (a database
-    /// that cannot be reached) before its publishes are refused. A statement already sent ends
-    /// when its connection answers or fails (PostgresNIO does not abandon a query in flight).
-    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, commitTimeout: Duration = .seconds(5), logger: Logger) {
-        self.commitTimeout = commitTimeout
+    /// `maxBatch`: the most messages in one transaction (a larger wait is split). A group commit
+    /// that gets no answer within the log's `callTimeout` (a database that cannot be reached,
+    /// a connection that died under it) fails, and its publishes are refused
+    /// (`PostgresChannelLog`'s deadline, `BoundedCall`).
+    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, logger: Logger) {
         self.log = log
         self.node = node
         self.maxBatch = max(1, maxBatch)
@@ -69,18 +60,11 @@ public actor ChannelLogWriter {
             }
             do {
                 let (log, node, items) = (self.log, self.node, batch.flatMap(\.items))
+                // A task of its own, so that `abandonInFlight` can cancel it.
                 let commit = Task { try await log.append(items, node: node) }
                 current = commit
-                // The deadline cancels the commit: at once while it waits for a connection.
-                let timedOut = NIOLockedValueBox(false)
-                let deadline = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(commitTimeoutNanos)) {
-                    timedOut.withLockedValue { $0 = true }
-                    commit.cancel()
-                }
                 let outcome = await commit.result
-                deadline.cancel()
                 current = nil
-                if case .failure = outcome, timedOut.withLockedValue({ $0 }) { throw CommitTimedOut(timeout: commitTimeout) }
                 let receipts = try outcome.get()
                 commits += 1
                 committed += receipts.count
@@ -105,12 +89,6 @@ public actor ChannelLogWriter {
     /// delivered though its publisher was told it failed).
     public func abandonInFlight() {
         current?.cancel()
-    }
-
-    /// A group commit that got no answer in time.
-    public struct CommitTimedOut: Error, CustomStringConvertible {
-        public let timeout: Duration
-        public var description: String { "the database did not commit within \(timeout)" }
     }
 
     /// One `NOTIFY` at a time, outside every publish transaction; commits during one are

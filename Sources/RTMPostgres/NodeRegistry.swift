@@ -30,9 +30,8 @@ public final class NodeRegistry: Sendable {
     /// set again).
     public func renew(first: Bool) async throws {
         let millis = Int64(lease.nanoseconds / 1_000_000)
-        let (client, logger, node, host) = (self.client, self.logger, self.node, self.host)
         // Bounded by the lease: a renewal that takes longer is of no use (`BoundedCall`).
-        try await BoundedCall.run("a lease renewal", timeout: lease) {
+        try await BoundedCall.run("a lease renewal", timeout: lease) { [self] in
             try await client.query("""
                 INSERT INTO rtm_node AS n (node_id, lease_until, started_at, host)
                 VALUES (\(node), now() + \(millis)::int8 * interval '1 millisecond', now(), \(host))
@@ -44,8 +43,7 @@ public final class NodeRegistry: Sendable {
 
     /// Every registered node and whether its lease still runs.
     public func leases() async throws -> [String: Bool] {
-        let (client, logger) = (self.client, self.logger)
-        return try await BoundedCall.run("the lease check", timeout: lease) {
+        try await BoundedCall.run("the lease check", timeout: lease) { [self] in
             var leases: [String: Bool] = [:]
             for try await (node, alive) in try await client.query("SELECT node_id, lease_until > now() FROM rtm_node", logger: logger)
                 .decode((String, Bool).self) { leases[node] = alive }

@@ -33,6 +33,11 @@ public struct PostgresChannelLog: Sendable {
         self.logger = logger
     }
 
+    /// `body` under this log's deadline (`BoundedCall`).
+    private func bounded<T: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await BoundedCall.run(operation, timeout: callTimeout, body)
+    }
+
     /// Appends `items` in one statement (one transaction) and returns each one's sequence number and epoch, in
     /// the order given. `node` names the writer; `newEpoch` makes the epoch of a channel's
     /// first message.
@@ -56,8 +61,8 @@ public struct PostgresChannelLog: Sendable {
         }
         // Everything in one prepared statement, committed on its own (one round trip, where a
         // BEGIN / bump / insert / COMMIT transaction took four).
-        let (client, logger, ready) = (self.client, self.logger, statement)
-        let receipts = try await BoundedCall.run("an append", timeout: callTimeout) {
+        let ready = statement
+        let receipts = try await bounded("an append") { [self] in
             var receipts: [ChannelLogReceipt] = []
             receipts.reserveCapacity(items.count)
             for try await row in try await client.execute(ready, logger: logger) {
@@ -74,8 +79,7 @@ public struct PostgresChannelLog: Sendable {
 
     /// Wakes every node's follower (`LISTEN rtm_log`). Sent after a commit, never inside one.
     public func notify() async throws {
-        let (client, logger) = (self.client, self.logger)
-        try await BoundedCall.run("a NOTIFY", timeout: callTimeout) {
+        try await bounded("a NOTIFY") { [self] in
             for try await _ in try await client.execute(ChannelLogStatements.Notify(), logger: logger) {}
         }
     }
@@ -83,8 +87,11 @@ public struct PostgresChannelLog: Sendable {
     /// Where a new follower starts: the horizon now, and each channel's number as committed in
     /// the same snapshot (rows at or below are already counted; rows above are read).
     public func startPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
-        let (client, logger) = (self.client, self.logger)
-        return try await BoundedCall.run("the start position", timeout: callTimeout) { try await client.withConnection { connection in
+        try await bounded("the start position") { [self] in try await readStartPosition() }
+    }
+
+    private func readStartPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
+        try await client.withConnection { [logger] connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
             do {
                 var horizon: UInt64 = 0
@@ -99,20 +106,16 @@ public struct PostgresChannelLog: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
-        } }
+        }
     }
 
     /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
     /// and the cursor after them (unchanged when there are none).
     public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
-        let (client, logger) = (self.client, self.logger)
-        return try await BoundedCall.run("a log read", timeout: callTimeout) {
-            try await Self.read(after: cursor, limit: limit, client: client, logger: logger)
-        }
+        try await bounded("a log read") { [self] in try await readRows(after: cursor, limit: limit) }
     }
 
-    private static func read(after cursor: ChannelLogCursor, limit: Int, client: PostgresClient,
-                             logger: Logger) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
+    private func readRows(after cursor: ChannelLogCursor, limit: Int) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
         let rows = try await client.execute(ChannelLogStatements.Read(xid: String(cursor.xid), pos: cursor.pos, limit: Int64(limit)),
                                             logger: logger)
         var entries: [ChannelLogEntry] = []
@@ -139,14 +142,10 @@ public struct PostgresChannelLog: Sendable {
 
     /// A channel's messages after `seq` (replay and history from any node), oldest first.
     public func messages(appId: String, channel: String, after seq: Int64, limit: Int) async throws -> [ChannelLogEntry] {
-        let (client, logger) = (self.client, self.logger)
-        return try await BoundedCall.run("a channel's messages", timeout: callTimeout) {
-            try await Self.messages(appId: appId, channel: channel, after: seq, limit: limit, client: client, logger: logger)
-        }
+        try await bounded("a channel's messages") { [self] in try await fetchMessages(appId: appId, channel: channel, after: seq, limit: limit) }
     }
 
-    private static func messages(appId: String, channel: String, after seq: Int64, limit: Int, client: PostgresClient,
-                                 logger: Logger) async throws -> [ChannelLogEntry] {
+    private func fetchMessages(appId: String, channel: String, after seq: Int64, limit: Int) async throws -> [ChannelLogEntry] {
         let rows = try await client.query("""
             SELECT seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts FROM rtm_channel_log
             WHERE app = \(appId) AND channel = \(channel) AND seq > \(seq)

@@ -128,9 +128,8 @@ extension PostgresServices {
     public func sweep() async throws -> [SharedLockChange] {
         // The periodic sweep: bounded (`BoundedCall`), so one call stuck on a dead pooled
         // connection does not stop this node's sweeps for good.
-        let (client, logger) = (self.client, self.logger)
-        return try await BoundedCall.run("the lock sweep", timeout: callTimeout) {
-            try await Self.released(client.query("""
+        try await BoundedCall.run("the lock sweep", timeout: callTimeout) { [self] in
+            try await released(client.query("""
                 UPDATE rtm_lock SET owner = NULL, owner_node = NULL, due_at = NULL WHERE due_at <= now()
                 RETURNING app, channel, name, ttl
                 """, logger: logger))
@@ -139,10 +138,6 @@ extension PostgresServices {
 
     /// The lockReleased changes of released rows.
     private func released(_ rows: PostgresRowSequence) async throws -> [SharedLockChange] {
-        try await Self.released(rows)
-    }
-
-    private static func released(_ rows: PostgresRowSequence) async throws -> [SharedLockChange] {
         var changes: [SharedLockChange] = []
         for try await (app, channel, name, ttl) in rows.decode((String, String, String, Int).self) {
             changes.append(SharedLockChange(appId: app, channel: channel, kind: .lockReleased, detail: LockDetail(lockName: name, ttl: ttl)))

@@ -37,8 +37,8 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     private let callTimeout: TimeAmount
     private let logger: Logger
     private let tasks: NIOLockedValueBox<[Task<Void, Never>]>
-    /// When this node last pruned old records of client message ids (ms).
-    private let prunedAt = NIOLockedValueBox<Int64>(0)
+    /// When this node drops old records of client message ids.
+    private let pruning = NIOLockedValueBox(ResendRecordPruning())
 
     /// What a notification carries.
     private struct Notice: Codable {
@@ -93,12 +93,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         let client = self.client, logger = self.logger
         // Records of used client message ids older than the window go at most twice per window
         // (each node prunes; the deletes are idempotent).
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let prune = prunedAt.withLockedValue { last in
-            guard now - last > max(1, (now - resendsSince) / 2) else { return false }
-            last = now
-            return true
-        }
+        let prune = pruning.withLockedValue { $0.isDue(resendsSince: resendsSince) }
         let results = try blocking {
             try await client.withTransaction(logger: logger) { connection in
                 if prune { try await connection.query("DELETE FROM rtm_user_sent WHERE ts < \(resendsSince)", logger: logger) }

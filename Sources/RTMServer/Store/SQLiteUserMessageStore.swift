@@ -12,8 +12,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     /// kept up to date), so a commit checks the cap without counting rows. Like every call,
     /// confined to the one owner (`UserMailbox`'s queue): hence `@unchecked Sendable`.
     private var waiting: [Receiver: Int] = [:]
-    /// When records of used client message ids were last pruned (ms; 0: not yet).
-    private var prunedAt: Int64 = 0
+    /// When records of used client message ids are dropped.
+    private var pruning = ResendRecordPruning()
 
     private struct Receiver: Hashable {
         let appId: String
@@ -112,10 +112,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
         }
         // Records older than the window go in one indexed delete, at most twice per window.
-        let now = UserMailbox.wallMillis
-        if now - prunedAt > max(1, (now - resendsSince) / 2) {
+        if pruning.isDue(resendsSince: resendsSince) {
             try db.execute(sql: "DELETE FROM user_message_sent WHERE ts < ?", arguments: [resendsSince])
-            prunedAt = now
         }
         for (receiver, count) in added {
             var total: Int

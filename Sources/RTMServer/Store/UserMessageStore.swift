@@ -46,6 +46,24 @@ public struct CommittedUserMessage: Sendable, Equatable {
     }
 }
 
+/// When a store drops its records of used client message ids that are older than the resend
+/// window (`commit`'s `resendsSince`): at most twice per window, so the delete is rare and the
+/// records live between one and one and a half windows.
+public struct ResendRecordPruning: Sendable {
+    /// When they were last dropped (ms; 0: not yet).
+    private var last: Int64 = 0
+
+    public init() {}
+
+    /// Whether to drop them now; if so, counts this as done.
+    public mutating func isDue(resendsSince: Int64) -> Bool {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        guard now - last > max(1, (now - resendsSince) / 2) else { return false }
+        last = now
+        return true
+    }
+}
+
 /// Durable storage of user messages, behind which the embedded SQLite store (the default) and a
 /// PostgreSQL store for several nodes can sit. Calls are synchronous and made by one owner
 /// (`UserMailbox`) from its own queue; an implementation need not be reentrant.
