@@ -64,7 +64,7 @@ public struct LoadOptions: Sendable {
     public var shortcuts: [String] {
         var taken: [String] = []
         if unmaskedShortcut { taken.append("unmasked-shortcut (zero masking key)") }
-        if !msgIds { taken.append("no-msg-id (publishes without client message ids)") }
+        if !msgIds { taken.append("no-msg-id (publishes and user messages without client message ids)") }
         return taken
     }
 

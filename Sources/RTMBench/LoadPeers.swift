@@ -432,13 +432,13 @@ extension BenchPublisher {
     /// each durably before it answers and delivers), the text carrying send time and sequence
     /// number.
     fileprivate func sendUserMessages(count: Int, to receiver: String, on channel: any Channel, now: UInt64) {
-        let body = 1 + 1 + 8 + 8 + 1 + receiver.utf8.count + size
+        let body = 1 + 1 + 8 + (msgIds ? 8 : 0) + 1 + receiver.utf8.count + size
         var buffer = channel.allocator.buffer(capacity: count * (body + 14))
         for _ in 0..<count {
             published += 1
             requestID += 1
             msgId += 1
-            let (requestID, msgId, seq) = (requestID, msgId, published)
+            let (requestID, msgId, seq) = (requestID, msgIds ? msgId : nil, published)
             socket.masker.writeFrame(into: &buffer, opcode: 2, length: body) { buffer in
                 BinaryFrame.writeSendUser(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil,
                                           isText: true, payload: UserMessageText.make(sent: now, seq: seq, size: size).utf8)

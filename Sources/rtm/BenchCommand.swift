@@ -34,7 +34,7 @@ struct LoadArguments: ParsableArguments {
     @Option(help: "Server process id, to report its CPU.") var serverPid: Int32?
     @Option(help: "Server process id of the baseline server.") var baselinePid: Int32?
     @Flag(help: "Print one JSON object instead of the table.") var json = false
-    @Flag(help: "Shortcut (labelled in the output): publish without client message ids, which the SDK always sends.") var noMsgId = false
+    @Flag(help: "Shortcut (labelled in the output): publish and send user messages without client message ids, which the SDK always sends.") var noMsgId = false
     @Flag(help: "Shortcut (labelled in the output): mask every frame with the zero key, which no real client does (the default is a random key per frame, RFC 6455 §5.3).")
     var unmaskedShortcut = false
     @Flag(help: "Publish JSON `publish` requests (text, one per frame, masked), as browsers and other-language clients do, instead of binary publishes.")

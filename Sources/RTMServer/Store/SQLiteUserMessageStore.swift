@@ -12,8 +12,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     /// kept up to date), so a commit checks the cap without counting rows. Like every call,
     /// confined to the one owner (`UserMailbox`'s queue): hence `@unchecked Sendable`.
     private var waiting: [Receiver: Int] = [:]
-    /// When records of used client message ids are dropped.
-    private var pruning = ResendRecordPruning()
+    /// Which client message ids each sender used (M-3).
+    private var resends: SQLiteResendRecords
 
     private struct Receiver: Hashable {
         let appId: String
@@ -23,7 +23,10 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     public let epoch: String
 
     /// Opens (creating if needed) the database at `path`; nil = in memory (tests).
-    public init(path: String?, fullSync: Bool = false) throws {
+    /// `resendMergeInterval` (ms): how often the records of used client message ids move from
+    /// their log into their index (`SQLiteResendRecords`; tests vary it).
+    public init(path: String?, fullSync: Bool = false, resendMergeInterval: Int64 = 1000) throws {
+        resends = SQLiteResendRecords(mergeInterval: resendMergeInterval)
         db = try SQLiteFile.open(path: path, fullSync: fullSync)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-user-messages") { db in
@@ -43,7 +46,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
         }
         // SPEC M-3 across restarts: which client message ids each sender used (PROTOCOL §3.2),
         // written in the transaction that stores the message, so a resend after a `kill -9`
-        // is recognised.
+        // is recognised. Version 2 kept a row per message; version 3 a row per run
+        // (`SQLiteResendRecords`).
         migrator.registerMigration("v2-user-message-resends") { db in
             try db.execute(sql: """
                 CREATE TABLE user_message_sent (
@@ -53,6 +57,7 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
                 CREATE INDEX user_message_sent_ts ON user_message_sent(ts);
                 """)
         }
+        migrator.registerMigration("v3-user-message-resend-runs") { db in try SQLiteResendRecords.migrate(db) }
         try migrator.migrate(db)
         // A 64 MB page cache (instead of 2 MB): with a thousand busy receivers the pages a commit
         // touches stay in memory instead of being read back from the WAL.
@@ -66,6 +71,7 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             return try db.write { db in try commit(db, messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince) }
         } catch {
             waiting = [:]   // rolled back: recount
+            resends.invalidate()
             throw error
         }
     }
@@ -83,38 +89,33 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        // The common case costs one upsert: the message is stored, then its id claimed; only
-        // a resend (the claim finds a record within the window) reads the first id and takes
-        // the new row out again.
-        let claimSent = try db.cachedStatement(sql: """
-            INSERT INTO user_message_sent(app, sender, client_msg_id, id, ts) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT (app, sender, client_msg_id) DO UPDATE SET id = excluded.id, ts = excluded.ts WHERE ts < ?
-            """)
-        let findSent = try db.cachedStatement(sql: "SELECT id FROM user_message_sent WHERE app = ? AND sender = ? AND client_msg_id = ?")
-        let unstore = try db.cachedStatement(sql: "DELETE FROM user_message WHERE id = ?")
         var results: [CommittedUserMessage] = []
         results.reserveCapacity(messages.count)
         var added: [Receiver: Int] = [:]
+        // This commit's client ids per sender: resends within the batch, then the records.
+        var claimed: [SQLiteResendRecords.Sender: [(clientID: Int64, id: Int64)]] = [:]
+        var claimedIDs: [SQLiteResendRecords.Sender: [Int64: Int64]] = [:]
         for m in messages {
-            try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
-            let id = db.lastInsertedRowID
-            if let clientMsgId = m.clientMsgId.map({ Int64(bitPattern: $0) }) {
-                try claimSent.execute(arguments: [m.appId, m.sender, clientMsgId, id, m.ts, resendsSince])
-                if db.changesCount == 0 {
-                    // M-3: a resend of a message stored within the window: stored once.
-                    try unstore.execute(arguments: [id])
-                    let first = try Int64.fetchOne(findSent, arguments: [m.appId, m.sender, clientMsgId]) ?? id
+            let clientID = m.clientMsgId.map { Int64(bitPattern: $0) }
+            let sender = SQLiteResendRecords.Sender(appId: m.appId, userId: m.sender)
+            if let clientID {
+                // M-3: a resend of a message stored within the window (earlier in this batch,
+                // or in an earlier commit) is not stored again; it gets the first id.
+                if let first = try claimedIDs[sender]?[clientID] ?? resends.firstID(db, of: sender, clientID: clientID, since: resendsSince) {
                     results.append(CommittedUserMessage(id: first, isResend: true))
                     continue
                 }
             }
+            try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
+            let id = db.lastInsertedRowID
+            if let clientID {
+                claimed[sender, default: []].append((clientID, id))
+                claimedIDs[sender, default: [:]][clientID] = id
+            }
             results.append(CommittedUserMessage(id: id))
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
         }
-        // Records older than the window go in one indexed delete, at most twice per window.
-        if pruning.isDue(resendsSince: resendsSince) {
-            try db.execute(sql: "DELETE FROM user_message_sent WHERE ts < ?", arguments: [resendsSince])
-        }
+        try resends.record(db, claimed, now: UserMailbox.wallMillis, since: resendsSince)
         for (receiver, count) in added {
             var total: Int
             if let known = waiting[receiver] {
