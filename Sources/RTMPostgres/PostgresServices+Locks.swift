@@ -21,7 +21,7 @@ extension PostgresServices {
     public func perform(_ operation: SharedLockOperation, appId: String, channel: String, name: String,
                         user: String) async throws -> SharedLockResult {
         let node = self.node, logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await bounded("a lock operation") { [client] in try await client.withTransaction(logger: logger) { connection in
             func change(_ kind: LockEventKind, _ detail: LockDetail) -> SharedLockResult {
                 .done(detail, change: SharedLockChange(appId: appId, channel: channel, kind: kind, detail: detail))
             }
@@ -82,58 +82,74 @@ extension PostgresServices {
                 try await connection.query("DELETE FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) AND name = \(name)", logger: logger)
                 return change(.lockRemoved, row.detail(name))
             }
-        }
+        } }
     }
 
     public func locks(appId: String, channel: String) async throws -> [LockDetail] {
-        var details: [LockDetail] = []
-        for try await (name, ttl, owner, token) in try await client.query("""
-            SELECT name, ttl, owner, token FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) ORDER BY name
-            """, logger: logger).decode((String, Int, String?, Int64).self) {
-            details.append(Row(ttl: ttl, owner: owner, token: token).detail(name))
+        try await bounded("a lock list") { [self] in
+            var details: [LockDetail] = []
+            for try await (name, ttl, owner, token) in try await client.query("""
+                SELECT name, ttl, owner, token FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) ORDER BY name
+                """, logger: logger).decode((String, Int, String?, Int64).self) {
+                details.append(Row(ttl: ttl, owner: owner, token: token).detail(name))
+            }
+            return details
         }
-        return details
     }
 
     public func ownerOffline(appId: String, user: String) async throws {
         // Only the locks held through this node: the owner may be back on another one already.
-        try await client.query("""
-            UPDATE rtm_lock SET due_at = now() + ttl * interval '1 second'
-            WHERE app = \(appId) AND owner = \(user) AND owner_node = \(node) AND due_at IS NULL
-            """, logger: logger)
+        try await bounded("the locks of a user gone offline") { [self] in
+            _ = try await client.query("""
+                UPDATE rtm_lock SET due_at = now() + ttl * interval '1 second'
+                WHERE app = \(appId) AND owner = \(user) AND owner_node = \(node) AND due_at IS NULL
+                """, logger: logger)
+        }
     }
 
     public func ownerOnline(appId: String, user: String) async throws {
-        try await client.query("""
-            UPDATE rtm_lock SET due_at = NULL, owner_node = \(node) WHERE app = \(appId) AND owner = \(user)
-            """, logger: logger)
+        try await bounded("the locks of a user back online") { [self] in
+            _ = try await client.query("""
+                UPDATE rtm_lock SET due_at = NULL, owner_node = \(node) WHERE app = \(appId) AND owner = \(user)
+                """, logger: logger)
+        }
     }
 
     public func releaseAll(appId: String, user: String) async throws -> [SharedLockChange] {
-        try await released(client.query("""
-            UPDATE rtm_lock SET owner = NULL, owner_node = NULL, due_at = NULL WHERE app = \(appId) AND owner = \(user)
-            RETURNING app, channel, name, ttl
-            """, logger: logger))
+        try await bounded("releasing a user's locks") { [self] in
+            try await released(client.query("""
+                UPDATE rtm_lock SET owner = NULL, owner_node = NULL, due_at = NULL WHERE app = \(appId) AND owner = \(user)
+                RETURNING app, channel, name, ttl
+                """, logger: logger))
+        }
     }
 
     public func nodeDied(_ node: String) async throws {
         // TTL counted from now, when the survivors declared the node dead (§2.12 since 2.2.2:
         // from when the server decides the owner is offline). A lock already due keeps its time.
-        try await client.query("""
-            UPDATE rtm_lock SET due_at = now() + ttl * interval '1 second'
-            WHERE owner_node = \(node) AND owner IS NOT NULL AND due_at IS NULL
-            """, logger: logger)
+        try await bounded("the locks of a dead node") { [self] in
+            _ = try await client.query("""
+                UPDATE rtm_lock SET due_at = now() + ttl * interval '1 second'
+                WHERE owner_node = \(node) AND owner IS NOT NULL AND due_at IS NULL
+                """, logger: logger)
+        }
     }
 
     public func sweep() async throws -> [SharedLockChange] {
-        // The periodic sweep: bounded (`BoundedCall`), so one call stuck on a dead pooled
-        // connection does not stop this node's sweeps for good.
-        try await BoundedCall.run("the lock sweep", timeout: callTimeout) { [self] in
+        try await bounded("the lock sweep") { [self] in
             try await released(client.query("""
                 UPDATE rtm_lock SET owner = NULL, owner_node = NULL, due_at = NULL WHERE due_at <= now()
                 RETURNING app, channel, name, ttl
                 """, logger: logger))
         }
+    }
+
+    /// `body` under the services' deadline (`BoundedCall`): PostgresNIO's pool can lease a
+    /// connection that just closed, and a query written to it is never answered; a lock request
+    /// then fails at `callTimeout` (it may still have committed: a resent acquire by the same
+    /// user is answered with the same token) and the periodic sweep is not stopped for good.
+    private func bounded<T: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await BoundedCall.run(operation, timeout: callTimeout, body)
     }
 
     /// The lockReleased changes of released rows.

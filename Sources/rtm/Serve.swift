@@ -46,10 +46,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
-    @Option(help: "Cluster (in progress): channel messages cross every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL; the schema is created or migrated at start. User messages, channel and user metadata, history and locks are stored there too and are the same on every node. Sessions and presence stay per node.") var postgres: String?
+    @Option(help: "Cluster: every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL is one service (channel messages, sessions, presence, peer status, user messages, metadata, history, locks, stream channels); the schema is created or migrated at start. Call invitations stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
     @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
     @Option(help: "Cluster: how long channel messages stay in the database's log, in hours (trimmed by one node every 10 minutes).") var logRetentionHours: Double = 24
+
+    @OptionGroup(title: "Durability and retention") var store: ServeStoreOptions
 
     @Option(help: "Client sockets held at once; past it a new connection is closed as soon as it is accepted (default: the open-file limit, raised to its hard limit at start, less 128 for the server's own files).") var maxConnections: Int?
 
@@ -78,6 +80,7 @@ struct Serve: AsyncParsableCommand {
         config.drainReconnectSpread = .nanoseconds(Int64(drainReconnectSpread * 1e9))
         if let threads { config.threads = threads }
         config.dataDirectory = dataDir
+        try store.apply(to: &config)
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         config.tlsCertificatePath = tlsCert
         config.tlsKeyPath = tlsKey
