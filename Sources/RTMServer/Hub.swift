@@ -62,6 +62,7 @@ final class Hub: Sendable {
         self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
+                                   commitDelay: configuration.userMessageCommitDelay,
                                    logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)

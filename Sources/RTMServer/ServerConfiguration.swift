@@ -78,6 +78,11 @@ public struct ServerConfiguration: Sendable {
     /// after a restart or through another node (SPEC M-3; default 60 s, six times the SDK's
     /// default request timeout: the SDK resends only while the request waits for its reply).
     public var userMessageResendWindow: TimeAmount = .seconds(60)
+    /// How long a user message that finds the store idle waits for others to share its commit
+    /// (group commit; default 1 ms). Under load commits run back to back and nothing waits; at a
+    /// light load each commit would otherwise hold one message and cost its own thread
+    /// hand-offs (about 50 µs of CPU per message at 5,000 messages/s). 0: commit at once.
+    public var userMessageCommitDelay: TimeAmount = .milliseconds(1)
     /// A channel with more visible members than this reports presence in interval mode
     /// (aggregated changes every `presenceInterval`) instead of an event per change (default 50).
     public var presenceIntervalThreshold = 50

@@ -74,6 +74,8 @@ final class UserMailbox: @unchecked Sendable {
     private let dedupCapacity: Int
     /// How long the store recognises a resend (ms, SPEC M-3).
     private let resendWindowMillis: Int64
+    /// How long a message that finds the store idle waits for company (`userMessageCommitDelay`).
+    private let commitDelay: TimeAmount
 
     // Confined to `queue`.
     var online: [UserKey: Receiver] = [:]
@@ -104,7 +106,7 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, resendWindow: TimeAmount = .seconds(60),
-         logger: Logger, metrics: ServerMetrics? = nil,
+         commitDelay: TimeAmount = .zero, logger: Logger, metrics: ServerMetrics? = nil,
          onUndeliverable: (@Sendable (UserKey, Int) -> Void)? = nil) {
         self.metrics = metrics
         self.onUndeliverable = onUndeliverable
@@ -114,6 +116,7 @@ final class UserMailbox: @unchecked Sendable {
         self.maxAgeMillis = maxAge.nanoseconds / 1_000_000
         self.dedupCapacity = dedupCapacity
         self.resendWindowMillis = resendWindow.nanoseconds / 1_000_000
+        self.commitDelay = commitDelay
         self.logger = logger
     }
 
@@ -234,8 +237,14 @@ final class UserMailbox: @unchecked Sendable {
     private func scheduleFlush() {
         guard !flushScheduled, !committing else { return }   // a running commit flushes when it ends
         flushScheduled = true
-        // Queued behind whatever is already waiting on the queue, so those join this commit.
-        queue.async { [self] in flush() }
+        // Queued behind whatever is already waiting on the queue, so those join this commit;
+        // with a commit delay, also whatever arrives within it (group commit at a light load:
+        // one commit, and one round of thread hand-offs, for several messages).
+        guard commitDelay > .zero else {
+            queue.async { [self] in flush() }
+            return
+        }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(commitDelay.nanoseconds))) { [self] in flush() }
     }
 
     private func resumeDrainWaiters() {
