@@ -30,9 +30,8 @@ extension ConnectionHandler {
         let text = request.isText ? body.readString(length: body.readableBytes) : nil
         let data = request.isText ? nil : Data(body.readableBytesView)
         let message = StoredUserMessage(appId: key.appId, receiver: receiver, sender: key.userId, text: text, data: data,
-                                        customType: request.customType, ts: Hub.wallMillis)
-        pendingUserSends.append(UserMailbox.Submission(message: message, clientMsgId: request.msgId,
-                                                       reply: .binary(connection, requestID: request.requestID)))
+                                        customType: request.customType, ts: Hub.wallMillis, clientMsgId: request.msgId)
+        pendingUserSends.append(UserMailbox.Submission(message: message, reply: .binary(connection, requestID: request.requestID)))
     }
 
     /// A binary `ackUser` (`0x04`): every user message up to the id is acknowledged.

@@ -37,10 +37,9 @@ final class UserMailbox: @unchecked Sendable {
 
     /// One `sendUser` to store.
     struct Submission: Sendable {
-        /// The message (its `id` is assigned by the store).
+        /// The message (its `id` is assigned by the store; its `clientMsgId`, the sender's
+        /// message id, M-3, deduplicates resends).
         var message: StoredUserMessage
-        /// The sender's message id (M-3), for deduplication of resends.
-        var clientMsgId: UInt64?
         /// Where the receipt goes.
         var reply: ReplyTo
     }
@@ -124,7 +123,9 @@ final class UserMailbox: @unchecked Sendable {
     /// is online. A resend with the same `clientMsgId` from the same sender is answered with the
     /// first receipt and not stored again (M-3).
     func send(_ message: StoredUserMessage, from sender: UserKey, clientMsgId: UInt64?, reply: @escaping Reply) {
-        send([Submission(message: message, clientMsgId: clientMsgId, reply: .callback(reply))], from: sender)
+        var message = message
+        message.clientMsgId = clientMsgId
+        send([Submission(message: message, reply: .callback(reply))], from: sender)
     }
 
     /// Stores several messages of one sender (what one read of its connection brought) with one
@@ -135,7 +136,7 @@ final class UserMailbox: @unchecked Sendable {
         queue.async { [self] in
             var repeated: [(ReplyTo, Receipt)] = []
             for submission in batch {
-                if let id = submission.clientMsgId, let receipt = recent[sender]?[id] {
+                if let id = submission.message.clientMsgId, let receipt = recent[sender]?[id] {
                     repeated.append((submission.reply, receipt))
                 } else {
                     pending.append(Pending(submission: submission, sender: sender))
@@ -263,11 +264,7 @@ final class UserMailbox: @unchecked Sendable {
         pending = []
         acks = [:]
         committing = true
-        let messages = batch.map { item in
-            var message = item.submission.message
-            message.clientMsgId = item.submission.clientMsgId
-            return message
-        }
+        let messages = batch.map(\.submission.message)
         let resendsSince = Self.wallMillis - resendWindowMillis
         writer.async { [self] in
             let started = NIODeadline.now()
@@ -324,7 +321,7 @@ final class UserMailbox: @unchecked Sendable {
             let receipt = Receipt(id: id, receiverOnline: receiver != nil || elsewhere.contains(key))
             // Remembered for senders with a connection here (a sender gone meanwhile would
             // leave an entry behind; the store answers its resends anyway).
-            if let clientMsgId = item.submission.clientMsgId, online[item.sender] != nil {
+            if let clientMsgId = item.submission.message.clientMsgId, online[item.sender] != nil {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
             receipts.append((item.submission.reply, receipt))

@@ -86,14 +86,7 @@ struct SQLiteResendRecords {
     /// bit pattern of the `UInt64`), recorded at or after `since` (ms); nil if there is none.
     mutating func firstID(_ db: Database, of sender: Sender, clientID: Int64, since: Int64) throws -> Int64? {
         try reloadIfStale(db)
-        let known: ClientIDSpans
-        if let cached = spans[sender] {
-            known = cached
-        } else {
-            known = try readSpans(db, of: sender, since: since)
-            spans[sender] = known
-        }
-        guard known.mayContain(clientID) else { return nil }
+        guard try knownSpans(db, of: sender, since: since).mayContain(clientID) else { return nil }
         for run in unmerged[sender] ?? [] where run.recordedAt >= since && run.first <= clientID && clientID <= run.last {
             return run.ids[Int(clientID - run.first)]
         }
@@ -110,15 +103,16 @@ struct SQLiteResendRecords {
         return ResendRunCoding.decodeID(ids, at: Int(clientID - first))
     }
 
-    /// Records what one commit stored: per sender, its messages' client ids and store ids.
+    /// Records what one commit stored: per sender, its messages' client ids → store ids.
     /// `now` (ms) dates the records; `since` is the window's start.
-    mutating func record(_ db: Database, _ stored: [Sender: [(clientID: Int64, id: Int64)]], now: Int64, since: Int64) throws {
+    mutating func record(_ db: Database, _ stored: [Sender: [Int64: Int64]], now: Int64, since: Int64) throws {
         try reloadIfStale(db)
         var runs: [Sender: [Run]] = [:]
         for (sender, claims) in stored {
-            if spans[sender] == nil { spans[sender] = try readSpans(db, of: sender, since: since) }
-            let made = Self.runs(of: claims, at: now)
-            for run in made { spans[sender, default: ClientIDSpans()].record(run.first, run.last, at: now) }
+            var known = try knownSpans(db, of: sender, since: since)
+            let made = Self.runs(of: claims.map { (clientID: $0.key, id: $0.value) }, at: now)
+            for run in made { known.record(run.first, run.last, at: now) }
+            spans[sender] = known
             runs[sender] = made
             unmerged[sender, default: []].append(contentsOf: made)
             unmergedIDs += claims.count
@@ -202,8 +196,15 @@ struct SQLiteResendRecords {
         stale = false
     }
 
-    /// A sender's spans from the index and the unmerged runs (after a restart, or once
-    /// forgotten).
+    /// A sender's spans: cached, or read (after a restart, or once forgotten) and cached.
+    private mutating func knownSpans(_ db: Database, of sender: Sender, since: Int64) throws -> ClientIDSpans {
+        if let cached = spans[sender] { return cached }
+        let read = try readSpans(db, of: sender, since: since)
+        spans[sender] = read
+        return read
+    }
+
+    /// A sender's spans from the index and the unmerged runs.
     private func readSpans(_ db: Database, of sender: Sender, since: Int64) throws -> ClientIDSpans {
         var spans = ClientIDSpans()
         let rows = try Row.fetchCursor(db.cachedStatement(sql: """

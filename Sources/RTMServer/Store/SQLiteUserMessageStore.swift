@@ -92,26 +92,21 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
         var results: [CommittedUserMessage] = []
         results.reserveCapacity(messages.count)
         var added: [Receiver: Int] = [:]
-        // This commit's client ids per sender: resends within the batch, then the records.
-        var claimed: [SQLiteResendRecords.Sender: [(clientID: Int64, id: Int64)]] = [:]
-        var claimedIDs: [SQLiteResendRecords.Sender: [Int64: Int64]] = [:]
+        // This commit's client ids → store ids per sender: resends within the batch, then the
+        // records.
+        var claimed: [SQLiteResendRecords.Sender: [Int64: Int64]] = [:]
         for m in messages {
-            let clientID = m.clientMsgId.map { Int64(bitPattern: $0) }
-            let sender = SQLiteResendRecords.Sender(appId: m.appId, userId: m.sender)
-            if let clientID {
-                // M-3: a resend of a message stored within the window (earlier in this batch,
-                // or in an earlier commit) is not stored again; it gets the first id.
-                if let first = try claimedIDs[sender]?[clientID] ?? resends.firstID(db, of: sender, clientID: clientID, since: resendsSince) {
-                    results.append(CommittedUserMessage(id: first, isResend: true))
-                    continue
-                }
+            let claim = m.clientMsgId.map { (sender: SQLiteResendRecords.Sender(appId: m.appId, userId: m.sender), id: Int64(bitPattern: $0)) }
+            // M-3: a resend of a message stored within the window (earlier in this batch, or in
+            // an earlier commit) is not stored again; it gets the first id.
+            if let claim, let first = try claimed[claim.sender]?[claim.id]
+                ?? resends.firstID(db, of: claim.sender, clientID: claim.id, since: resendsSince) {
+                results.append(CommittedUserMessage(id: first, isResend: true))
+                continue
             }
             try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
             let id = db.lastInsertedRowID
-            if let clientID {
-                claimed[sender, default: []].append((clientID, id))
-                claimedIDs[sender, default: [:]][clientID] = id
-            }
+            if let claim { claimed[claim.sender, default: [:]][claim.id] = id }
             results.append(CommittedUserMessage(id: id))
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
         }
