@@ -82,8 +82,40 @@ public final class PostgresTestServer: @unchecked Sendable {
         try command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
     }
 
+    /// Freezes the server and every backend (`SIGSTOP`): connections stay open and queries are
+    /// taken by the kernel but never answered, a database that black-holes its clients.
+    /// `thaw()` lets it go on.
+    public func freeze() throws {
+        try signalAll(SIGSTOP)
+    }
+
+    /// Resumes a frozen server (`SIGCONT`): the queries it took are answered.
+    public func thaw() throws {
+        try signalAll(SIGCONT)
+    }
+
+    /// The postmaster (from `postmaster.pid`) and its children, by `/proc`.
+    private func signalAll(_ signal: Int32) throws {
+        let pidFile = try String(contentsOfFile: dataPath + "/postmaster.pid", encoding: .utf8)
+        guard let postmaster = pid_t(pidFile.split(separator: "\n").first ?? "") else {
+            throw PostgresTestServerError("no pid in \(dataPath)/postmaster.pid")
+        }
+        var pids = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // Fields after the command name: state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, pid_t(fields[1]) == postmaster { pids.append(pid) }
+        }
+        for pid in pids where Glibc.kill(pid, signal) != 0 && errno != ESRCH {
+            throw PostgresTestServerError("kill(\(pid), \(signal)) failed: errno \(errno)")
+        }
+    }
+
     /// Stops the server if it runs and deletes its directory.
     public func destroy() {
+        try? thaw()   // a frozen server would not hear the stop
         try? command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(at: directory)
     }

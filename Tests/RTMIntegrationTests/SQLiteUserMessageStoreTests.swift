@@ -131,7 +131,7 @@ struct SQLiteUserMessageStoreTests {
         #expect(results == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2)])
     }
 
-    @Test("Resend records: claims make runs of consecutive ids (any order), runs that continue each other coalesce, and a commit's runs round-trip through the log's bytes; damaged bytes are a typed error")
+    @Test("M-3: resend records: claims make runs of consecutive ids (any order), runs that continue each other coalesce, and a commit's runs round-trip through the log's bytes; damaged bytes are a typed error")
     func resendRunCoding() throws {
         let runs = SQLiteResendRecords.runs(of: [(5, 50), (3, 30), (4, 40), (9, 90), (.max, 1), (.max - 1, 2)], at: 77)
         #expect(runs == [.init(first: 3, ids: [30, 40, 50], recordedAt: 77), .init(first: 9, ids: [90], recordedAt: 77),
@@ -148,7 +148,7 @@ struct SQLiteUserMessageStoreTests {
         #expect(throws: ResendRunCoding.Malformed.self) { try ResendRunCoding.decode(bytes + [0]) }
     }
 
-    @Test("ClientIDSpans: runs close together share an interval, far ones start another, at most four are kept (merged, never narrowed), old ones are forgotten")
+    @Test("M-3: ClientIDSpans: runs close together share an interval, far ones start another, at most four are kept (merged, never narrowed), old ones are forgotten")
     func clientIDSpans() {
         var spans = ClientIDSpans()
         #expect(!spans.mayContain(5))

@@ -71,6 +71,45 @@ struct PostgresServicesTests {
         }
     }
 
+    @Test("issue 13, §2.12: a lock request to a database that stopped answering (frozen with SIGSTOP) is refused at callTimeout instead of waiting for ever; once it answers again, locks work")
+    func lockCallBoundedWhenDatabaseHangs() async throws {
+        let server = try PostgresTestServer.start()
+        defer { server.destroy() }
+        let location = try PostgresLocation(url: server.url + "?sslmode=disable")
+        let services = PostgresServices(location: location, node: "a", callTimeout: .seconds(1), logger: Self.logger)
+        try await services.start()
+        _ = try await services.perform(.set(ttl: 10, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
+        try server.freeze()
+        let started = ContinuousClock.now
+        let acquire = Task { try await services.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice") }
+        // Waited for at most 10 s: without the bound the call would never end while frozen, so
+        // then the database is thawed (which lets the call end) and the test fails.
+        let ended = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { _ = await acquire.result; return true }
+            group.addTask {
+                guard (try? await Task.sleep(for: .seconds(10))) != nil else { return true }
+                try? server.thaw()
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        let waited = ContinuousClock.now - started
+        try server.thaw()
+        #expect(ended, "the lock call was still waiting after 10 s")
+        await #expect(throws: (any Error).self) { try await acquire.value }
+        #expect(waited >= .seconds(1) && waited < .seconds(5), "\(waited)")
+        // The database answers again: the same user's acquire gets the lock (or the one the
+        // refused call may have committed, with the same token).
+        if case .done(let detail, _) = try await services.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice") {
+            #expect(detail.owner == "alice")
+        } else {
+            Issue.record("the acquire after the thaw was refused")
+        }
+        await services.stop()
+    }
+
     @Test("issue 13, §2.8: two nodes append to one channel's history at the same millisecond: every message stored once, timestamps unique")
     func historyAcrossNodes() async throws {
         try await withServices { a, b in
