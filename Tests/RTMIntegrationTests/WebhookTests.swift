@@ -203,7 +203,7 @@ struct WebhookTests {
         defer { Task { await receiver.stop() } }
         #expect(await receiver.wait(within: .seconds(5)) { $0.count >= 4 })
         #expect(Self.sequence(of: "new", in: receiver.unique) == Self.sessionEvents)
-        #expect(receiver.unique.allSatisfy { $0.userId == "new" })
+        #expect(receiver.unique.allSatisfy { $0.userId == "new" }, "\(receiver.unique)")
     }
 
     @Test("Webhooks: an invalid URL or an empty secret is rejected at start, naming the problem")
