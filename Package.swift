@@ -75,6 +75,9 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "GRDB", package: "GRDB.swift"),
+            // The C API under GRDB, for the user-message store's per-message statements
+            // (`SQLiteFastStatement`).
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -17,7 +17,7 @@ struct Bench: AsyncParsableCommand {
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
         subcommands: [Fanout.self, Pairs.self, SDK.self, Idle.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self,
-                      FailoverClientsCommand.self])
+                      FailoverClientsCommand.self, BenchStore.self])
 }
 
 /// Options shared by the load scenarios.

@@ -176,6 +176,41 @@ struct SQLiteUserMessageStoreTests {
         #expect(!anyLeft)
         #expect(spans.intervals.isEmpty)
     }
+
+    @Test("SQLiteFastStatement binds text (empty is '', nil is NULL), integers and blobs as GRDB would, runs again after a reset, and a failure is GRDB's DatabaseError with SQLite's code")
+    func fastStatement() throws {
+        let db = try DatabaseQueue()
+        try db.write { db in
+            try db.execute(sql: "CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT, n INTEGER NOT NULL, b BLOB)")
+            let insert = try SQLiteFastStatement(db, sql: "INSERT INTO t(k, v, n, b) VALUES (?, ?, ?, ?)")
+            let rows: [(String, String?, Int64, Data?)] = [("ünï", "", -7, Data([0, 1, 255])), ("", nil, .max, nil), ("x", "ok", 0, Data())]
+            for (k, v, n, b) in rows {
+                insert.bind(1, k)
+                insert.bind(2, v)
+                insert.bind(3, n)
+                insert.bind(4, b)
+                try insert.run()
+            }
+            let read = try Row.fetchAll(db, sql: "SELECT k, v, n, b, v IS NULL AS vNull, b IS NULL AS bNull FROM t ORDER BY rowid")
+            #expect(read.map { $0["k"] as String } == ["ünï", "", "x"])
+            #expect(read.map { $0["vNull"] as Bool } == [false, true, false])
+            #expect(read[0]["v"] as String == "")
+            #expect(read.map { $0["n"] as Int64 } == [-7, .max, 0])
+            #expect(read[0]["b"] as Data == Data([0, 1, 255]))
+            #expect(read[1]["bNull"] as Bool && !(read[2]["bNull"] as Bool))   // empty Data: an empty blob, not NULL
+            // The same key again: the constraint's error, typed, and the statement still usable.
+            insert.bind(1, "x")
+            insert.bind(2, "again")
+            insert.bind(3, 1)
+            insert.bind(4, nil as Data?)
+            #expect { try insert.run() } throws: { error in
+                (error as? DatabaseError)?.resultCode == .SQLITE_CONSTRAINT
+            }
+            insert.bind(1, "y")
+            try insert.run()
+            #expect(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") == 4)
+        }
+    }
 }
 
 /// Wall-clock milliseconds, as the mailbox stamps messages.

@@ -103,25 +103,33 @@ struct SQLiteResendRecords {
         return ResendRunCoding.decodeID(ids, at: Int(clientID - first))
     }
 
-    /// Records what one commit stored: per sender, its messages' client ids → store ids.
-    /// `now` (ms) dates the records; `since` is the window's start.
-    mutating func record(_ db: Database, _ stored: [Sender: [Int64: Int64]], now: Int64, since: Int64) throws {
+    /// Records what one commit stored (`CommitClaims`). `now` (ms) dates the records; `since`
+    /// is the window's start.
+    mutating func record(_ db: Database, _ claims: CommitClaims, now: Int64, since: Int64) throws {
         try reloadIfStale(db)
-        var runs: [Sender: [Run]] = [:]
-        for (sender, claims) in stored {
-            var known = try knownSpans(db, of: sender, since: since)
-            let made = Self.runs(of: claims.map { (clientID: $0.key, id: $0.value) }, at: now)
-            for run in made { known.record(run.first, run.last, at: now) }
-            spans[sender] = known
-            runs[sender] = made
+        var logged: [(sender: Sender, runs: [Run])] = []
+        logged.reserveCapacity(claims.senders.count)
+        for (sender, senderClaims) in claims.senders where !senderClaims.list.isEmpty {
+            let made = Self.runs(of: senderClaims.list, at: now)
+            // The spans first (read with the unmerged runs on a miss), then this commit's runs.
+            if let index = spans.index(forKey: sender) {
+                for run in made { spans.values[index].record(run.first, run.last, at: now) }
+            } else {
+                var known = try readSpans(db, of: sender, since: since)
+                for run in made { known.record(run.first, run.last, at: now) }
+                spans[sender] = known
+            }
             unmerged[sender, default: []].append(contentsOf: made)
-            unmergedIDs += claims.count
+            unmergedIDs += senderClaims.list.count
+            logged.append((sender, made))
         }
         if now - mergedAt >= mergeInterval || unmergedIDs > 200_000 {
             try merge(db, now: now)   // this commit's runs included: no log row for them
-        } else if !runs.isEmpty {
-            try db.cachedStatement(sql: "INSERT INTO user_message_sent_log(runs, ts) VALUES (?, ?)")
-                .execute(arguments: [ResendRunCoding.encode(runs, at: now), now])
+        } else if !logged.isEmpty {
+            let insert = try SQLiteFastStatement(db, sql: "INSERT INTO user_message_sent_log(runs, ts) VALUES (?, ?)")
+            insert.bind(1, ResendRunCoding.encode(logged, at: now))
+            insert.bind(2, now)
+            try insert.run()
         }
         // Records older than the window go in one indexed delete, at most twice per window;
         // so do the spans of senders with nothing left in it.
@@ -136,7 +144,9 @@ struct SQLiteResendRecords {
 
     /// A sender's claims (any order) as runs of consecutive client ids.
     static func runs(of claims: [(clientID: Int64, id: Int64)], at now: Int64) -> [Run] {
-        let sorted = claims.sorted { $0.clientID < $1.clientID }
+        // Usually ascending already (an SDK numbers its messages upwards).
+        let ascending = zip(claims, claims.dropFirst()).allSatisfy { $0.clientID < $1.clientID }
+        let sorted = ascending ? claims : claims.sorted { $0.clientID < $1.clientID }
         var runs: [Run] = []
         for claim in sorted {
             if let last = runs.last?.last, last < .max, claim.clientID == last + 1 {
@@ -215,5 +225,52 @@ struct SQLiteResendRecords {
         }
         for run in unmerged[sender] ?? [] { spans.record(run.first, run.last, at: run.recordedAt) }
         return spans
+    }
+}
+
+extension SQLiteResendRecords {
+    /// One commit's client ids → store ids, per sender in first-seen order. A message costs one
+    /// lookup of its sender (its slot); a resend within the commit is found by comparing ids.
+    struct CommitClaims {
+        private var slots: [Sender: Int] = [:]
+        private(set) var senders: [(sender: Sender, claims: SenderClaims)] = []
+
+        /// The slot of `sender`, added if new.
+        mutating func slot(of sender: Sender) -> Int {
+            if let slot = slots[sender] { return slot }
+            slots[sender] = senders.count
+            senders.append((sender, SenderClaims()))
+            return senders.count - 1
+        }
+
+        /// The store id this commit gave client id `clientID` of the sender in `slot`, if any.
+        mutating func id(in slot: Int, of clientID: Int64) -> Int64? {
+            senders[slot].claims.id(of: clientID)
+        }
+
+        /// The sender in `slot` stored client id `clientID` as `id`.
+        mutating func claim(in slot: Int, _ clientID: Int64, id: Int64) {
+            senders[slot].claims.add(clientID, id)
+        }
+    }
+
+    /// One sender's claims in one commit, in the order made.
+    struct SenderClaims {
+        private(set) var list: [(clientID: Int64, id: Int64)] = []
+        private var highest = Int64.min
+        /// Built on the first id at or below `highest` (a resend, or ids out of order).
+        private var index: [Int64: Int64]?
+
+        mutating func id(of clientID: Int64) -> Int64? {
+            guard !list.isEmpty, clientID <= highest else { return nil }   // above all: new
+            if index == nil { index = Dictionary(list.lazy.map { ($0.clientID, $0.id) }, uniquingKeysWith: { first, _ in first }) }
+            return index?[clientID]
+        }
+
+        mutating func add(_ clientID: Int64, _ id: Int64) {
+            list.append((clientID, id))
+            highest = max(highest, clientID)
+            index?[clientID] = id
+        }
     }
 }

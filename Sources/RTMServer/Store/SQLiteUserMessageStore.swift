@@ -78,14 +78,17 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
 
     private func commit(_ db: Database, _ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)],
                         cap: Int, resendsSince: Int64) throws -> [CommittedUserMessage] {
-        let delete = try db.cachedStatement(sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
+        let delete = try SQLiteFastStatement(db, sql: "DELETE FROM user_message WHERE app = ? AND receiver = ? AND id <= ?")
         for ack in acknowledgements {
-            try delete.execute(arguments: [ack.appId, ack.receiver, ack.upTo])
+            delete.bind(1, ack.appId)
+            delete.bind(2, ack.receiver)
+            delete.bind(3, ack.upTo)
+            try delete.run()
             let key = Receiver(appId: ack.appId, userId: ack.receiver)
             if let known = waiting[key] { waiting[key] = max(0, known - db.changesCount) }
         }
         // Prepared once per connection (cached), not parsed per message.
-        let insert = try db.cachedStatement(sql: """
+        let insert = try SQLiteFastStatement(db, sql: """
             INSERT INTO user_message(app, receiver, sender, text, data, custom_type, ts)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
@@ -94,23 +97,34 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
         var added: [Receiver: Int] = [:]
         // This commit's client ids → store ids per sender: resends within the batch, then the
         // records.
-        var claimed: [SQLiteResendRecords.Sender: [Int64: Int64]] = [:]
+        var claims = SQLiteResendRecords.CommitClaims()
         for m in messages {
-            let claim = m.clientMsgId.map { (sender: SQLiteResendRecords.Sender(appId: m.appId, userId: m.sender), id: Int64(bitPattern: $0)) }
-            // M-3: a resend of a message stored within the window (earlier in this batch, or in
-            // an earlier commit) is not stored again; it gets the first id.
-            if let claim, let first = try claimed[claim.sender]?[claim.id]
-                ?? resends.firstID(db, of: claim.sender, clientID: claim.id, since: resendsSince) {
-                results.append(CommittedUserMessage(id: first, isResend: true))
-                continue
+            var claim: (slot: Int, clientID: Int64)?
+            if let clientMsgId = m.clientMsgId {
+                let sender = SQLiteResendRecords.Sender(appId: m.appId, userId: m.sender)
+                let slot = claims.slot(of: sender), clientID = Int64(bitPattern: clientMsgId)
+                claim = (slot, clientID)
+                // M-3: a resend of a message stored within the window (earlier in this batch, or
+                // in an earlier commit) is not stored again; it gets the first id.
+                if let first = try claims.id(in: slot, of: clientID) ?? resends.firstID(db, of: sender, clientID: clientID, since: resendsSince) {
+                    results.append(CommittedUserMessage(id: first, isResend: true))
+                    continue
+                }
             }
-            try insert.execute(arguments: [m.appId, m.receiver, m.sender, m.text, m.data, m.customType, m.ts])
+            insert.bind(1, m.appId)
+            insert.bind(2, m.receiver)
+            insert.bind(3, m.sender)
+            insert.bind(4, m.text)
+            insert.bind(5, m.data)
+            insert.bind(6, m.customType)
+            insert.bind(7, m.ts)
+            try insert.run()
             let id = db.lastInsertedRowID
-            if let claim { claimed[claim.sender, default: [:]][claim.id] = id }
+            if let claim { claims.claim(in: claim.slot, claim.clientID, id: id) }
             results.append(CommittedUserMessage(id: id))
             added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
         }
-        try resends.record(db, claimed, now: UserMailbox.wallMillis, since: resendsSince)
+        try resends.record(db, claims, now: UserMailbox.wallMillis, since: resendsSince)
         for (receiver, count) in added {
             var total: Int
             if let known = waiting[receiver] {
