@@ -101,6 +101,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upgraded(context: ChannelHandlerContext) {
         lifecycle.upgraded()
         connection = hub.register(context.channel)
+        connection.attach(self)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -263,6 +264,18 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         context.write(data, promise: promise)
+    }
+
+    /// A whole WebSocket frame, already encoded (user-message replies and deliveries, from
+    /// `UserMailbox`'s loop work): written below the frame encoder, like fan-out frames, and
+    /// dropped once the connection is closing (the gate of `write(context:data:promise:)`).
+    func writeEncoded(_ frame: ByteBuffer, fallback: () -> WebSocketFrame) {
+        guard lifecycle.maySend else { return }
+        if let rawContext {
+            rawContext.write(NIOAny(frame), promise: nil)
+        } else {
+            context?.write(wrapOutboundOut(fallback()), promise: nil)
+        }
     }
 
     /// Performs what the state machine decided.

@@ -420,12 +420,12 @@ final class UserMailbox: @unchecked Sendable {
                 var channel: (any Channel)?
                 if let (connection, list) = replies[id] {
                     channel = connection.channel
-                    bytes += Self.writeReplies(list, on: connection.channel)
+                    bytes += Self.writeReplies(list, on: connection)
                 }
                 if let (receiver, messages) = deliveries[id] {
                     channel = receiver.connection.channel
                     if receiver.binary {
-                        bytes += Self.writeBinary(messages, epoch: epoch, on: receiver.connection.channel)
+                        bytes += Self.writeBinary(messages, epoch: epoch, on: receiver.connection)
                     } else {
                         for message in messages {
                             let buffer = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator)
@@ -439,32 +439,35 @@ final class UserMailbox: @unchecked Sendable {
             return bytes
         }
 
-        /// `0x83` frames (a u16 count each: a larger list takes several).
-        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on channel: any Channel) -> Int {
+        /// `0x83` frames (a u16 count each: a larger list takes several), each encoded with its
+        /// WebSocket header in one buffer and written below the frame encoder.
+        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on connection: ConnectionRef) -> Int {
             var start = 0
             var bytes = 0
             while start < replies.count {
                 let chunk = replies[start..<min(start + Int(UInt16.max), replies.count)]
-                var buffer = channel.allocator.buffer(capacity: 3 + 17 * chunk.count)
-                BinaryFrame.writeSendUserReplies(into: &buffer, chunk)
-                bytes += buffer.readableBytes
-                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                let frame = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: 3 + 17 * chunk.count) {
+                    BinaryFrame.writeSendUserReplies(into: &$0, chunk)
+                }
+                bytes += frame.payloadBytes
+                connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
                 start += chunk.count
             }
             return bytes
         }
 
-        /// `0x84` frames of at most about 60 KB each.
-        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on channel: any Channel) -> Int {
+        /// `0x84` frames of at most about 60 KB each, encoded as `writeReplies` does.
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on connection: ConnectionRef) -> Int {
             var bytes = 0
             var frame: [BinaryFrame.UserMessage] = []
             var size = 0
             func write() {
                 guard !frame.isEmpty else { return }
-                var buffer = channel.allocator.buffer(capacity: size + 3 + epoch.utf8.count)
-                BinaryFrame.writeUserMessages(into: &buffer, epoch: epoch, frame)
-                bytes += buffer.readableBytes
-                channel.write(WebSocketFrame(fin: true, opcode: .binary, data: buffer), promise: nil)
+                let encoded = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: size + 3 + epoch.utf8.count) {
+                    BinaryFrame.writeUserMessages(into: &$0, epoch: epoch, frame)
+                }
+                bytes += encoded.payloadBytes
+                connection.writeEncoded(encoded.buffer, fallback: encoded.webSocketFrame)
                 frame.removeAll(keepingCapacity: true)
                 size = 0
             }
