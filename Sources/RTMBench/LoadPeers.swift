@@ -260,7 +260,8 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
     }
 }
 
-/// A publisher: at a fixed rate, or as fast as its window of undelivered messages allows.
+/// A publisher: at a fixed rate (the turns its loop's `PacedSchedule` gives it), or as fast as its
+/// window of undelivered messages allows.
 final class BenchPublisher: BenchPeer, @unchecked Sendable {
     var subscribers: [BenchSubscriber] = []
     var published: UInt64 = 0
@@ -268,7 +269,6 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     var errors = 0
     var firstError: String?
     let size: Int
-    let rate: Double
     let window: UInt64
     let msgIds: Bool
     /// JSON `publish` requests instead of binary publishes.
@@ -289,11 +289,10 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     private static let typeError = Array(#""type":"error""#.utf8)
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, receiver: String? = nil, loop: any EventLoop,
-         size: Int, rate: Double, window: Int, msgIds: Bool, json: Bool = false, pumpInterval: TimeAmount = .microseconds(200)) {
+         size: Int, window: Int, msgIds: Bool, json: Bool = false, pumpInterval: TimeAmount = .microseconds(200)) {
         self.receiver = receiver
         self.json = json
         self.size = max(receiver != nil || json ? UserMessageText.minimumSize : 16, size)
-        self.rate = rate
         self.window = UInt64(max(16, window))
         self.msgIds = msgIds
         self.pumpInterval = pumpInterval
@@ -324,7 +323,38 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         }
     }
 
-    /// Publishes from `start` until `end` (CLOCK_MONOTONIC ns).
+    /// Fixed rate (`PacedSchedule`): publishes from `start` until `end` (CLOCK_MONOTONIC ns) at
+    /// the turns its schedule gives it.
+    func startPaced(at start: UInt64, until end: UInt64) {
+        startTime = start
+        endTime = end
+    }
+
+    /// A turn of the schedule: sends what is owed (`owed` messages in all by now; fewer while the
+    /// socket is not writable, caught up at a later turn). False once this publisher is done
+    /// (its socket closed).
+    func pacedTurn(owed: UInt64) -> Bool {
+        guard !closedFlag, let channel = socket.channel else {
+            done.succeed(())
+            return false
+        }
+        var allowance = owed > published ? min(owed - published, 8192) : 0
+        let now = BenchClock.now()
+        while allowance > 0 && channel.isWritable {
+            let batch = min(allowance, 256)
+            send(count: Int(batch), on: channel, now: now)
+            allowance -= batch
+        }
+        return true
+    }
+
+    /// The schedule ended.
+    func finishPaced() {
+        done.succeed(())
+    }
+
+    /// Publishes from `start` until `end` (CLOCK_MONOTONIC ns), as fast as the window allows
+    /// (`--rate` 0; a fixed rate goes through `PacedSchedule`).
     func start(at start: UInt64, until end: UInt64) {
         startTime = start
         endTime = end
@@ -338,22 +368,15 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             loop.scheduleTask(in: .nanoseconds(Int64(startTime - now))) { [self] in pump() }
             return
         }
-        var allowance: UInt64
-        if rate > 0 {
-            let due = UInt64(Double(now - startTime) / 1e9 * rate) + 1
-            allowance = due > published ? min(due - published, 8192) : 0
-        } else {
-            let slowest = subscribers.reduce(UInt64.max) { min($0, $1.progress.load(ordering: .relaxed)) }
-            let inFlight = published - min(slowest, published)
-            allowance = inFlight < window ? window - inFlight : 0
-        }
+        let slowest = subscribers.reduce(UInt64.max) { min($0, $1.progress.load(ordering: .relaxed)) }
+        let inFlight = published - min(slowest, published)
+        var allowance = inFlight < window ? window - inFlight : 0
         while allowance > 0 && channel.isWritable {
             let batch = min(allowance, 256)
             send(count: Int(batch), on: channel, now: now)
             allowance -= batch
         }
-        let next: TimeAmount = rate > 0 ? .nanoseconds(max(100_000, Int64(1e9 / rate))) : pumpInterval
-        loop.scheduleTask(in: next) { [self] in pump() }
+        loop.scheduleTask(in: pumpInterval) { [self] in pump() }
     }
 
     private func send(count: Int, on channel: any Channel, now: UInt64) {
@@ -440,8 +463,8 @@ extension BenchPublisher {
             msgId += 1
             let (requestID, msgId, seq) = (requestID, msgIds ? msgId : nil, published)
             socket.masker.writeFrame(into: &buffer, opcode: 2, length: body) { buffer in
-                BinaryFrame.writeSendUser(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil,
-                                          isText: true, payload: UserMessageText.make(sent: now, seq: seq, size: size).utf8)
+                BinaryFrame.writeSendUserHeader(into: &buffer, requestID: requestID, msgId: msgId, receiver: receiver, customType: nil, isText: true)
+                UserMessageText.write(sent: now, seq: seq, size: size, into: &buffer)
             }
         }
         channel.writeAndFlush(buffer, promise: nil)

@@ -69,7 +69,7 @@ public enum LoadRun {
             let publisher = try await loop.submit {
                 let publisher = BenchPublisher(socket: socket, target: options.target, userId: "bench-pub-\(g)", channel: "bench-\(g)",
                                                receiver: options.userMessages ? "bench-sub-\(g * options.subscribersPerGroup)" : nil,
-                                               loop: loop, size: options.size, rate: options.rate / Double(options.groups),
+                                               loop: loop, size: options.size,
                                                window: options.window ?? options.automaticWindow, msgIds: options.msgIds, json: options.jsonPublish,
                                                pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))))
                 list.peers.append(publisher)
@@ -95,8 +95,19 @@ public enum LoadRun {
             try await loop.submit { for s in mine { s.measure = (measureStart, measureEnd) } }.get()
         }
         let sampler = CPUSampler(serverPID: options.serverPID)
-        for publisher in publishers {
-            publisher.loop.execute { publisher.start(at: start, until: measureEnd) }
+        if options.rate > 0 {
+            // Fixed rate: one schedule per loop, publisher g at phase g/N of the period.
+            let perPublisher = options.rate / Double(options.groups)
+            for (index, loop) in loops.enumerated() {
+                let mine = publishers.enumerated().filter { $0.offset % loops.count == index }
+                    .map { (publisher: $0.element, phase: Double($0.offset) / Double(options.groups)) }
+                let schedule = PacedSchedule(loop: loop, publishers: mine, rate: perPublisher, start: start, end: measureEnd)
+                loop.execute { schedule.begin() }
+            }
+        } else {
+            for publisher in publishers {
+                publisher.loop.execute { publisher.start(at: start, until: measureEnd) }
+            }
         }
         try await sleep(until: measureStart)
         let cpuStart = sampler.sample()

@@ -160,6 +160,21 @@ struct BenchCounterTests {
         #expect(result.deliveriesPerSecond > 0)
     }
 
+    @Test("rtm bench --rate: publishers paced by one schedule per loop, each at its own phase, send the asked rate in all (neither bursts of catch-up nor shortfall), none lost")
+    func benchFixedRate() async throws {
+        let result = try await Self.run { options in
+            options.groups = 6   // three per loop
+            options.subscribersPerGroup = 1
+            options.userMessages = true
+            options.rate = 600
+            options.seconds = 0.5
+        }
+        #expect(result.errors == 0 && result.lost == 0 && result.outOfOrder == 0 && result.undelivered == 0)
+        // 600/s over the 0.1 s warm-up and the 0.5 s measured: about 360 in all.
+        #expect((320...400).contains(result.published), "published \(result.published)")
+        #expect(abs(result.publishedPerSecond - 600) < 90, "\(result.publishedPerSecond)/s")
+    }
+
     /// More than `published` messages, no error, none lost, reordered, undelivered or cut off.
     static func expectClean(_ result: LoadResult, published: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(result.published > published, sourceLocation: sourceLocation)
