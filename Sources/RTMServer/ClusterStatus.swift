@@ -14,6 +14,9 @@ import NIOConcurrencyHelpers
 final class ClusterStatus: Sendable {
     private struct State {
         var databaseUp = true
+        /// The backplane's listening connection, as last reported: while it is lost, only its
+        /// return brings the link back up.
+        var listenerUp = true
         var liveNodes = 0
         var deadNodes: Set<String> = []
     }
@@ -58,15 +61,30 @@ final class ClusterStatus: Sendable {
         return databaseUp ? "database: up\n" : "database: down\n"
     }
 
-    /// The link went up or down (link events, a publish commit's outcome); logged on change.
-    func setDatabase(up: Bool, reason: String) {
+    /// What a change of the link was learnt from.
+    enum LinkEvidence {
+        /// The backplane's listening connection was lost or is back.
+        case listener
+        /// A commit (publish, stream channel message) succeeded or failed.
+        case commit
+    }
+
+    /// The link went up or down; logged on change. While the listening connection is lost a
+    /// commit's success is not taken as the link's return: a commit sent before the loss may
+    /// end after it, and with the link down nothing else would correct it (new commits are
+    /// refused at once), so the node would say "up" with the database gone.
+    func setDatabase(up: Bool, reason: String, from evidence: LinkEvidence) {
         guard enabled else { return }
-        let changed = state.withLockedValue { state in
-            defer { state.databaseUp = up }
-            return state.databaseUp != up
+        let changed = state.withLockedValue { state -> Bool in
+            if evidence == .listener { state.listenerUp = up }
+            if up && !state.listenerUp { return false }
+            guard state.databaseUp != up else { return false }
+            state.databaseUp = up
+            // Under the lock, so the gauge follows the changes in their order.
+            databaseUpGauge?.record(up ? 1 : 0)
+            return true
         }
         guard changed else { return }
-        databaseUpGauge?.record(up ? 1 : 0)
         if up {
             logger.notice("database link up", metadata: ["reason": "\(reason)"])
         } else {

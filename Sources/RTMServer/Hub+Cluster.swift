@@ -36,11 +36,11 @@ extension Hub {
                                         customType: message.customType, isText: message.isText, payload: message.payload, millis: now)
             })
         } catch {
-            cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)")
+            cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)", from: .commit)
             throw error
         }
         cluster.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)
-        cluster.setDatabase(up: true, reason: "a publish was committed")
+        cluster.setDatabase(up: true, reason: "a publish was committed", from: .commit)
         for (index, receipt) in zip(fresh, receipts) { seqs[index] = receipt.seq }
         // Remembered now for a resend on this node; every node remembers them again (the same
         // numbers) when the log brings them back.
@@ -104,7 +104,7 @@ extension Hub {
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
         case .link(let up):
-            cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost")
+            cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window

@@ -81,10 +81,10 @@ final class StreamClusterLink: Sendable {
             do {
                 _ = try await backplane.publish(items.map(\.publish))
                 status.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)
-                status.setDatabase(up: true, reason: "a stream channel message was committed")
+                status.setDatabase(up: true, reason: "a stream channel message was committed", from: .commit)
                 for item in items { item.done(.success(())) }
             } catch {
-                status.setDatabase(up: false, reason: "a stream channel message could not be committed: \(error)")
+                status.setDatabase(up: false, reason: "a stream channel message could not be committed: \(error)", from: .commit)
                 for item in items { item.done(.failure(error)) }
             }
         }
