@@ -106,22 +106,27 @@ public final class ChannelLogFollower: Sendable {
     /// (re)connection.
     private func listen(wake: AsyncStream<Void>.Continuation, deliver: @Sendable (Event) async -> Void) async {
         var id = 0
-        var up = false
+        // What the node was last told (nil: nothing yet). The first connection reports the link
+        // up (a catch-up for what the node missed); a first attempt that fails reports it down:
+        // the node assumes up at start (`ClusterStatus`), and a database lost before the
+        // listener's first connection must not leave it saying so.
+        var reported: Bool?
         while !Task.isCancelled {
             id += 1
             do {
                 try await location.listen(on: PostgresChannelLog.notificationChannel, connectionID: id, logger: logger) { notifications in
-                    if !up {
-                        up = true
+                    if reported != true {
+                        reported = true
                         await deliver(.link(up: true))
                     }
                     wake.yield()   // the catch-up read after a (re)connection
                     for try await _ in notifications { wake.yield() }
                 }
             } catch {
-                if up {
-                    up = false
-                    logger.warning("lost the database's listening connection; polling until it is back", metadata: ["error": "\(error)"])
+                if reported != false {
+                    logger.warning(reported == nil ? "cannot open the database's listening connection; polling until it is open"
+                                   : "lost the database's listening connection; polling until it is back", metadata: ["error": "\(error)"])
+                    reported = false
                     await deliver(.link(up: false))
                 }
             }

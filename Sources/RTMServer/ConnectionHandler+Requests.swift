@@ -131,8 +131,12 @@ extension ConnectionHandler {
         for channel in admission.channels {
             joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
         }
-        // Liveness from now on follows the client's heartbeat (SPEC H-2).
+        // Liveness from now on follows the client's heartbeat (SPEC H-2), counted from this
+        // reply: the client pings only once logged in, and a login that waited for the cluster
+        // (C-6 across nodes, up to `clusterLoginTimeout`) must not find its login frame's read
+        // already a heartbeat old (the sweep closed such connections at once).
         let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
+        lastRead = .now()
         lifecycle.loggedIn(key, readTimeout: timeout)
         watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
         send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,

@@ -71,15 +71,21 @@ extension ClusterTests {
         return false
     }
 
-    @Test("issue 13 item 3, C-6: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout")
+    @Test("issue 13 item 3, C-6, H-2: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout, and the link stays up")
     func loginWhileDatabaseDown() async throws {
         try await withCluster(configure: { _, _, _, config in config.clusterLoginTimeout = .milliseconds(300) }) { database, _, b in
             try database.stop()
             #expect(try await Self.waitForMetric("rtm_database_up", 0, port: b.port))
             let loginStarted = ContinuousClock.now
-            let (late, _) = try await Harness.client("late", port: b.port)
+            let (late, lateEvents) = try await Harness.client("late", port: b.port)
             #expect(ContinuousClock.now - loginStarted >= .milliseconds(300))
+            // And it stays up (H-2): its heartbeat deadline counts from the reply, not from the
+            // login frame read 300 ms earlier (the sweep had closed it at once; the client came
+            // back with a resume, so a look right after the login did not see it).
+            try await Task.sleep(for: .milliseconds(600))
             #expect(await late.linkState == .connected)
+            let transitions = await lateEvents.all.compactMap(\.link)
+            #expect(!transitions.contains { $0.currentState == .disconnected }, "\(transitions)")
             await late.logout()
         }
     }

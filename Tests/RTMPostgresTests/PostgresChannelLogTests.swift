@@ -207,6 +207,30 @@ struct PostgresChannelLogTests {
         }
     }
 
+    @Test("issue 13 item 7: a database gone before the follower's first listening connection is reported down (the node assumes up at start), and up once it is back")
+    func followerReportsDownBeforeFirstConnection() async throws {
+        try await withDatabase { server, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let location = try PostgresLocation(url: server.url + "?sslmode=disable")
+            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
+            let follower = ChannelLogFollower(log: log, location: location, pollInterval: .milliseconds(100),
+                                              holdback: .seconds(5), retryInterval: .milliseconds(50), logger: Self.logger)
+            try server.stop()
+            let (events, sink) = AsyncStream<String>.makeStream()
+            let recorder = AsyncRecorder(events)
+            let task = Task {
+                try await follower.run { event in
+                    if case .link(let up) = event { sink.yield(up ? "up" : "down") }
+                }
+            }
+            defer { task.cancel() }
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "down" }) != nil)
+            try server.start()
+            #expect(await recorder.first(within: .seconds(15), where: { $0 == "up" }) != nil)
+            #expect(await recorder.all == ["down", "up"])
+        }
+    }
+
     @Test("M-2: the log is read in transaction-id order, not in the order of the ids' text: small reads across 999 → 1000 skip nothing and repeat nothing")
     func readsInNumericTransactionOrder() async throws {
         try await withDatabase { _, clients in
