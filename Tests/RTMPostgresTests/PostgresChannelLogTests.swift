@@ -167,15 +167,21 @@ struct PostgresChannelLogTests {
         }
     }
 
+    /// The schema, the log and a follower of it (holdback 5 s, retries every 50 ms).
+    static func follower(_ server: PostgresTestServer, _ clients: [PostgresClient], pollInterval: TimeAmount) async throws
+        -> (PostgresChannelLog, ChannelLogFollower) {
+        try await PostgresSchema.migrate(clients[0], logger: logger)
+        let location = try PostgresLocation(url: server.url + "?sslmode=disable")
+        let log = PostgresChannelLog(client: clients[0], logger: logger)
+        return (log, ChannelLogFollower(log: log, location: location, pollInterval: pollInterval,
+                                        holdback: .seconds(5), retryInterval: .milliseconds(50), logger: logger))
+    }
+
     @Test("M-2: the follower delivers what other nodes publish, woken by NOTIFY, and catches up after the database restarts without delivering twice")
     func followerCatchesUpAcrossRestart() async throws {
         try await withDatabase { server, clients in
-            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
-            let location = try PostgresLocation(url: server.url + "?sslmode=disable")
-            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
+            let (log, follower) = try await Self.follower(server, clients, pollInterval: .seconds(30))   // NOTIFY only
             let writer = ChannelLogWriter(log: log, node: "n1", logger: Self.logger)
-            let follower = ChannelLogFollower(log: log, location: location, pollInterval: .seconds(30),   // NOTIFY only
-                                              holdback: .seconds(5), retryInterval: .milliseconds(50), logger: Self.logger)
             let (events, sink) = AsyncStream<String>.makeStream()
             let recorder = AsyncRecorder(events)
             let task = Task {
@@ -210,11 +216,7 @@ struct PostgresChannelLogTests {
     @Test("issue 13 item 7: a database gone before the follower's first listening connection is reported down (the node assumes up at start), and up once it is back")
     func followerReportsDownBeforeFirstConnection() async throws {
         try await withDatabase { server, clients in
-            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
-            let location = try PostgresLocation(url: server.url + "?sslmode=disable")
-            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
-            let follower = ChannelLogFollower(log: log, location: location, pollInterval: .milliseconds(100),
-                                              holdback: .seconds(5), retryInterval: .milliseconds(50), logger: Self.logger)
+            let (_, follower) = try await Self.follower(server, clients, pollInterval: .milliseconds(100))
             try server.stop()
             let (events, sink) = AsyncStream<String>.makeStream()
             let recorder = AsyncRecorder(events)
