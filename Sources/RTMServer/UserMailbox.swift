@@ -427,10 +427,13 @@ final class UserMailbox: @unchecked Sendable {
                     if receiver.binary {
                         bytes += Self.writeBinary(messages, epoch: epoch, on: receiver.connection)
                     } else {
+                        // One text frame per message (JSON), written whole like the binary ones:
+                        // one flush for all of them, not one each.
                         for message in messages {
-                            let buffer = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator)
-                            bytes += buffer.readableBytes
-                            Hub.sendEncoded(buffer, on: receiver.connection.channel)
+                            let json = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator)
+                            let frame = EncodedFrame.text(json, allocator: receiver.connection.channel.allocator)
+                            bytes += frame.payloadBytes
+                            receiver.connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
                         }
                     }
                 }

@@ -21,4 +21,15 @@ struct EncodedFrameTests {
             #expect(pipelineForm.fin && pipelineForm.opcode == .binary && pipelineForm.data == body, "size \(size)")
         }
     }
+
+    @Test("EncodedFrame: a text frame (JSON deliveries) has the text opcode in its header and its pipeline form")
+    func textFrame() {
+        let json = ByteBuffer(string: #"{"type":"message","text":"ünï"}"#)
+        let frame = EncodedFrame.text(json, allocator: ByteBufferAllocator())
+        var expected = ByteBuffer()
+        BinaryFrame.writeWebSocketHeader(into: &expected, length: json.readableBytes, opcode: 0x1)
+        expected.writeImmutableBuffer(json)
+        #expect(frame.buffer == expected)
+        #expect(frame.webSocketFrame.opcode == .text && frame.webSocketFrame.data == json)
+    }
 }
