@@ -323,28 +323,15 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         }
     }
 
-    /// Fixed rate (`PacedSchedule`): publishes from `start` until `end` (CLOCK_MONOTONIC ns) at
-    /// the turns its schedule gives it.
-    func startPaced(at start: UInt64, until end: UInt64) {
-        startTime = start
-        endTime = end
-    }
-
-    /// A turn of the schedule: sends what is owed (`owed` messages in all by now; fewer while the
-    /// socket is not writable, caught up at a later turn). False once this publisher is done
-    /// (its socket closed).
+    /// Fixed rate: a turn of its loop's `PacedSchedule`. Sends what is owed (`owed` messages in
+    /// all by now; fewer while the socket is not writable, caught up at a later turn). False once
+    /// this publisher is done (its socket closed).
     func pacedTurn(owed: UInt64) -> Bool {
         guard !closedFlag, let channel = socket.channel else {
             done.succeed(())
             return false
         }
-        var allowance = owed > published ? min(owed - published, 8192) : 0
-        let now = BenchClock.now()
-        while allowance > 0 && channel.isWritable {
-            let batch = min(allowance, 256)
-            send(count: Int(batch), on: channel, now: now)
-            allowance -= batch
-        }
+        send(allowance: owed > published ? min(owed - published, 8192) : 0, on: channel, now: BenchClock.now())
         return true
     }
 
@@ -370,13 +357,18 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         }
         let slowest = subscribers.reduce(UInt64.max) { min($0, $1.progress.load(ordering: .relaxed)) }
         let inFlight = published - min(slowest, published)
-        var allowance = inFlight < window ? window - inFlight : 0
+        send(allowance: inFlight < window ? window - inFlight : 0, on: channel, now: now)
+        loop.scheduleTask(in: pumpInterval) { [self] in pump() }
+    }
+
+    /// Up to `allowance` messages, 256 per write, while the socket takes them.
+    private func send(allowance: UInt64, on channel: any Channel, now: UInt64) {
+        var allowance = allowance
         while allowance > 0 && channel.isWritable {
             let batch = min(allowance, 256)
             send(count: Int(batch), on: channel, now: now)
             allowance -= batch
         }
-        loop.scheduleTask(in: pumpInterval) { [self] in pump() }
     }
 
     private func send(count: Int, on channel: any Channel, now: UInt64) {

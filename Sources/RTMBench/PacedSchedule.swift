@@ -44,7 +44,6 @@ final class PacedSchedule: @unchecked Sendable {
 
     /// On the loop: publishing starts at `start` (plus each phase) and ends at `end`.
     func begin() {
-        for (publisher, offset) in zip(publishers, offsets) { publisher.startPaced(at: start + UInt64(offset), until: end) }
         guard !publishers.isEmpty else { return }
         schedule(at: due(cursor, round))
     }

@@ -140,7 +140,7 @@ struct SQLiteUserMessageStoreTests {
         #expect(coalesced == [.init(first: 3, ids: [30, 40, 50, 60, 70], recordedAt: 80), .init(first: 9, ids: [90], recordedAt: 77)])
         let senders: [SQLiteResendRecords.Sender: [SQLiteResendRecords.Run]] = [
             .init(appId: "app", userId: "alice"): runs, .init(appId: "app", userId: "ünï"): [.init(first: -4, ids: [1], recordedAt: 77)]]
-        let bytes = ResendRunCoding.encode(senders, at: 77)
+        let bytes = ResendRunCoding.encode(senders.map { (sender: $0.key, runs: $0.value) }, at: 77)
         #expect(try ResendRunCoding.decode(bytes) == senders)
         #expect(ResendRunCoding.decodeID(ResendRunCoding.encodeIDs([7, -8, 9]), at: 1) == -8)
         #expect(ResendRunCoding.decodeID(ResendRunCoding.encodeIDs([7]), at: 1) == nil)
@@ -177,7 +177,7 @@ struct SQLiteUserMessageStoreTests {
         #expect(spans.intervals.isEmpty)
     }
 
-    @Test("SQLiteFastStatement binds text (empty is '', nil is NULL), integers and blobs as GRDB would, runs again after a reset, and a failure is GRDB's DatabaseError with SQLite's code")
+    @Test("M-1: SQLiteFastStatement (the store's per-message statements) binds text (empty is '', nil is NULL), integers and blobs as GRDB would, runs again after a reset, and a failure is GRDB's DatabaseError with SQLite's code")
     func fastStatement() throws {
         let db = try DatabaseQueue()
         try db.write { db in

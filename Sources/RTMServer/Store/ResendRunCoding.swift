@@ -27,11 +27,6 @@ enum ResendRunCoding {
         return data.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(fromByteOffset: index * 8, as: Int64.self)) }
     }
 
-    /// One commit's runs, recorded at `now` (ms).
-    static func encode(_ runs: [SQLiteResendRecords.Sender: [SQLiteResendRecords.Run]], at now: Int64) -> Data {
-        encode(runs.map { (sender: $0.key, runs: $0.value) }, at: now)
-    }
-
     /// One commit's runs, per sender in the order given, recorded at `now` (ms). Written into
     /// one array sized up front, then copied once (appending to `Data` an integer at a time
     /// cost as much as the inserts it records).

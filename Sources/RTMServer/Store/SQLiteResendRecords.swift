@@ -23,11 +23,8 @@ import GRDB
 /// Confined to the store's one user, inside its transactions (like the store). After a
 /// transaction fails, `invalidate()` drops the memory, which is read again from the tables.
 struct SQLiteResendRecords {
-    /// A sender, as the records key it.
-    struct Sender: Hashable, Sendable {
-        let appId: String
-        let userId: String
-    }
+    /// A sender, as the records key it: (app id, user id), the server's `UserKey`.
+    typealias Sender = UserKey
 
     /// Consecutive client ids from `first` and the store ids they got, in order.
     struct Run: Equatable, Sendable {
@@ -86,7 +83,7 @@ struct SQLiteResendRecords {
     /// bit pattern of the `UInt64`), recorded at or after `since` (ms); nil if there is none.
     mutating func firstID(_ db: Database, of sender: Sender, clientID: Int64, since: Int64) throws -> Int64? {
         try reloadIfStale(db)
-        guard try knownSpans(db, of: sender, since: since).mayContain(clientID) else { return nil }
+        guard spans.values[try spansIndex(db, of: sender, since: since)].mayContain(clientID) else { return nil }
         for run in unmerged[sender] ?? [] where run.recordedAt >= since && run.first <= clientID && clientID <= run.last {
             return run.ids[Int(clientID - run.first)]
         }
@@ -112,13 +109,8 @@ struct SQLiteResendRecords {
         for (sender, senderClaims) in claims.senders where !senderClaims.list.isEmpty {
             let made = Self.runs(of: senderClaims.list, at: now)
             // The spans first (read with the unmerged runs on a miss), then this commit's runs.
-            if let index = spans.index(forKey: sender) {
-                for run in made { spans.values[index].record(run.first, run.last, at: now) }
-            } else {
-                var known = try readSpans(db, of: sender, since: since)
-                for run in made { known.record(run.first, run.last, at: now) }
-                spans[sender] = known
-            }
+            let index = try spansIndex(db, of: sender, since: since)
+            for run in made { spans.values[index].record(run.first, run.last, at: now) }
             unmerged[sender, default: []].append(contentsOf: made)
             unmergedIDs += senderClaims.list.count
             logged.append((sender, made))
@@ -206,12 +198,12 @@ struct SQLiteResendRecords {
         stale = false
     }
 
-    /// A sender's spans: cached, or read (after a restart, or once forgotten) and cached.
-    private mutating func knownSpans(_ db: Database, of sender: Sender, since: Int64) throws -> ClientIDSpans {
-        if let cached = spans[sender] { return cached }
-        let read = try readSpans(db, of: sender, since: since)
-        spans[sender] = read
-        return read
+    /// Where a sender's spans are in `spans`: cached, or read (after a restart, or once
+    /// forgotten) and cached. Valid until `spans` next changes.
+    private mutating func spansIndex(_ db: Database, of sender: Sender, since: Int64) throws -> [Sender: ClientIDSpans].Index {
+        if let index = spans.index(forKey: sender) { return index }
+        spans[sender] = try readSpans(db, of: sender, since: since)
+        return spans.index(forKey: sender)!
     }
 
     /// A sender's spans from the index and the unmerged runs.

@@ -15,10 +15,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     /// Which client message ids each sender used (M-3).
     private var resends: SQLiteResendRecords
 
-    private struct Receiver: Hashable {
-        let appId: String
-        let userId: String
-    }
+    /// A receiver: (app id, user id).
+    private typealias Receiver = UserKey
     /// See `UserMessageStore.epoch`.
     public let epoch: String
 
