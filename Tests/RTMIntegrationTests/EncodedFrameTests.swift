@@ -2,6 +2,7 @@ import NIOCore
 import NIOWebSocket
 import RTMProtocol
 @testable import RTMServer
+import RTMTestSupport
 import Testing
 
 /// Frames the mailbox encodes whole (header in front of the body, one buffer), as the frame
@@ -31,5 +32,41 @@ struct EncodedFrameTests {
         expected.writeImmutableBuffer(json)
         #expect(frame.buffer == expected)
         #expect(frame.webSocketFrame.opcode == .text && frame.webSocketFrame.data == json)
+    }
+
+    @Test("T-2, RFC 6455 §5.5.1: pre-encoded frames (user-message replies and deliveries) reach the client until the server closes the connection; one written while the close frame still waits to go out is dropped, not sent after it")
+    func nothingAfterTheCloseFrame() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.stop() } }
+        let client = try await JSONPublishTests.RawClient(port: harness.port)
+        let login = Frame(type: .login, id: 1, appId: Harness.appId, userId: "bob", token: Harness.token("bob"), heartbeatInterval: 5)
+        try await client.send([JSONPublishTests.text(String(buffer: FrameCodec.encode(login)))])
+        _ = try await client.waitFor { $0.contains { String(buffer: $0.payload).contains(#""id":1"#) } }
+        let connection = try #require(harness.server.hub.connection(of: UserKey(appId: Harness.appId, userId: "bob")))
+        // The client stops reading, so that what follows piles up in the server's socket and the
+        // close frame is still waiting when the last frame is written.
+        try await client.channel.setOption(ChannelOptions.autoRead, value: false).get()
+        let chunk = String(repeating: "x", count: 60_000)
+        try await connection.channel.eventLoop.submit {
+            func write(_ text: String) {
+                let frame = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: text.utf8.count) { $0.writeString(text) }
+                connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
+            }
+            for _ in 0..<100 { write(chunk) }   // 6 MB: more than the socket buffers hold
+            write("before")
+            connection.channel.flush()
+            connection.channel.pipeline.fireUserInboundEventTriggered(
+                CloseWithFrameEvent(frame: WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "{}")), code: .normalClosure, reason: "test"))
+            write("after")
+            connection.channel.flush()
+        }.get()
+        try await client.channel.setOption(ChannelOptions.autoRead, value: true).get()
+        client.channel.read()
+        try await connection.channel.closeFuture.get()   // everything the server sent is out
+        let all = try await client.waitFor { $0.contains { $0.opcode == 0x8 } }
+        let payloads = all.map { String(buffer: $0.payload) }
+        #expect(payloads.filter { $0 == chunk }.count == 100 && payloads.contains("before"))
+        #expect(!payloads.contains("after"))
+        #expect(all.last?.opcode == 0x8, "the close frame is the last one sent")
     }
 }
