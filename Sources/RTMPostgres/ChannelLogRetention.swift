@@ -32,9 +32,17 @@ public final class ChannelLogRetention: Sendable {
     private func trim(nowMillis: Int64) async throws -> Int? {
         let cutoff = nowMillis - retention.nanoseconds / 1_000_000
         let periodMillis = interval.nanoseconds / 1_000_000
-        return try await client.withTransaction(logger: logger) { [logger] connection in
+        return try await client.transaction(Trim(cutoff: cutoff, periodMillis: periodMillis), logger: logger)
+    }
+
+    /// One trim (`trim`): only by the node that takes the trim lock, once per period.
+    private struct Trim: PostgresTransaction {
+        let cutoff: Int64
+        let periodMillis: Int64
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> Int? {
             var locked = false
-            for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.lockKey))", logger: logger)
+            for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(ChannelLogRetention.lockKey))", logger: logger)
                 .decode(Bool.self) { locked = got }
             guard locked else { return nil }
             var claimed = false

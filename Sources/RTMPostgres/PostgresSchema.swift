@@ -151,7 +151,12 @@ public enum PostgresSchema {
     /// Returns the versions it applied (empty when another node had done it).
     @discardableResult
     public static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(Migration(), logger: logger)
+    }
+
+    /// The migration transaction (`migrate`).
+    private struct Migration: PostgresTransaction {
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> [Int] {
             // One migrator at a time for the whole database (released at commit).
             try await connection.query("SELECT pg_advisory_xact_lock(7236815001)", logger: logger)
             try await connection.query("""

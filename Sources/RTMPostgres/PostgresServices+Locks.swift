@@ -20,8 +20,21 @@ extension PostgresServices {
 
     public func perform(_ operation: SharedLockOperation, appId: String, channel: String, name: String,
                         user: String) async throws -> SharedLockResult {
-        let node = self.node, logger = self.logger
-        return try await bounded("a lock operation") { [client] in try await client.withTransaction(logger: logger) { connection in
+        let logger = self.logger
+        let work = LockTransaction(operation: operation, appId: appId, channel: channel, name: name, user: user, node: self.node)
+        return try await bounded("a lock operation") { [client] in try await client.transaction(work, logger: logger) }
+    }
+
+    /// One lock operation (`perform`), under the lock row's `FOR UPDATE`.
+    private struct LockTransaction: PostgresTransaction {
+        let operation: SharedLockOperation
+        let appId: String
+        let channel: String
+        let name: String
+        let user: String
+        let node: String
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> SharedLockResult {
             func change(_ kind: LockEventKind, _ detail: LockDetail) -> SharedLockResult {
                 .done(detail, change: SharedLockChange(appId: appId, channel: channel, kind: kind, detail: detail))
             }
@@ -82,7 +95,7 @@ extension PostgresServices {
                 try await connection.query("DELETE FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) AND name = \(name)", logger: logger)
                 return change(.lockRemoved, row.detail(name))
             }
-        } }
+        }
     }
 
     public func locks(appId: String, channel: String) async throws -> [LockDetail] {

@@ -23,34 +23,44 @@ extension PostgresServices {
                                _ change: @escaping @Sendable (Metadata?) throws -> Metadata) throws -> Metadata {
         let client = self.client, logger = self.logger
         let outcome: Result<Metadata, any Error> = try blockingCall(timeout: callTimeout) {
-            try await client.withTransaction(logger: logger) { connection in
-                // One writer of this set at a time, on every node (released at commit): §2.11 CAS.
-                let name = "\(key.appId)\n\(key.type.rawValue)\n\(key.target)"
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 11))", logger: logger)
-                if let requiredLock {
-                    var owner: String?
-                    for try await value in try await connection.query("""
-                        SELECT owner FROM rtm_lock WHERE app = \(key.appId) AND channel = \(key.target) AND name = \(requiredLock.lockName)
-                        FOR SHARE
-                        """, logger: logger).decode(String?.self) { owner = value }
-                    guard owner == requiredLock.owner else {
-                        return .failure(SharedStoreRefusal(code: .storageLockNotAcquired,
-                                                           reason: "the write needs lock '\(requiredLock.lockName)', which '\(requiredLock.owner)' does not hold"))
-                    }
-                }
-                let current = try await Self.metadata(key, on: connection.query(Self.selectMetadata(key), logger: logger))
-                let next: Metadata
-                do { next = try change(current) } catch { return .failure(error) }   // refused: nothing written
-                let body = String(decoding: try JSONEncoder().encode(next), as: UTF8.self)
-                try await connection.query("""
-                    INSERT INTO rtm_metadata (app, type, target, major_revision, body)
-                    VALUES (\(key.appId), \(key.type.rawValue), \(key.target), \(next.majorRevision), \(body))
-                    ON CONFLICT (app, type, target) DO UPDATE SET major_revision = EXCLUDED.major_revision, body = EXCLUDED.body
-                    """, logger: logger)
-                return .success(next)
-            }
+            try await client.transaction(ModifyMetadata(key: key, requiredLock: requiredLock, change: change), logger: logger)
         }
         return try outcome.get()
+    }
+
+    /// One metadata write (`modifyMetadata`): `change` applied to the stored set under the set's
+    /// advisory lock; a refusal (lock not held, `change` throws) writes nothing.
+    private struct ModifyMetadata: PostgresTransaction {
+        let key: StorageKey
+        let requiredLock: MetadataLockGuard?
+        let change: @Sendable (Metadata?) throws -> Metadata
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> Result<Metadata, any Error> {
+            // One writer of this set at a time, on every node (released at commit): §2.11 CAS.
+            let name = "\(key.appId)\n\(key.type.rawValue)\n\(key.target)"
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 11))", logger: logger)
+            if let requiredLock {
+                var owner: String?
+                for try await value in try await connection.query("""
+                    SELECT owner FROM rtm_lock WHERE app = \(key.appId) AND channel = \(key.target) AND name = \(requiredLock.lockName)
+                    FOR SHARE
+                    """, logger: logger).decode(String?.self) { owner = value }
+                guard owner == requiredLock.owner else {
+                    return .failure(SharedStoreRefusal(code: .storageLockNotAcquired,
+                                                       reason: "the write needs lock '\(requiredLock.lockName)', which '\(requiredLock.owner)' does not hold"))
+                }
+            }
+            let current = try await PostgresServices.metadata(key, on: connection.query(PostgresServices.selectMetadata(key), logger: logger))
+            let next: Metadata
+            do { next = try change(current) } catch { return .failure(error) }   // refused: nothing written
+            let body = String(decoding: try JSONEncoder().encode(next), as: UTF8.self)
+            try await connection.query("""
+                INSERT INTO rtm_metadata (app, type, target, major_revision, body)
+                VALUES (\(key.appId), \(key.type.rawValue), \(key.target), \(next.majorRevision), \(body))
+                ON CONFLICT (app, type, target) DO UPDATE SET major_revision = EXCLUDED.major_revision, body = EXCLUDED.body
+                """, logger: logger)
+            return .success(next)
+        }
     }
 
     private static func selectMetadata(_ key: StorageKey) -> PostgresQuery {
@@ -65,24 +75,31 @@ extension PostgresServices {
 
     public func appendHistory(_ record: HistoryRecord) throws -> Bool {
         let client = self.client, logger = self.logger
-        let message = record.message
         return try blockingCall(timeout: callTimeout) {
-            try await client.withTransaction(logger: logger) { connection in
-                // Appenders of one channel one at a time, so that timestamps stay unique (the cursor).
-                let name = "\(record.appId)\n\(record.channelType)\n\(record.channel)"
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 12))", logger: logger)
-                var inserted = false
-                for try await _ in try await connection.query("""
-                    INSERT INTO rtm_history (app, channel_type, channel, ts, publisher, text, data, custom_type, dedup)
-                    SELECT \(record.appId), \(record.channelType), \(record.channel),
-                           greatest(\(message.ts), coalesce(max(ts), 0) + 1), \(message.publisher), \(message.text),
-                           \(message.data.map { ByteBuffer(bytes: $0) }), \(message.customType), \(record.dedupKey)
-                    FROM rtm_history WHERE app = \(record.appId) AND channel_type = \(record.channelType) AND channel = \(record.channel)
-                    ON CONFLICT DO NOTHING
-                    RETURNING 1
-                    """, logger: logger).decode(Int.self) { inserted = true }
-                return inserted
-            }
+            try await client.transaction(AppendHistory(record: record), logger: logger)
+        }
+    }
+
+    /// One history append (`appendHistory`): false when its dedup key was stored already.
+    private struct AppendHistory: PostgresTransaction {
+        let record: HistoryRecord
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+            let message = record.message
+            // Appenders of one channel one at a time, so that timestamps stay unique (the cursor).
+            let name = "\(record.appId)\n\(record.channelType)\n\(record.channel)"
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 12))", logger: logger)
+            var inserted = false
+            for try await _ in try await connection.query("""
+                INSERT INTO rtm_history (app, channel_type, channel, ts, publisher, text, data, custom_type, dedup)
+                SELECT \(record.appId), \(record.channelType), \(record.channel),
+                       greatest(\(message.ts), coalesce(max(ts), 0) + 1), \(message.publisher), \(message.text),
+                       \(message.data.map { ByteBuffer(bytes: $0) }), \(message.customType), \(record.dedupKey)
+                FROM rtm_history WHERE app = \(record.appId) AND channel_type = \(record.channelType) AND channel = \(record.channel)
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+                """, logger: logger).decode(Int.self) { inserted = true }
+            return inserted
         }
     }
 

@@ -90,32 +90,41 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
                        resendsSince: Int64) throws -> [CommittedUserMessage] {
         let acks = acknowledgements.map { (UserMessageReceiver(appId: $0.appId, userId: $0.receiver), $0.upTo) }
-        let client = self.client, logger = self.logger
         // Records of used client message ids older than the window go at most twice per window
         // (each node prunes; the deletes are idempotent).
         let prune = pruning.withLockedValue { $0.isDue(resendsSince: resendsSince) }
-        let results = try blocking {
-            try await client.withTransaction(logger: logger) { connection in
-                if prune { try await connection.query("DELETE FROM rtm_user_sent WHERE ts < \(resendsSince)", logger: logger) }
-                let resends = try await Self.claimClientIDs(messages, resendsSince: resendsSince, on: connection, logger: logger)
-                let fresh = messages.indices.filter { resends[$0] == nil }
-                let ids = try await Self.commit(fresh.map { messages[$0] }, acks: acks, cap: cap, on: connection, logger: logger)
-                try await Self.recordClientIDs(zip(fresh, ids).compactMap { index, id in
-                    messages[index].clientMsgId.map { (messages[index], $0, id) }
-                }, on: connection, logger: logger)
-                var results = [CommittedUserMessage](repeating: CommittedUserMessage(id: 0), count: messages.count)
-                for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id) }
-                for (index, first) in resends {
-                    // A resend of one earlier in this batch has its id only now.
-                    let id = first.inBatch.map { results[$0].id } ?? first.id
-                    results[index] = CommittedUserMessage(id: id, isResend: true)
-                }
-                return results
-            }
-        }
+        let work = Commit(messages: messages, acks: acks, cap: cap, resendsSince: resendsSince, prune: prune)
+        let results = try blocking { [client, logger] in try await client.transaction(work, logger: logger) }
         let stored = zip(messages, results).filter { !$0.1.isResend }.map(\.0)
         if !stored.isEmpty { notify(Set(stored.map { UserMessageReceiver(appId: $0.appId, userId: $0.receiver) })) }
         return results
+    }
+
+    /// One commit's transaction (`commit`).
+    private struct Commit: PostgresTransaction {
+        let messages: [StoredUserMessage]
+        let acks: [(UserMessageReceiver, Int64)]
+        let cap: Int
+        let resendsSince: Int64
+        let prune: Bool
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> [CommittedUserMessage] {
+            if prune { try await connection.query("DELETE FROM rtm_user_sent WHERE ts < \(resendsSince)", logger: logger) }
+            let resends = try await PostgresUserMessageStore.claimClientIDs(messages, resendsSince: resendsSince, on: connection, logger: logger)
+            let fresh = messages.indices.filter { resends[$0] == nil }
+            let ids = try await PostgresUserMessageStore.commit(fresh.map { messages[$0] }, acks: acks, cap: cap, on: connection, logger: logger)
+            try await PostgresUserMessageStore.recordClientIDs(zip(fresh, ids).compactMap { index, id in
+                messages[index].clientMsgId.map { (messages[index], $0, id) }
+            }, on: connection, logger: logger)
+            var results = [CommittedUserMessage](repeating: CommittedUserMessage(id: 0), count: messages.count)
+            for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id) }
+            for (index, first) in resends {
+                // A resend of one earlier in this batch has its id only now.
+                let id = first.inBatch.map { results[$0].id } ?? first.id
+                results[index] = CommittedUserMessage(id: id, isResend: true)
+            }
+            return results
+        }
     }
 
     /// Where a resend's first attempt is: earlier in the same batch, or stored with `id`.
@@ -242,24 +251,33 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     public func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] {
         let client = self.client, logger = self.logger
         return try blocking {
-            try await client.withTransaction(logger: logger) { connection in
-                try await connection.query("""
-                    WITH d AS (DELETE FROM rtm_user_message WHERE app = \(appId) AND receiver = \(receiver) AND ts < \(notBefore) RETURNING 1)
-                    INSERT INTO rtm_user_dropped AS u (app, receiver, count)
-                    SELECT \(appId), \(receiver), count(*) FROM d HAVING count(*) > 0
-                    ON CONFLICT (app, receiver) DO UPDATE SET count = u.count + EXCLUDED.count
-                    """, logger: logger)
-                var messages: [StoredUserMessage] = []
-                let rows = try await connection.query("""
-                    SELECT id, sender, text, data, custom_type, ts FROM rtm_user_message
-                    WHERE app = \(appId) AND receiver = \(receiver) ORDER BY id
-                    """, logger: logger)
-                for try await (id, sender, text, data, customType, ts) in rows.decode((Int64, String, String?, ByteBuffer?, String?, Int64).self) {
-                    messages.append(StoredUserMessage(id: id, appId: appId, receiver: receiver, sender: sender, text: text,
-                                                      data: data.map { Data($0.readableBytesView) }, customType: customType, ts: ts))
-                }
-                return messages
+            try await client.transaction(ReadPending(appId: appId, receiver: receiver, notBefore: notBefore), logger: logger)
+        }
+    }
+
+    /// The read of a receiver's waiting messages (`pending`), dropping those past their age.
+    private struct ReadPending: PostgresTransaction {
+        let appId: String
+        let receiver: String
+        let notBefore: Int64
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> [StoredUserMessage] {
+            try await connection.query("""
+                WITH d AS (DELETE FROM rtm_user_message WHERE app = \(appId) AND receiver = \(receiver) AND ts < \(notBefore) RETURNING 1)
+                INSERT INTO rtm_user_dropped AS u (app, receiver, count)
+                SELECT \(appId), \(receiver), count(*) FROM d HAVING count(*) > 0
+                ON CONFLICT (app, receiver) DO UPDATE SET count = u.count + EXCLUDED.count
+                """, logger: logger)
+            var messages: [StoredUserMessage] = []
+            let rows = try await connection.query("""
+                SELECT id, sender, text, data, custom_type, ts FROM rtm_user_message
+                WHERE app = \(appId) AND receiver = \(receiver) ORDER BY id
+                """, logger: logger)
+            for try await (id, sender, text, data, customType, ts) in rows.decode((Int64, String, String?, ByteBuffer?, String?, Int64).self) {
+                messages.append(StoredUserMessage(id: id, appId: appId, receiver: receiver, sender: sender, text: text,
+                                                  data: data.map { Data($0.readableBytesView) }, customType: customType, ts: ts))
             }
+            return messages
         }
     }
 

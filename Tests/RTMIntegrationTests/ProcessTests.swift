@@ -12,8 +12,12 @@ final class RTMProcess: Sendable {
     let process: Process
     private let lines = NIOLockedValueBox<[String]>([])
 
-    /// The `rtm` binary built next to the test bundle.
-    static var binary: URL { built("rtm") }
+    /// The `rtm` binary under test: `RTM_BINARY` when set (CI runs the process tests a second
+    /// time against the release build users run), else the one built next to the test bundle.
+    static var binary: URL {
+        if let path = ProcessInfo.processInfo.environment["RTM_BINARY"], !path.isEmpty { return URL(fileURLWithPath: path) }
+        return built("rtm")
+    }
 
     /// An executable of this package built next to the test bundle.
     static func built(_ name: String) -> URL {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Thread Sanitizer run of the concurrency-heavy suites: the user-message mailbox and stores,
+# the cluster (channel log, user messages, sessions, services across nodes), fan-out and
+# delivery, and the SDK's reconnection through fault proxies. Builds into .build-tsan.
+# Any ThreadSanitizer report fails the run (halt_on_error), as does a failing test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+swift build --build-tests --sanitize thread --scratch-path .build-tsan
+echo "tsan build: $(( $(date +%s) - start )) s"
+filter='RTMPostgresTests'
+filter+='|Cluster[A-Za-z]*Tests|UserMessageBinaryTests|CommitDelayTests|SQLiteUserMessageStoreTests'
+filter+='|DeliveryTests|MessageBatchTests|MessagingTests|FaultTests|ConnectionTests|PresenceTests'
+filter+='|EndToEndProcessTests'
+log=$(mktemp)
+status=0
+TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 history_size=4" \
+    swift test --skip-build --sanitize thread --scratch-path .build-tsan --no-parallel --filter "$filter" 2>&1 | tee "$log" || status=$?
+if grep -q "ThreadSanitizer" "$log"; then
+    echo "ThreadSanitizer reported a problem (see above)"
+    status=1
+fi
+rm -f "$log"
+echo "tsan: $(( $(date +%s) - start )) s"
+exit "$status"
