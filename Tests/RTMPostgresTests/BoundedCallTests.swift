@@ -1,20 +1,44 @@
 import NIOCore
+import Synchronization
 import Testing
 @testable import RTMPostgres
 
 /// `BoundedCall`: a call that never ends (as one written to a pooled connection that had just
 /// closed) still gives its caller an answer: at the deadline, or at once when it is cancelled.
 struct BoundedCallTests {
-    /// Waits for ever and ignores cancellation, as the lost query did.
-    private static func never() async -> Int {
-        await withCheckedContinuation { (_: CheckedContinuation<Int, Never>) in }
+    /// Calls that ignore cancellation and end only when the test releases them, as the lost
+    /// query never ended. Released at the end of each test, so no task is left waiting and no
+    /// continuation is dropped unresumed.
+    final class Stuck: Sendable {
+        private let state = Mutex<(released: Bool, waiting: [CheckedContinuation<Int, Never>])>((false, []))
+
+        func call() async -> Int {
+            await withCheckedContinuation { continuation in
+                let released = state.withLock { state in
+                    if !state.released { state.waiting.append(continuation) }
+                    return state.released
+                }
+                if released { continuation.resume(returning: 0) }
+            }
+        }
+
+        func release() {
+            let waiting = state.withLock { state in
+                state.released = true
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for continuation in waiting { continuation.resume(returning: 0) }
+        }
     }
 
     @Test("issue 13 item 5: a call that never ends fails with TimedOut at its deadline; a quick one returns its value; an error passes through")
     func deadline() async throws {
+        let stuck = Stuck()
+        defer { stuck.release() }
         #expect(try await BoundedCall.run("quick", timeout: .seconds(5)) { 42 } == 42)
         await #expect(throws: BoundedCall.TimedOut.self) {
-            try await BoundedCall.run("a lost query", timeout: .milliseconds(50)) { await Self.never() }
+            try await BoundedCall.run("a lost query", timeout: .milliseconds(50)) { await stuck.call() }
         }
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
@@ -24,14 +48,16 @@ struct BoundedCallTests {
 
     @Test("issue 13 item 5: cancelling the caller ends a call that never ends at once (a backplane can be stopped)")
     func cancellation() async throws {
-        let waiting = Task { try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await Self.never() } }
+        let stuck = Stuck()
+        defer { stuck.release() }
+        let waiting = Task { try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await stuck.call() } }
         try await Task.sleep(for: .milliseconds(20))
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
         // Cancelled before it starts: at once too.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await Self.never() }
+            return try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await stuck.call() }
         }
         await #expect(throws: CancellationError.self) { try await early.value }
     }

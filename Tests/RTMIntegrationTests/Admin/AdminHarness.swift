@@ -131,6 +131,19 @@ var python3: String? {
     return nil
 }
 
+/// Whether `python3` can import every module of `modules` (the checkers the admin tests run
+/// need packages that only `.ci/run` installs).
+func pythonHas(_ modules: [String]) -> Bool {
+    guard let python3, let result = try? runProgram(python3, ["-c", "import " + modules.joined(separator: ", ")]) else { return false }
+    return result.status == 0
+}
+
+/// Whether a test that needs something outside the Swift toolchain runs: when `available`, or
+/// when CI requires it with `variable=1` (then a missing piece is a failure, not a skip).
+func runsWhen(_ available: @autoclosure () -> Bool, orRequiredBy variable: String) -> Bool {
+    ProcessInfo.processInfo.environment[variable] == "1" || available()
+}
+
 /// The package's root directory (the tests run from it; found from this file otherwise).
 var packageRoot: String {
     var url = URL(fileURLWithPath: #filePath)
