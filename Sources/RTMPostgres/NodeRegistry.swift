@@ -4,7 +4,7 @@ import NIOCore
 import PostgresNIO
 import RTMServer
 
-/// A node's lease in `rtm_node` (issue 13 item 5): renewed every `interval` for `lease` from
+/// A node's lease in `rtm_node`: renewed every `interval` for `lease` from
 /// the database's clock (no clock skew between nodes), and the other nodes' leases checked at
 /// the same time. A node that stops renewing (kill -9, a lost host, cut off from the database)
 /// is declared dead by every survivor within `lease + interval` of its last renewal.
@@ -52,18 +52,21 @@ public final class NodeRegistry: Sendable {
     }
 
     /// Renews and checks every `interval` until cancelled, reporting deaths, returns and the
-    /// live count to `events`. While the database cannot be reached nothing is declared.
+    /// live count to `events`. While the database cannot be reached nothing is declared, nor for
+    /// a lease after it is back (`NodeLiveness`).
     public func run(events: @Sendable (BackplaneEvent) async -> Void) async {
-        var liveness = NodeLiveness(me: node)
+        var liveness = NodeLiveness(me: node, lease: lease)
         var first = true
         var failing = false
         while !Task.isCancelled {
             do {
                 try await renew(first: first)
                 first = false
-                for event in liveness.observe(try await leases()) { await events(event) }
+                let current = try await leases()
+                for event in liveness.observe(current, at: .now()) { await events(event) }
                 failing = false
             } catch {
+                liveness.lostSight()
                 if !failing && !Task.isCancelled {
                     failing = true
                     logger.warning("cannot renew this node's lease", metadata: ["node": "\(node)", "error": "\(error)"])
