@@ -21,14 +21,16 @@ extension ClientCore {
 
     private func receivedUserMessage(_ frame: Frame) {
         if let id = frame.msgId {
-            if frame.epoch != nil, frame.epoch != userMessageEpoch {
-                userMessageEpoch = frame.epoch   // another store: its ids start afresh
-                lastUserMessageID = 0
-            }
             // Acknowledge even a duplicate: the server may not have our earlier ack (M-1).
             defer { acknowledgeUserMessage(id) }
-            if id <= lastUserMessageID { return }
-            lastUserMessageID = id
+            switch userMessageIDs.receive(id, epoch: frame.epoch) {
+            case .duplicate:
+                return
+            case .newEpoch(let epoch):
+                emit(.userMessageEpochChanged(epoch: epoch))
+            case .new:
+                break
+            }
         }
         emit(.message(MessageEvent(
             channelType: .user, channelName: frame.channel ?? config.userId, publisher: frame.publisher ?? "",

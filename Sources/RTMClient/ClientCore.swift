@@ -44,10 +44,9 @@ final class ClientCore: @unchecked Sendable {
     /// Last position seen per channel: replay after a reconnection starts there, and replayed
     /// messages already seen are dropped (M-2, M-3).
     var positions: [String: ChannelPosition] = [:]
-    /// User-message deduplication (M-1): the store's epoch and the last id emitted. Kept across
+    /// User-message deduplication (M-1): the last id emitted per mailbox epoch. Kept across
     /// logout: a message whose acknowledgement was lost must not reach the application twice.
-    var userMessageEpoch: String?
-    var lastUserMessageID: UInt64 = 0
+    var userMessageIDs = UserMessageIDs()
     /// Client message ids (M-3): a random start, so that another instance never reuses them.
     var nextMessageID = UInt64.random(in: 1...(UInt64.max / 2))
     var sinks: [UInt64: AsyncStream<RTMEvent>.Continuation] = [:]
@@ -176,6 +175,7 @@ final class ClientCore: @unchecked Sendable {
         case .tokenExpired: delegate.rtmClientTokenDidExpire(owner)
         case .gap(let g): delegate.rtmClient(owner, didReceiveGapEvent: g)
         case .userMessagesDropped(let count): delegate.rtmClient(owner, userMessagesDropped: count)
+        case .userMessageEpochChanged(let epoch): delegate.rtmClient(owner, userMessageEpochChanged: epoch)
         case .member(let m): delegate.rtmClient(owner, didReceiveMemberEvent: m)
         case .tokenWillExpire(let channel): delegate.rtmClient(owner, tokenPrivilegeWillExpire: channel)
         case .storage(let s): delegate.rtmClient(owner, didReceiveStorageEvent: s)

@@ -19,6 +19,11 @@ public enum RTMEvent: Sendable {
     /// User messages waiting for this user were dropped before delivery (per-receiver cap or
     /// age limit, SPEC M-1).
     case userMessagesDropped(count: Int)
+    /// User messages now come from a new mailbox epoch (a new store, or in a cluster the
+    /// database failed over to a standby): messages sent to this user just before may have
+    /// been lost, and nothing says how many (SPEC M-1). Emitted before the first message of
+    /// the new epoch.
+    case userMessageEpochChanged(epoch: String)
     /// The classic presence view (memberJoined / memberLeft / memberCount).
     case member(MemberEvent)
     /// The token stops granting access in `RTMClientConfig.tokenWillExpireLead` seconds (30 s):
@@ -139,6 +144,8 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent)
     /// User messages waiting for this user were dropped before delivery.
     func rtmClient(_ client: RTMClient, userMessagesDropped count: Int)
+    /// User messages now come from a new mailbox epoch: some sent just before may be lost.
+    func rtmClient(_ client: RTMClient, userMessageEpochChanged epoch: String)
     /// Classic presence: a member joined, left, or the member count changed.
     func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent)
     /// The token expires in 30 s: renew it (`tokenPrivilegeWillExpire`).
@@ -170,6 +177,8 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceiveGapEvent event: GapEvent) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, userMessagesDropped count: Int) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, userMessageEpochChanged epoch: String) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, didReceiveMemberEvent event: MemberEvent) {}
     /// Does nothing.

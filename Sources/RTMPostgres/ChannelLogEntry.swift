@@ -8,7 +8,8 @@ public struct ChannelLogEntry: Sendable, Equatable {
     public var channel: String
     /// The channel's sequence number, the same on every node (dense: 1, 2, 3, …).
     public var seq: Int64
-    /// The channel's epoch (M-2): created with the channel's first message, never changed.
+    /// The channel's epoch (M-2): created with the channel's first message, and again with its
+    /// first message on a new timeline of the database (after a failover).
     public var epoch: String
     public var publisher: String
     /// The node the publisher was connected to.
@@ -20,9 +21,12 @@ public struct ChannelLogEntry: Sendable, Equatable {
     public var payload: ByteBuffer
     /// Wall-clock publish time, milliseconds since 1970.
     public var millis: Int64
+    /// The database timeline it was committed on (`rtm_timeline()`: eight hex digits, greater
+    /// after each failover); nil for rows older than the column.
+    public var timeline: String?
 
     public init(appId: String, channel: String, seq: Int64, epoch: String, publisher: String, node: String,
-                msgId: UInt64?, customType: String?, isText: Bool, payload: ByteBuffer, millis: Int64) {
+                msgId: UInt64?, customType: String?, isText: Bool, payload: ByteBuffer, millis: Int64, timeline: String? = nil) {
         self.appId = appId
         self.channel = channel
         self.seq = seq
@@ -34,6 +38,7 @@ public struct ChannelLogEntry: Sendable, Equatable {
         self.isText = isText
         self.payload = payload
         self.millis = millis
+        self.timeline = timeline
     }
 }
 

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
@@ -47,23 +48,33 @@ public final class ChannelLogFollower: Sendable {
     /// message committed after that call is delivered.
     public func run(started: @escaping @Sendable () -> Void = {}, deliver: @escaping @Sendable (Event) async -> Void) async throws {
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let recheck = NIOLockedValueBox(false)   // the listening connection was (re)opened
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listen(wake: wake, deliver: deliver) }
+            group.addTask { await self.listen(wake: wake, recheck: recheck, deliver: deliver) }
             group.addTask {
                 while !Task.isCancelled {
                     try await Task.sleep(nanoseconds: UInt64(self.pollInterval.nanoseconds))
                     wake.yield()
                 }
             }
-            group.addTask { try await self.follow(wakes: wakes, started: started, deliver: deliver) }
+            group.addTask { try await self.follow(wakes: wakes, recheck: recheck, started: started, deliver: deliver) }
             try await group.next()
             group.cancelAll()
         }
     }
 
     /// Reads whenever woken.
-    private func follow(wakes: AsyncStream<Void>, started: @Sendable () -> Void, deliver: @Sendable (Event) async -> Void) async throws {
-        var start: (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64])?
+    ///
+    /// **Failover.** When the database moves to a new timeline (a standby promoted), the new
+    /// primary gives out again the transaction ids of the old primary's lost tail, so rows of
+    /// the new history can sit below the cursor. The follower checks the timeline after every
+    /// failed read and listening reconnection, and sees it in the rows it reads; on a change it
+    /// moves the cursor back to the last row of the history it followed
+    /// (`PostgresChannelLog.rewind`) and reads from there. The channels' new epochs reach the
+    /// subscribers as gaps of unknown size (`ChannelLogOrdering`).
+    private func follow(wakes: AsyncStream<Void>, recheck: NIOLockedValueBox<Bool>, started: @Sendable () -> Void,
+                        deliver: @Sendable (Event) async -> Void) async throws {
+        var start: ChannelLogStart?
         while start == nil {
             do {
                 start = try await log.startPosition()
@@ -74,15 +85,23 @@ public final class ChannelLogFollower: Sendable {
         }
         started()
         var cursor = start!.cursor
-        var ordering = ChannelLogOrdering(applied: start!.applied, holdbackMillis: holdbackMillis)
+        var timeline = start!.timeline
+        var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
         var failing = false
         for await _ in wakes {
             do {
+                if failing || recheck.withLockedValue({ flag in defer { flag = false }; return flag }) {
+                    try await checkTimeline(&timeline, cursor: &cursor)
+                }
                 while true {
                     let (entries, next) = try await log.read(after: cursor)
+                    if let newer = entries.lazy.compactMap(\.timeline).first(where: { $0 > timeline }) {
+                        try await checkTimeline(&timeline, cursor: &cursor, seen: newer)
+                        continue
+                    }
                     cursor = next
                     let output = ordering.accept(entries, nowMillis: Self.nowMillis())
-                    if !output.ready.isEmpty { await deliver(.messages(output.ready)) }
+                    await self.deliver(output, to: deliver)
                     if entries.count < 5_000 { break }
                 }
                 if failing {
@@ -96,15 +115,44 @@ public final class ChannelLogFollower: Sendable {
                     logger.warning("reading the channel log failed; retrying", metadata: ["error": "\(error)"])
                 }
             }
-            let expired = ordering.expire(nowMillis: Self.nowMillis())
-            if !expired.gaps.isEmpty { await deliver(.gaps(expired.gaps)) }
-            if !expired.ready.isEmpty { await deliver(.messages(expired.ready)) }
+            await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
         }
+    }
+
+    /// Moves the cursor back when the database's timeline is not the one followed.
+    /// `seen`: a later timeline read in the log's rows.
+    private func checkTimeline(_ timeline: inout String, cursor: inout ChannelLogCursor, seen: String? = nil) async throws {
+        let current = max(try await log.timeline(), seen ?? "")
+        guard current != timeline else { return }
+        let rewound = try await log.rewind(cursor, timeline: timeline)
+        logger.warning("the database moved to a new timeline (a standby was promoted): reading the log again from the old history's last row; channels start new epochs",
+                       metadata: ["from": "\(timeline)", "to": "\(current)", "cursor": "\(cursor)", "rewound": "\(rewound)"])
+        timeline = current
+        cursor = rewound
+    }
+
+    /// Hands an output on, in order: runs of messages and runs of gaps.
+    private func deliver(_ output: ChannelLogOrdering.Output, to deliver: @Sendable (Event) async -> Void) async {
+        var messages: [ChannelLogEntry] = []
+        var gaps: [ChannelLogOrdering.Gap] = []
+        for item in output.items {
+            switch item {
+            case .message(let entry):
+                if !gaps.isEmpty { await deliver(.gaps(gaps)); gaps = [] }
+                messages.append(entry)
+            case .gap(let gap):
+                if !messages.isEmpty { await deliver(.messages(messages)); messages = [] }
+                gaps.append(gap)
+            }
+        }
+        if !gaps.isEmpty { await deliver(.gaps(gaps)) }
+        if !messages.isEmpty { await deliver(.messages(messages)) }
     }
 
     /// Keeps one connection listening; wakes the reader on every notification and after every
     /// (re)connection.
-    private func listen(wake: AsyncStream<Void>.Continuation, deliver: @Sendable (Event) async -> Void) async {
+    private func listen(wake: AsyncStream<Void>.Continuation, recheck: NIOLockedValueBox<Bool>,
+                        deliver: @Sendable (Event) async -> Void) async {
         var id = 0
         // What the node was last told (nil: nothing yet). The first connection reports the link
         // up (a catch-up for what the node missed); a first attempt that fails reports it down:
@@ -119,11 +167,14 @@ public final class ChannelLogFollower: Sendable {
                         reported = true
                         await deliver(.link(up: true))
                     }
+                    recheck.withLockedValue { $0 = true }   // it may be another server now (a failover)
                     wake.yield()   // the catch-up read after a (re)connection
                     for try await _ in notifications { wake.yield() }
                 }
+                // The notifications ended without an error: the connection closed all the same.
+                throw PostgresChannelLogError("the listening connection closed")
             } catch {
-                if reported != false {
+                if reported != false && !Task.isCancelled {
                     logger.warning(reported == nil ? "cannot open the database's listening connection; polling until it is open"
                                    : "lost the database's listening connection; polling until it is back", metadata: ["error": "\(error)"])
                     reported = false

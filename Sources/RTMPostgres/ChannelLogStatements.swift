@@ -12,9 +12,10 @@ enum ChannelLogStatements {
     /// Rows after a cursor whose transactions, and every older one, have ended
     /// (`PostgresChannelLog.read(after:)`).
     struct Read: PostgresPreparedStatement {
-        static let name = "rtm_log_read_v1"
+        static let name = "rtm_log_read_v2"
         static let sql = """
-            SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts
+            SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts,
+                   timeline
             FROM rtm_channel_log
             WHERE (xid, pos) > ($1::text::xid8, $2::int8)
               AND xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -54,13 +55,21 @@ enum ChannelLogStatements {
     /// counters are bumped in the fixed order of the key arrays, each item gets its channel's
     /// numbers before the batch plus its rank among the batch's items of that channel, the rows
     /// are inserted, and the numbers come back in item order.
+    ///
+    /// A counter last bumped on another timeline (the database failed over to a standby that
+    /// may lack the old primary's last numbers) starts again at 1 in the new epoch given, so
+    /// that no number is given to two messages (migration 6).
     struct Append: PostgresPreparedStatement {
-        static let name = "rtm_log_append_v1"
+        static let name = "rtm_log_append_v2"
         static let sql = """
-            WITH bumped AS (
-                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq)
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[])
-                ON CONFLICT (app, channel) DO UPDATE SET seq = s.seq + EXCLUDED.seq
+            WITH tl AS MATERIALIZED (SELECT rtm_timeline() AS t),
+            bumped AS (
+                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq, timeline)
+                SELECT k.a, k.c, k.e, k.n, tl.t FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS k(a, c, e, n), tl
+                ON CONFLICT (app, channel) DO UPDATE SET
+                    seq = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.seq + EXCLUDED.seq ELSE EXCLUDED.seq END,
+                    epoch = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.epoch ELSE EXCLUDED.epoch END,
+                    timeline = EXCLUDED.timeline
                 RETURNING app, channel, epoch, seq),
             keys AS (SELECT * FROM unnest($1::text[], $2::text[], $4::int8[]) AS k(a, c, n)),
             items AS (
@@ -72,8 +81,9 @@ enum ChannelLogStatements {
                 FROM items JOIN keys ON keys.a = items.a AND keys.c = items.c
                            JOIN bumped ON bumped.app = items.a AND bumped.channel = items.c),
             inserted AS (
-                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts)
-                SELECT a, c, s, e, p, $15::text, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts FROM numbered ORDER BY i)
+                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts, timeline)
+                SELECT a, c, s, e, p, $15::text, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts, (SELECT t FROM tl)
+                FROM numbered ORDER BY i)
             SELECT s, e FROM numbered ORDER BY i
             """
         typealias Row = PostgresRow

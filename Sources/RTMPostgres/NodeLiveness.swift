@@ -28,9 +28,11 @@ public struct NodeLiveness: Sendable {
         self.lease = lease
     }
 
-    /// The database could not be read (a renewal or a check failed).
+    /// The database could not be read (a renewal or a check failed). Before the first check
+    /// that succeeded there is nothing to pause: leases that lapsed before this node started
+    /// are judged at once.
     public mutating func lostSight() {
-        blind = true
+        if lastLiveCount != nil { blind = true }
     }
 
     /// Takes every node's lease state (`true`: its lease has not passed) read at `now` and

@@ -84,28 +84,63 @@ public struct PostgresChannelLog: Sendable {
         }
     }
 
-    /// Where a new follower starts: the horizon now, and each channel's number as committed in
-    /// the same snapshot (rows at or below are already counted; rows above are read).
-    public func startPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
-        try await bounded("the start position") { [self] in try await readStartPosition() }
+    /// Where a new follower starts: the horizon now, each channel's number, epoch and timeline
+    /// as committed in the same snapshot (rows at or below are already counted; rows above are
+    /// read), and the database's timeline.
+    public func startPosition() async throws -> ChannelLogStart {
+        try await bounded("the start position") { [self] in try await client.transaction(ReadStart(), logger: logger) }
     }
 
-    private func readStartPosition() async throws -> (cursor: ChannelLogCursor, applied: [ChannelLogKey: Int64]) {
-        try await client.withConnection { [logger] connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
-            do {
-                var horizon: UInt64 = 0
-                for try await text in try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", logger: logger)
-                    .decode(String.self) { horizon = UInt64(text) ?? 0 }
-                var applied: [ChannelLogKey: Int64] = [:]
-                for try await (app, channel, seq) in try await connection.query("SELECT app, channel, seq FROM rtm_channel_seq", logger: logger)
-                    .decode((String, String, Int64).self) { applied[ChannelLogKey(appId: app, channel: channel)] = seq }
-                try await connection.query("COMMIT", logger: logger)
-                return (ChannelLogCursor(xid: horizon, pos: 0), applied)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+    /// The start position's snapshot (`startPosition`).
+    private struct ReadStart: PostgresTransaction {
+        static var begin: PostgresQuery { "BEGIN ISOLATION LEVEL REPEATABLE READ" }
+
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> ChannelLogStart {
+            var horizon: UInt64 = 0
+            var timeline = ""
+            for try await (text, current) in try await connection.query(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, rtm_timeline()", logger: logger).decode((String, String).self) {
+                horizon = UInt64(text) ?? 0
+                timeline = current
             }
+            var start = ChannelLogStart(cursor: ChannelLogCursor(xid: horizon, pos: 0), timeline: timeline)
+            for try await (app, channel, seq, epoch, rowTimeline) in try await connection.query(
+                "SELECT app, channel, seq, epoch, timeline FROM rtm_channel_seq", logger: logger)
+                .decode((String, String, Int64, String, String?).self) {
+                let key = ChannelLogKey(appId: app, channel: channel)
+                start.applied[key] = seq
+                start.epochs[key] = ChannelLogOrdering.Epoch(epoch: epoch, timeline: rowTimeline ?? "")
+            }
+            return start
+        }
+    }
+
+    /// The database's timeline now (`rtm_timeline()`): it changes when a standby is promoted.
+    public func timeline() async throws -> String {
+        try await bounded("the timeline") { [self] in
+            var timeline = ""
+            for try await current in try await client.query("SELECT rtm_timeline()", logger: logger).decode(String.self) { timeline = current }
+            return timeline
+        }
+    }
+
+    /// Where a follower must read again after the database moved to a new timeline: the last
+    /// row at or before `cursor` written on `timeline` (the one the follower read on) or
+    /// earlier. A promoted standby gives out again the transaction ids and positions of the old
+    /// primary's lost tail, so the new history's first rows can sit below a cursor that was
+    /// advanced on the old one; they all come after the last row of the old history it kept
+    /// (a new timeline's transaction ids follow every id it replayed).
+    public func rewind(_ cursor: ChannelLogCursor, timeline: String) async throws -> ChannelLogCursor {
+        try await bounded("a rewind") { [self] in
+            var position = ChannelLogCursor(xid: 0, pos: 0)
+            for try await (xid, pos) in try await client.query("""
+                SELECT xid::text, pos FROM rtm_channel_log
+                WHERE (xid, pos) <= (\(String(cursor.xid))::text::xid8, \(cursor.pos)) AND (timeline IS NULL OR timeline <= \(timeline))
+                ORDER BY xid DESC, pos DESC LIMIT 1
+                """, logger: logger).decode((String, Int64).self) {
+                position = ChannelLogCursor(xid: UInt64(xid) ?? 0, pos: pos)
+            }
+            return position
         }
     }
 
@@ -133,7 +168,7 @@ public struct PostgresChannelLog: Sendable {
                                            publisher: try cells[6].decode(String.self), node: try cells[7].decode(String.self),
                                            msgId: msgId.map { UInt64(bitPattern: $0) }, customType: try cells[9].decode(String?.self),
                                            isText: try cells[10].decode(Bool.self), payload: try cells[11].decode(ByteBuffer.self),
-                                           millis: try cells[12].decode(Int64.self)))
+                                           millis: try cells[12].decode(Int64.self), timeline: try cells[13].decode(String?.self)))
             position.pos = try cells[1].decode(Int64.self)
         }
         if let lastXid { position.xid = UInt64(lastXid) ?? position.xid }
@@ -160,6 +195,18 @@ public struct PostgresChannelLog: Sendable {
         }
         return entries
     }
+}
+
+/// Where a follower starts reading the log (`PostgresChannelLog.startPosition`).
+public struct ChannelLogStart: Sendable {
+    /// The first position to read after.
+    public var cursor: ChannelLogCursor
+    /// Each channel's number as committed at the start.
+    public var applied: [ChannelLogKey: Int64] = [:]
+    /// Each channel's epoch and the timeline it was counted on.
+    public var epochs: [ChannelLogKey: ChannelLogOrdering.Epoch] = [:]
+    /// The database's timeline at the start.
+    public var timeline: String
 }
 
 /// The channel log answered something impossible.

@@ -13,16 +13,22 @@ import PostgresNIO
 /// `run` on a value, as `PostgresChannelLog` always did, and release builds compile it right.
 protocol PostgresTransaction: Sendable {
     associatedtype Output: Sendable
+    /// The statement that opens the transaction (`BEGIN`, or with an isolation level).
+    static var begin: PostgresQuery { get }
     /// The transaction's statements; it is rolled back when this throws.
     func run(on connection: PostgresConnection, logger: Logger) async throws -> Output
 }
 
+extension PostgresTransaction {
+    static var begin: PostgresQuery { "BEGIN" }
+}
+
 extension PostgresClient {
-    /// Runs `work` in one transaction on one pooled connection: `BEGIN`, then `COMMIT` when
+    /// Runs `work` in one transaction on one pooled connection: `Work.begin`, then `COMMIT` when
     /// `run` returns, `ROLLBACK` when it throws.
     func transaction<Work: PostgresTransaction>(_ work: Work, logger: Logger) async throws -> Work.Output {
         try await withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
+            try await connection.query(Work.begin, logger: logger)
             let output: Work.Output
             do {
                 output = try await work.run(on: connection, logger: logger)

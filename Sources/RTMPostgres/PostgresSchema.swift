@@ -142,6 +142,26 @@ public enum PostgresSchema {
             PRIMARY KEY (app, sender, client_msg_id))
         """,
          "CREATE INDEX rtm_user_sent_ts ON rtm_user_sent (ts)"],
+        // 6: the database's history (`rtm_timeline()`, PostgreSQL's timeline: it changes when a
+        // standby is promoted or a backup is restored). A promoted asynchronous standby may lack
+        // the last commits of the old primary, so its counters can be behind numbers already
+        // given out. Each channel counter remembers the timeline it last counted on: a channel's
+        // first publish on a new timeline starts a new channel epoch at 1. A receiver's user
+        // message ids on the n-th timeline after `user_timeline` are above n * 2^32, and the
+        // messages carry a new mailbox epoch (`rtm_user_message.epoch`; NULL: `user_epoch`).
+        // Log rows carry their timeline, so a follower whose cursor the new history reused can
+        // find where to read again (`PostgresChannelLog.rewind`). No number ever names two
+        // messages; what the old primary took with it is announced by the new epochs (SPEC
+        // M-1, M-2).
+        ["""
+        CREATE FUNCTION rtm_timeline() RETURNS text LANGUAGE sql VOLATILE
+        AS 'SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)'
+        """,
+         "ALTER TABLE rtm_channel_seq ADD COLUMN timeline text",
+         "UPDATE rtm_channel_seq SET timeline = rtm_timeline()",
+         "ALTER TABLE rtm_channel_log ADD COLUMN timeline text",
+         "ALTER TABLE rtm_user_message ADD COLUMN epoch text",
+         "INSERT INTO rtm_meta (key, value) VALUES ('user_timeline', rtm_timeline())"],
     ]
 
     /// The version a fully migrated database has.

@@ -112,12 +112,13 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             if prune { try await connection.query("DELETE FROM rtm_user_sent WHERE ts < \(resendsSince)", logger: logger) }
             let resends = try await PostgresUserMessageStore.claimClientIDs(messages, resendsSince: resendsSince, on: connection, logger: logger)
             let fresh = messages.indices.filter { resends[$0] == nil }
-            let ids = try await PostgresUserMessageStore.commit(fresh.map { messages[$0] }, acks: acks, cap: cap, on: connection, logger: logger)
+            let (ids, epoch) = try await PostgresUserMessageStore.commit(fresh.map { messages[$0] }, acks: acks, cap: cap,
+                                                                         on: connection, logger: logger)
             try await PostgresUserMessageStore.recordClientIDs(zip(fresh, ids).compactMap { index, id in
                 messages[index].clientMsgId.map { (messages[index], $0, id) }
             }, on: connection, logger: logger)
             var results = [CommittedUserMessage](repeating: CommittedUserMessage(id: 0), count: messages.count)
-            for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id) }
+            for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id, epoch: epoch) }
             for (index, first) in resends {
                 // A resend of one earlier in this batch has its id only now.
                 let id = first.inBatch.map { results[$0].id } ?? first.id
@@ -188,8 +189,10 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             """, logger: logger)
     }
 
+    /// Stores `messages` and applies `acks`; returns the messages' ids and their mailbox epoch
+    /// (nil: the store's).
     private static func commit(_ messages: [StoredUserMessage], acks: [(UserMessageReceiver, Int64)], cap: Int,
-                               on connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+                               on connection: PostgresConnection, logger: Logger) async throws -> (ids: [Int64], epoch: String?) {
         if !acks.isEmpty {
             let apps = acks.map(\.0.appId), users = acks.map(\.0.userId), upTo = acks.map(\.1)
             try await connection.query("""
@@ -197,21 +200,30 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
                 WHERE m.app = a.app AND m.receiver = a.receiver AND m.id <= a.up
                 """, logger: logger)
         }
-        guard !messages.isEmpty else { return [] }
+        guard !messages.isEmpty else { return ([], nil) }
         var counts: [UserMessageReceiver: Int64] = [:]
         for message in messages { counts[UserMessageReceiver(appId: message.appId, userId: message.receiver), default: 0] += 1 }
         // A fixed lock order for every node: two nodes' commits never deadlock.
         let keys = counts.keys.sorted { ($0.appId, $0.userId) < ($1.appId, $1.userId) }
         let apps = keys.map(\.appId), users = keys.map(\.userId), adds = keys.map { counts[$0]! }
         var next: [UserMessageReceiver: Int64] = [:]
-        for try await (app, user, seq) in try await connection.query("""
+        var epoch: String?
+        // On the n-th timeline after the one the store began on (a standby promoted n times),
+        // ids are above n * 2^32 and the messages carry a new mailbox epoch: a promoted
+        // asynchronous standby may lack ids the old primary gave out (migration 6).
+        for try await (app, user, seq, label) in try await connection.query("""
+            WITH tl AS MATERIALIZED (SELECT rtm_timeline() AS t),
+            base AS (SELECT (SELECT value FROM rtm_meta WHERE key = 'user_timeline') AS t, (SELECT value FROM rtm_meta WHERE key = 'user_epoch') AS e),
+            floor AS (SELECT greatest(0, ('x' || tl.t)::bit(32)::int8 - ('x' || base.t)::bit(32)::int8) * 4294967296 AS f,
+                             CASE WHEN tl.t = base.t THEN NULL ELSE base.e || '.' || tl.t END AS label FROM tl, base)
             INSERT INTO rtm_user_seq AS s (app, receiver, seq)
-            SELECT * FROM unnest(\(apps)::text[], \(users)::text[], \(adds)::int8[])
-            ON CONFLICT (app, receiver) DO UPDATE SET seq = s.seq + EXCLUDED.seq
-            RETURNING app, receiver, seq
-            """, logger: logger).decode((String, String, Int64).self) {
+            SELECT k.a, k.r, floor.f + k.n FROM unnest(\(apps)::text[], \(users)::text[], \(adds)::int8[]) AS k(a, r, n), floor
+            ON CONFLICT (app, receiver) DO UPDATE SET seq = greatest(s.seq, (SELECT f FROM floor)) + EXCLUDED.seq - (SELECT f FROM floor)
+            RETURNING app, receiver, seq, (SELECT label FROM floor)
+            """, logger: logger).decode((String, String, Int64, String?).self) {
             let key = UserMessageReceiver(appId: app, userId: user)
             next[key] = seq - counts[key]! + 1
+            epoch = label
         }
         var ids: [Int64] = [], rowApps: [String] = [], rowUsers: [String] = [], senders: [String] = []
         var texts: [String] = [], hasText: [Bool] = [], datas: [ByteBuffer] = [], hasData: [Bool] = []
@@ -227,8 +239,8 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             stamps.append(message.ts)
         }
         try await connection.query("""
-            INSERT INTO rtm_user_message (app, receiver, id, sender, text, data, custom_type, ts)
-            SELECT a, r, i, s, CASE WHEN ht THEN t END, CASE WHEN hd THEN d END, CASE WHEN hc THEN c END, ts
+            INSERT INTO rtm_user_message (app, receiver, id, sender, text, data, custom_type, ts, epoch)
+            SELECT a, r, i, s, CASE WHEN ht THEN t END, CASE WHEN hd THEN d END, CASE WHEN hc THEN c END, ts, \(epoch)
             FROM unnest(\(rowApps)::text[], \(rowUsers)::text[], \(ids)::int8[], \(senders)::text[], \(texts)::text[], \(hasText)::bool[],
                         \(datas)::bytea[], \(hasData)::bool[], \(types)::text[], \(hasType)::bool[], \(stamps)::int8[])
                  AS u(a, r, i, s, t, ht, d, hd, c, hc, ts)
@@ -245,7 +257,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             SELECT app, receiver, count(*) FROM d GROUP BY app, receiver
             ON CONFLICT (app, receiver) DO UPDATE SET count = u.count + EXCLUDED.count
             """, logger: logger)
-        return ids
+        return (ids, epoch)
     }
 
     public func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] {
@@ -270,12 +282,14 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
                 """, logger: logger)
             var messages: [StoredUserMessage] = []
             let rows = try await connection.query("""
-                SELECT id, sender, text, data, custom_type, ts FROM rtm_user_message
+                SELECT id, sender, text, data, custom_type, ts, epoch FROM rtm_user_message
                 WHERE app = \(appId) AND receiver = \(receiver) ORDER BY id
                 """, logger: logger)
-            for try await (id, sender, text, data, customType, ts) in rows.decode((Int64, String, String?, ByteBuffer?, String?, Int64).self) {
+            typealias Row = (Int64, String, String?, ByteBuffer?, String?, Int64, String?)
+            for try await (id, sender, text, data, customType, ts, epoch) in rows.decode(Row.self) {
                 messages.append(StoredUserMessage(id: id, appId: appId, receiver: receiver, sender: sender, text: text,
-                                                  data: data.map { Data($0.readableBytesView) }, customType: customType, ts: ts))
+                                                  data: data.map { Data($0.readableBytesView) }, customType: customType, ts: ts,
+                                                  epoch: epoch))
             }
             return messages
         }

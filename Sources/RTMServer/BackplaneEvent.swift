@@ -22,7 +22,8 @@ public struct BackplaneGap: Sendable, Equatable {
     public var channel: String
     /// The channel's epoch (the epoch of the messages after the gap).
     public var epoch: String
-    /// The first and last missing numbers.
+    /// The first and last missing numbers (`to < from`: unknown, the channel's new epoch
+    /// starts after the gap: the database failed over).
     public var from: UInt64
     public var to: UInt64
 
@@ -34,6 +35,6 @@ public struct BackplaneGap: Sendable, Equatable {
         self.to = to
     }
 
-    /// How many numbers are missing.
-    public var count: Int { Int(to - from + 1) }
+    /// How many numbers are missing; nil when unknown (a new epoch).
+    public var count: Int? { to >= from ? Int(to - from + 1) : nil }
 }

@@ -1,6 +1,7 @@
 import Logging
 import Metrics
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Cluster mode (issue 13 item 7, issue 14): what a node knows of the cluster's health: the
 /// link to the shared database (from the backplane's link events and from publish commits),
@@ -17,6 +18,8 @@ final class ClusterStatus: Sendable {
         /// The backplane's listening connection, as last reported: while it is lost, only its
         /// return brings the link back up.
         var listenerUp = true
+        /// When a commit may next be tried while the link is down on a failed commit.
+        var nextProbe = NIODeadline.uptimeNanoseconds(0)
         var liveNodes = 0
         var deadNodes: Set<String> = []
     }
@@ -30,9 +33,11 @@ final class ClusterStatus: Sendable {
     private let lagGauge: Metrics.Gauge?
     private let commitTimer: Metrics.Timer?
     private let gapCounter: Metrics.Counter?
+    private let probeInterval: TimeAmount
 
-    init(metrics: ServerMetrics, enabled: Bool, logger: Logger) {
+    init(metrics: ServerMetrics, enabled: Bool, probeInterval: TimeAmount = .seconds(1), logger: Logger) {
         self.enabled = enabled
+        self.probeInterval = probeInterval
         self.logger = logger
         guard enabled else {
             (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter) = (nil, nil, nil, nil, nil)
@@ -51,6 +56,21 @@ final class ClusterStatus: Sendable {
 
     /// Whether the database link is up (always true on a single node).
     var databaseUp: Bool { state.withLockedValue { $0.databaseUp } }
+
+    /// Whether a commit may be tried now: always while the link is up. While it is down on a
+    /// failed commit only (the listening connection up), one commit every `probeInterval`: its
+    /// success brings the link back; without it a commit that failed once (a failover, a slow
+    /// moment) would keep the node refusing publishes while the database answers again. While
+    /// the listening connection is lost, none: its return brings the link back.
+    func admitsCommit(now: NIODeadline = .now()) -> Bool {
+        state.withLockedValue { state in
+            if state.databaseUp { return true }
+            guard state.listenerUp else { return false }
+            guard now >= state.nextProbe else { return false }
+            state.nextProbe = now + probeInterval
+            return true
+        }
+    }
 
     /// The nodes with a live lease, as last reported.
     var liveNodes: Int { state.withLockedValue { $0.liveNodes } }

@@ -24,8 +24,9 @@ extension Hub {
         let fresh = messages.indices.filter { seqs[$0] == nil }
         guard !fresh.isEmpty else { return (seqs.map { $0 ?? 0 }, nil) }
         // Known down: refused at once (nothing is queued to be committed after the client's
-        // own timeout); the listening connection's return brings the link back up.
-        guard cluster.databaseUp else { throw DatabaseLinkDown() }
+        // own timeout), but for a probe now and then (`ClusterStatus.admitsCommit`); the
+        // listening connection's return brings the link back up too.
+        guard cluster.admitsCommit() else { throw DatabaseLinkDown() }
         let now = Self.wallMillis
         let started = NIODeadline.now()
         let receipts: [BackplaneReceipt]
@@ -88,9 +89,14 @@ extension Hub {
                 let frame = Frame(type: .gap, channel: gap.channel, ts: Self.wallMillis, epoch: gap.epoch, count: gap.count)
                 perform([HubState.Broadcast(channel: key, frame: frame, loops: loops, except: nil, requires: [])])
             }
-            cluster.gaps(gap.count)
-            logger.warning("channel messages lost across the cluster: subscribers told with a gap notice",
-                           metadata: ["channel": "\(key.appId)/\(key.name)", "from": "\(gap.from)", "to": "\(gap.to)"])
+            if let count = gap.count {
+                cluster.gaps(count)
+                logger.warning("channel messages lost across the cluster: subscribers told with a gap notice",
+                               metadata: ["channel": "\(key.appId)/\(key.name)", "from": "\(gap.from)", "to": "\(gap.to)"])
+            } else {
+                logger.warning("channel starts a new epoch: the database failed over and may have lost its last messages; subscribers told with a gap notice",
+                               metadata: ["channel": "\(key.appId)/\(key.name)", "epoch": "\(gap.epoch)"])
+            }
         }
     }
 

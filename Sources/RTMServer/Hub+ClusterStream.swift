@@ -110,7 +110,7 @@ extension Hub {
     func dropTopicGaps(_ gaps: [BackplaneGap]) -> [BackplaneGap] {
         gaps.filter { gap in
             guard Self.streamTarget(ofLogChannel: gap.channel) != nil else { return true }
-            logger.warning("stream channel messages lost across the cluster", metadata: ["channel": "\(gap.appId)\(gap.channel)", "count": "\(gap.count)"])
+            logger.warning("stream channel messages lost across the cluster", metadata: ["channel": "\(gap.appId)\(gap.channel)", "count": "\(gap.count.map(String.init) ?? "unknown (a new epoch)")"])
             return false
         }
     }

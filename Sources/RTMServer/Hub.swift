@@ -58,7 +58,8 @@ final class Hub: Sendable {
         self.clusterLocks = configuration.sharedServices.map { ClusterLocks(store: $0) }
         let metrics = ServerMetrics()
         self.metrics = metrics
-        let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, logger: logger)
+        let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, probeInterval: configuration.clusterProbeInterval,
+                                    logger: logger)
         self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,

@@ -61,11 +61,12 @@ extension HubState {
         return (buffer, fresh.count, state.loops)
     }
 
-    /// Cluster mode: numbers of a channel that will never arrive (M-2). The channel moves past
-    /// them, taking the gap's epoch if it is new; its replay buffer forgets what came before
-    /// the gap (a replay cannot cover across it, so a returning subscriber is told `gap` with
-    /// the count of everything it then misses). Returns the loops with subscribers, or nil when
-    /// the channel is past the gap already.
+    /// Cluster mode: numbers of a channel that will never arrive (M-2), or the start of its new
+    /// epoch (the count unknown: the database failed over). The channel moves past them,
+    /// taking the gap's epoch if it is new; its replay buffer forgets what came before the gap
+    /// (a replay cannot cover across it, so a returning subscriber is told `gap` with the count
+    /// of everything it then misses). Returns the loops with subscribers, or nil when the
+    /// channel is past the gap already.
     mutating func applyGap(_ gap: BackplaneGap, channel key: ChannelKey) -> UInt64? {
         var state = channels.removeValue(forKey: key) ?? newChannel()
         defer {
@@ -75,10 +76,10 @@ extension HubState {
         if gap.epoch != state.epoch {
             state.epoch = gap.epoch
             state.seq = 0
-        } else if state.seq >= gap.to {
+        } else if gap.count == nil || state.seq >= gap.to {
             return nil
         }
-        state.seq = gap.to
+        state.seq = max(state.seq, gap.to)
         state.recent.removeAll()
         return state.loops
     }

@@ -167,6 +167,10 @@ public struct ServerConfiguration: Sendable {
     /// login's own event and the other node's `ended` through the database. Past it (the
     /// database unreachable) the login goes ahead.
     public var clusterLoginTimeout: TimeAmount = .seconds(3)
+    /// Cluster mode: while the database link is down because a commit failed (the listening
+    /// connection still up), how often one publish is let through to find out whether the
+    /// database answers again (default 1 s); the others are refused at once meanwhile.
+    public var clusterProbeInterval: TimeAmount = .seconds(1)
     /// Cluster mode: how often a node releases the locks that are due and tries its waiters
     /// again (default 1 s: a lock is released at most this long after its TTL ran out).
     public var lockSweepInterval: TimeAmount = .seconds(1)

@@ -25,7 +25,7 @@ final class StreamClusterLink: Sendable {
     /// be down, or too many of the member's wait).
     func send(_ publish: BackplanePublish, for membership: StreamMembership,
               done: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }) {
-        guard status.databaseUp else { return done(.failure(DatabaseLinkDown())) }
+        guard status.admitsCommit() else { return done(.failure(DatabaseLinkDown())) }
         switch outbox.add(TopicOutbox.Item(publish: publish, done: done), for: membership) {
         case .queued:
             break

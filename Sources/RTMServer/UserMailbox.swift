@@ -316,6 +316,7 @@ final class UserMailbox: @unchecked Sendable {
             let id = result.id
             var message = item.submission.message
             message.id = id
+            message.epoch = result.epoch
             let key = UserKey(appId: message.appId, userId: message.receiver)
             let receiver = online[key]
             let receipt = Receipt(id: id, receiverOnline: receiver != nil || elsewhere.contains(key))
@@ -430,7 +431,8 @@ final class UserMailbox: @unchecked Sendable {
                         // One text frame per message (JSON), written whole like the binary ones:
                         // one flush for all of them, not one each.
                         for message in messages {
-                            let json = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: epoch), allocator: receiver.connection.channel.allocator)
+                            let json = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: message.epoch ?? epoch),
+                                                         allocator: receiver.connection.channel.allocator)
                             let frame = EncodedFrame.text(json, allocator: receiver.connection.channel.allocator)
                             bytes += frame.payloadBytes
                             receiver.connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
@@ -459,11 +461,13 @@ final class UserMailbox: @unchecked Sendable {
             return bytes
         }
 
-        /// `0x84` frames of at most about 60 KB each, encoded as `writeReplies` does.
-        private static func writeBinary(_ messages: [StoredUserMessage], epoch: String, on connection: ConnectionRef) -> Int {
+        /// `0x84` frames of at most about 60 KB each, one per run of messages of one mailbox
+        /// epoch, encoded as `writeReplies` does.
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch store: String, on connection: ConnectionRef) -> Int {
             var bytes = 0
             var frame: [BinaryFrame.UserMessage] = []
             var size = 0
+            var epoch = messages.first?.epoch ?? store
             func write() {
                 guard !frame.isEmpty else { return }
                 let encoded = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: size + 3 + epoch.utf8.count) {
@@ -477,7 +481,8 @@ final class UserMailbox: @unchecked Sendable {
             for message in messages {
                 let item = UserMailbox.binaryItem(message)
                 let itemSize = 24 + item.publisher.utf8.count + (item.customType?.utf8.count ?? 0) + item.payload.readableBytes
-                if size + itemSize > 60_000 { write() }
+                if size + itemSize > 60_000 || (message.epoch ?? store) != epoch { write() }
+                epoch = message.epoch ?? store
                 frame.append(item)
                 size += itemSize
             }

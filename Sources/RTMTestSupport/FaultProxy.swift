@@ -12,6 +12,8 @@ import NIOPosix
 /// - `.blackholeDownstream`: requests reach the server, its replies are swallowed.
 /// - `cutAll()`: every open connection is reset (RST) on both sides.
 /// - `setRefuseNew(true)`: new connections are accepted and reset at once, as a dead server.
+/// - `retarget(to:)`: new connections go to another port (a virtual address moved to another
+///   server, as in a database failover).
 ///
 /// ```swift
 /// let proxy = try await FaultProxy.start(targetPort: server.port)
@@ -34,23 +36,27 @@ public final class FaultProxy: Sendable {
         var mode: Mode = .pass
         var refuseNew = false
         var accepted = 0
+        var targetPort: Int
         var pairs: [ObjectIdentifier: (any Channel, (any Channel)?)] = [:]
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let serverChannel: any Channel
     private let group: any EventLoopGroup
     /// The port the proxy listens on.
     public let port: Int
-    /// The port it forwards to.
-    public let targetPort: Int
+    /// The port new connections are forwarded to.
+    public var targetPort: Int { state.withLockedValue { $0.targetPort } }
 
     private init(serverChannel: any Channel, group: any EventLoopGroup, targetPort: Int) {
         self.serverChannel = serverChannel
         self.group = group
         self.port = serverChannel.localAddress?.port ?? 0
-        self.targetPort = targetPort
+        self.state = NIOLockedValueBox(State(targetPort: targetPort))
     }
+
+    /// Forwards new connections to `port` from now on (open ones stay where they are).
+    public func retarget(to port: Int) { state.withLockedValue { $0.targetPort = port } }
 
     /// Starts a proxy to `127.0.0.1:targetPort`.
     public static func start(targetPort: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> FaultProxy {
@@ -101,9 +107,9 @@ public final class FaultProxy: Sendable {
     // MARK: internals
 
     private func accept(_ inbound: any Channel) {
-        let refuse = state.withLockedValue { state -> Bool in
+        let (refuse, targetPort) = state.withLockedValue { state -> (Bool, Int) in
             state.accepted += 1
-            return state.refuseNew
+            return (state.refuseNew, state.targetPort)
         }
         if refuse {
             Self.reset(inbound)
@@ -119,7 +125,6 @@ public final class FaultProxy: Sendable {
             }
             outbound?.close(promise: nil)
         }
-        let targetPort = self.targetPort
         ClientBootstrap(group: inbound.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { outbound in

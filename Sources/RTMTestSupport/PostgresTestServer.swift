@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 
 /// A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, `pg_ctl start`
 /// on a free loopback port with trust authentication, and `stop()` (or `kill()`, as a crash)
@@ -18,6 +19,8 @@ public final class PostgresTestServer: @unchecked Sendable {
     private let directory: URL
     private let binDirectory: String
     private let runAsUser: String?
+    /// Settings added to the command line at each `start()` (`name=value`).
+    private let settings: NIOLockedValueBox<[String]> = NIOLockedValueBox([])
 
     /// A URL for `rtm serve --postgres`.
     public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
@@ -69,7 +72,48 @@ public final class PostgresTestServer: @unchecked Sendable {
     public func start() throws {
         let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c max_connections=200"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+            + settings.withLockedValue { $0.map { " -c \($0)" }.joined() }
         try command("pg_ctl", ["-D", dataPath, "-o", options, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30", "start"])
+    }
+
+    /// Settings for the next `start()` (`name=value`, e.g. `synchronous_commit=on`); they
+    /// come after the defaults, so they win.
+    public func set(_ settings: [String]) {
+        self.settings.withLockedValue { $0 = settings }
+    }
+
+    /// A streaming replica of this server (`pg_basebackup -R -X stream`), started on its own
+    /// port, named `name` to the primary (`application_name`, for
+    /// `synchronous_standby_names`). Replication is asynchronous unless the primary is
+    /// configured otherwise.
+    public func startReplica(name: String = "replica") throws -> PostgresTestServer {
+        let replicaDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: replicaDirectory, withIntermediateDirectories: true)
+        if let runAsUser { try Self.run("/bin/chown", ["-R", runAsUser, replicaDirectory.path]) }
+        let replica = PostgresTestServer(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
+                                         runAsUser: runAsUser, durable: durable)
+        try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
+                                      "-d", "application_name=\(name)", "--no-sync"])
+        try replica.start()
+        return replica
+    }
+
+    /// Promotes a replica to primary (`pg_ctl promote`), waiting until it accepts writes: a
+    /// new timeline begins.
+    public func promote() throws {
+        try command("pg_ctl", ["-D", dataPath, "-w", "-t", "30", "promote"])
+    }
+
+    /// Kills the postmaster and every backend with `SIGKILL` (`kill -9`): a crash of the
+    /// machine as far as the clients can tell; nothing is flushed or shut down.
+    public func crash() throws {
+        try signalAll(SIGKILL)
+    }
+
+    /// Runs one statement with `psql` and returns its rows, unaligned (`|` between columns,
+    /// one row per line).
+    public func sql(_ statement: String) throws -> String {
+        try command("psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-X", "-A", "-t", "-c", statement])
     }
 
     /// Stops the server cleanly (connections are closed).
@@ -116,7 +160,7 @@ public final class PostgresTestServer: @unchecked Sendable {
     /// Stops the server if it runs and deletes its directory.
     public func destroy() {
         try? thaw()   // a frozen server would not hear the stop
-        try? command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
+        _ = try? command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -125,20 +169,22 @@ public final class PostgresTestServer: @unchecked Sendable {
         (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
     }
 
-    private func command(_ name: String, _ arguments: [String]) throws {
+    @discardableResult
+    private func command(_ name: String, _ arguments: [String]) throws -> String {
         let path = binDirectory + "/" + name
         if let runAsUser {
-            try Self.run("/usr/sbin/runuser", ["-u", runAsUser, "--", path] + arguments)
+            return try Self.run("/usr/sbin/runuser", ["-u", runAsUser, "--", path] + arguments)
         } else {
-            try Self.run(path, arguments)
+            return try Self.run(path, arguments)
         }
     }
 
     /// Runs a command to its end. Not through Foundation's `Process`: it learns that a child
     /// exited from a socket the child inherits, and `pg_ctl start` leaves a server running
     /// that inherits it too, so `waitUntilExit()` would wait for the server to stop. Output
-    /// goes to a file (a pipe would stay open for the same reason).
-    private static func run(_ executable: String, _ arguments: [String]) throws {
+    /// goes to a file (a pipe would stay open for the same reason); it is returned.
+    @discardableResult
+    private static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-cmd-\(UUID().uuidString.prefix(8)).log").path
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
         var actions = posix_spawn_file_actions_t()
@@ -147,6 +193,13 @@ public final class PostgresTestServer: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process is inherited: a server started by `pg_ctl` outlives the
+        // command, and with copies of the test's sockets (proxies, clients, nodes) it would keep
+        // every one of them open after the test closes it, so no peer would ever see it close.
+        // (glibc ignores a close of a descriptor closed meanwhile.)
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            if let fd = Int32(entry), fd > 2 { posix_spawn_file_actions_addclose(&actions, fd) }
+        }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
@@ -160,6 +213,7 @@ public final class PostgresTestServer: @unchecked Sendable {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
             throw PostgresTestServerError("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
+        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
     }
 
     private static func findBinDirectory() -> String? {

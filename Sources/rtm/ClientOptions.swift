@@ -79,6 +79,7 @@ enum EventPrinter {
         case .tokenExpired: line = "token     expired: renew it to go on reconnecting"
         case .gap(let g): line = "gap       #\(g.channelName) lost \(g.lostCount.map(String.init) ?? "an unknown number of") message(s) that could not be replayed"
         case .userMessagesDropped(let count): line = "dropped   \(count) user message(s) waiting for you (cap or age limit)"
+        case .userMessageEpochChanged(let epoch): line = "epoch     user messages now in mailbox epoch \(epoch): some sent to you just before may be lost (the store failed over)"
         case .tokenWillExpire(let channel): line = "token     will expire in 30 s\(channel.map { " (stream channel \($0))" } ?? ""): renew it"
         case .storage(let e):
             let items = e.metadata.items.map { "\($0.key)=\($0.value)@\($0.revision)" }.joined(separator: " ")

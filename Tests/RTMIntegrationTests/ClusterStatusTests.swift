@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 @testable import RTMServer
 import Testing
 
@@ -28,5 +29,21 @@ struct ClusterStatusTests {
         #expect(!status.databaseUp)
         status.setDatabase(up: true, reason: "a publish was committed", from: .commit)
         #expect(status.databaseUp && gauge(metrics) == 1)
+    }
+
+    @Test("M-1: down on a failed commit (the listener up), one commit is let through per probe interval, so that its success can bring the link back; none while the listener is lost")
+    func probesWhileDownOnACommit() {
+        let status = ClusterStatus(metrics: ServerMetrics(), enabled: true, probeInterval: .milliseconds(200), logger: Logger(label: "test"))
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        #expect(status.admitsCommit(now: start) && status.admitsCommit(now: start))   // up: every commit
+        status.setDatabase(up: false, reason: "a publish failed", from: .commit)
+        #expect(status.admitsCommit(now: start))    // the probe
+        #expect(!status.admitsCommit(now: start + .milliseconds(199)))   // the others are refused at once
+        #expect(status.admitsCommit(now: start + .milliseconds(200)))    // the next probe
+        status.setDatabase(up: true, reason: "a publish was committed", from: .commit)
+        #expect(status.admitsCommit(now: start + .milliseconds(201)))
+        // The listening connection lost: no probe; its return is what brings the link back.
+        status.setDatabase(up: false, reason: "listener lost", from: .listener)
+        #expect(!status.admitsCommit(now: start + .seconds(5)))
     }
 }

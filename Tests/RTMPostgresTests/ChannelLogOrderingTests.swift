@@ -46,3 +46,49 @@ struct ChannelLogOrderingTests {
         #expect(ordering.accept([entry("a", 2)], nowMillis: 200).ready.isEmpty)
     }
 }
+
+/// A database failover: a channel's numbers start again at 1 in a new epoch on a new timeline.
+struct ChannelLogOrderingEpochTests {
+    private let key = ChannelLogKey(appId: "app", channel: "a")
+
+    private func entry(_ seq: Int64, epoch: String, timeline: String) -> ChannelLogEntry {
+        ChannelLogEntry(appId: "app", channel: "a", seq: seq, epoch: epoch, publisher: "p", node: "n", msgId: nil,
+                        customType: nil, isText: true, payload: ByteBuffer(string: "\(epoch)\(seq)"), millis: 0, timeline: timeline)
+    }
+
+    private func describe(_ output: ChannelLogOrdering.Output) -> [String] {
+        output.items.map { item in
+            switch item {
+            case .message(let entry): "\(entry.epoch)\(entry.seq)"
+            case .gap(let gap): "gap \(gap.epoch) \(gap.count.map(String.init) ?? "?")"
+            }
+        }
+    }
+
+    @Test("M-2: the first row of a new epoch on a later timeline ends the old one: its held rows after a gap of known size, then a gap of unknown size, then the new epoch from 1")
+    func newEpochOnNewTimeline() {
+        var ordering = ChannelLogOrdering(applied: [key: 3], epochs: [key: .init(epoch: "e1", timeline: "00000001")])
+        // 4 and 5 were lost with the old primary; 6 was read before the failover and is held.
+        #expect(describe(ordering.accept([entry(6, epoch: "e1", timeline: "00000001")], nowMillis: 0)).isEmpty)
+        let output = ordering.accept([entry(2, epoch: "e2", timeline: "00000002"), entry(1, epoch: "e2", timeline: "00000002")], nowMillis: 1)
+        #expect(describe(output) == ["gap e1 2", "e16", "gap e2 ?", "e21", "e22"])
+        #expect(ordering.applied[key] == 2 && ordering.epochs[key]?.epoch == "e2")
+        #expect(ordering.heldCount == 0)
+    }
+
+    @Test("M-2: a row of an epoch that has ended is dropped, never delivered after the new epoch's")
+    func staleEpochDropped() {
+        var ordering = ChannelLogOrdering(applied: [key: 0], epochs: [key: .init(epoch: "e2", timeline: "00000002")])
+        #expect(describe(ordering.accept([entry(1, epoch: "e2", timeline: "00000002")], nowMillis: 0)) == ["e21"])
+        #expect(describe(ordering.accept([entry(7, epoch: "e1", timeline: "00000001")], nowMillis: 0)).isEmpty)
+        #expect(ordering.staleCount == 1)
+        #expect(describe(ordering.accept([entry(2, epoch: "e2", timeline: "00000002")], nowMillis: 0)) == ["e22"])
+    }
+
+    @Test("M-2: a channel first seen in the log takes the epoch of its rows")
+    func firstSeen() {
+        var ordering = ChannelLogOrdering()
+        #expect(describe(ordering.accept([entry(1, epoch: "e1", timeline: "00000001")], nowMillis: 0)) == ["e11"])
+        #expect(ordering.epochs[key] == .init(epoch: "e1", timeline: "00000001"))
+    }
+}

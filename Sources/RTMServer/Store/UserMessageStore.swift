@@ -21,13 +21,18 @@ public struct StoredUserMessage: Sendable, Equatable {
     /// The sender's message id (SPEC M-3, PROTOCOL §3.2), when it gave one: a later message of
     /// the same sender with the same id is a resend of this one. Not part of what is delivered.
     public var clientMsgId: UInt64?
+    /// The mailbox epoch it was stored under, when not the store's `epoch`: a cluster's store
+    /// starts a new one when its database fails over to a standby (messages stored just before
+    /// may be lost; the ids after it are above every earlier one).
+    public var epoch: String?
 
     /// Creates a message; `id` is assigned by the store (pass 0).
     public init(id: Int64 = 0, appId: String, receiver: String, sender: String, text: String?, data: Data?, customType: String?, ts: Int64,
-                clientMsgId: UInt64? = nil) {
+                clientMsgId: UInt64? = nil, epoch: String? = nil) {
         self.id = id; self.appId = appId; self.receiver = receiver; self.sender = sender
         self.text = text; self.data = data; self.customType = customType; self.ts = ts
         self.clientMsgId = clientMsgId
+        self.epoch = epoch
     }
 }
 
@@ -38,11 +43,14 @@ public struct CommittedUserMessage: Sendable, Equatable {
     /// The message was a resend of one already stored (same sender and `clientMsgId`): it was
     /// not stored again and must not be delivered again (SPEC M-3).
     public let isResend: Bool
+    /// The mailbox epoch it was stored under, when not the store's (`StoredUserMessage.epoch`).
+    public let epoch: String?
 
     /// Creates a result.
-    public init(id: Int64, isResend: Bool = false) {
+    public init(id: Int64, isResend: Bool = false, epoch: String? = nil) {
         self.id = id
         self.isResend = isResend
+        self.epoch = epoch
     }
 }
 

@@ -1,0 +1,223 @@
+import Foundation
+import Logging
+import NIOCore
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+/// A database failover under a cluster: a real primary and a real streaming replica
+/// (`pg_basebackup -R -X stream`), two nodes reaching the primary through a stable address (a
+/// TCP forwarder standing in for a virtual IP), the primary killed with `SIGKILL`, the replica
+/// promoted and the address moved to it. Real SDK clients publish, subscribe, send and receive
+/// throughout (SPEC M-1, M-2).
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterFailoverTests {
+    private struct Node {
+        let harness: Harness
+        var port: Int { harness.port }
+    }
+
+    /// What a subscriber saw, in order.
+    private enum Seen: Equatable {
+        case message(String, UInt64)
+        case gap(Int?)
+    }
+
+    private struct Cluster {
+        let primary: PostgresTestServer
+        let replica: PostgresTestServer
+        let address: FaultProxy
+        let a: Node
+        let b: Node
+
+        /// `kill -9` of the primary, the replica (started again if it was stopped, once the
+        /// primary is dead: it cannot catch up) promoted, the address moved to it.
+        func failOver(startingReplica: Bool = false) throws {
+            try primary.crash()
+            if startingReplica { try replica.start() }
+            try replica.promote()
+            address.retarget(to: replica.port)
+            address.cutAll()
+        }
+    }
+
+    /// A primary (synchronous: with a synchronous standby, `ANY 1 (*)`), its replica, and two
+    /// nodes through one address.
+    private func withCluster(synchronous: Bool, _ body: (Cluster) async throws -> Void) async throws {
+        let primary = try PostgresTestServer.start()
+        defer { primary.destroy() }
+        if synchronous {
+            primary.set(["synchronous_commit=on", "synchronous_standby_names='ANY 1 (*)'"])
+            try primary.stop()
+            try primary.start()
+        }
+        let replica = try primary.startReplica()
+        defer { replica.destroy() }
+        let address = try await FaultProxy.start(targetPort: primary.port)
+        let location = try PostgresLocation(url: "postgres://postgres@127.0.0.1:\(address.port)/postgres?sslmode=disable")
+        var logger = Logger(label: "test.failover")
+        logger.logLevel = ProcessInfo.processInfo.environment["RTM_TEST_LOG"] != nil ? .info : .critical
+        func node(_ name: String) async throws -> Node {
+            let store = try await PostgresUserMessageStore.open(location: location, node: name, pollInterval: .milliseconds(50),
+                                                                retryInterval: .milliseconds(50), callTimeout: .seconds(1), logger: logger)
+            var config = Harness.serverConfig()
+            config.backplane = PostgresChannelBackplane(location: location, node: name, options: ClusterTests.options(), logger: logger)
+            let server = try RTMServer(configuration: config, store: store, logger: logger)
+            let port = try await server.start()
+            return Node(harness: Harness(server: server, port: port))
+        }
+        let a = try await node("a")
+        let b = try await node("b")
+        let cluster = Cluster(primary: primary, replica: replica, address: address, a: a, b: b)
+        do {
+            try await body(cluster)
+        } catch {
+            Issue.record("primary log:\n\(primary.log.suffix(1_500))\nreplica log:\n\(replica.log.suffix(1_500))")
+        }
+        await a.harness.stop()
+        await b.harness.stop()
+        try? await address.stop()
+    }
+
+    /// Retries `attempt` until it succeeds (refusals while the database is away), for at most
+    /// 30 s; nil if it never did.
+    private static func acknowledged<T>(_ attempt: () async throws -> T) async -> T? {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if let value = try? await attempt() { return value }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    private static func seen(_ events: AsyncRecorder<RTMEvent>) async -> [Seen] {
+        await events.all.compactMap { event -> Seen? in
+            switch event {
+            case .message(let m) where m.channelType == .message: .message(m.text ?? "", m.seq ?? 0)
+            case .gap(let g): .gap(g.lostCount)
+            default: nil
+            }
+        }
+    }
+
+    /// The channel messages a subscriber saw, split at the gaps of unknown size (new epochs):
+    /// within each epoch every number names one message, numbers increase by one, and no text
+    /// comes twice.
+    private static func checkEpochs(_ seen: [Seen]) -> [[(String, UInt64)]] {
+        var epochs: [[(String, UInt64)]] = [[]]
+        for item in seen {
+            switch item {
+            case .message(let text, let seq): epochs[epochs.count - 1].append((text, seq))
+            case .gap(nil): epochs.append([])
+            case .gap: Issue.record("a gap of known size: \(item)")
+            }
+        }
+        for epoch in epochs where !epoch.isEmpty {
+            let seqs = epoch.map(\.1)
+            #expect(seqs == Array(seqs[0]..<(seqs[0] + UInt64(seqs.count))), "numbers in one epoch: \(seqs)")
+            #expect(Set(epoch.map(\.0)).count == epoch.count, "a message twice: \(epoch.map(\.0))")
+        }
+        return epochs
+    }
+
+    @Test("M-1, M-2: asynchronous replication, the replica behind at the kill -9: no number names two messages, the lost tail is announced (a gap of unknown size, a new mailbox epoch), nothing acknowledged after the failover is lost")
+    func asynchronousFailover() async throws {
+        try await withCluster(synchronous: false) { cluster in
+            let (alice, _) = try await Harness.client("alice", port: cluster.a.port)
+            let (carol, carolEvents) = try await Harness.client("carol", port: cluster.b.port)
+            try await carol.subscribe("room")
+            let (bob, bobEvents) = try await Harness.client("bob", port: cluster.b.port)
+            #expect(await waitUntil { cluster.a.harness.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
+
+            // Replicated: five publishes, three user messages.
+            for i in 1...5 { _ = try await alice.publish(channel: "room", message: "kept-\(i)") }
+            for i in 1...3 { _ = try await alice.publish(toUser: "bob", message: "u-kept-\(i)") }
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "kept-5" } != nil)
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-kept-3" } != nil)
+            #expect(await waitUntil(.seconds(10)) {
+                (try? cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE channel = 'room'").trimmingCharacters(in: .whitespacesAndNewlines)) == "5"
+                    && (try? cluster.replica.sql("SELECT max(seq) FROM rtm_user_seq WHERE receiver = 'bob'").trimmingCharacters(in: .whitespacesAndNewlines)) == "3"
+            })
+
+            // The replica falls behind (stopped): what is acknowledged now lives on the primary only.
+            try cluster.replica.stop()
+            var lostSeqs: [UInt64] = []
+            for i in 1...5 { lostSeqs.append(try await alice.publish(channel: "room", message: "lost-\(i)")) }
+            var lostIds: [UInt64] = []
+            for i in 1...3 { lostIds.append(try await alice.publish(toUser: "bob", message: "u-lost-\(i)").messageId) }
+            #expect(lostSeqs == [6, 7, 8, 9, 10])
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "lost-5" } != nil)
+            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-lost-3" } != nil)
+
+            try cluster.failOver(startingReplica: true)
+
+            // After the failover: every acknowledged publish and user message is delivered.
+            var after: [String: UInt64] = [:]
+            for i in 1...5 {
+                let text = "after-\(i)"
+                after[text] = await Self.acknowledged { try await alice.publish(channel: "room", message: text) }
+                #expect(after[text] != nil, "\(text) never acknowledged")
+            }
+            var afterIds: [String: UInt64] = [:]
+            for i in 1...3 {
+                let text = "u-after-\(i)"
+                afterIds[text] = await Self.acknowledged { try await alice.publish(toUser: "bob", message: text).messageId }
+            }
+            #expect(await carolEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "after-5" } != nil)
+            #expect(await bobEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "u-after-3" } != nil)
+
+            // The subscriber: the old epoch (kept and lost messages, 1-10), a gap of unknown
+            // size, then the new epoch from 1; each acknowledged number is the one delivered.
+            let epochs = Self.checkEpochs(await Self.seen(carolEvents))
+            #expect(epochs.count == 2)
+            #expect(epochs.first?.map(\.0) == (1...5).map { "kept-\($0)" } + (1...5).map { "lost-\($0)" })
+            let delivered = Dictionary((epochs.last ?? []).map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
+            for (text, seq) in after { #expect(delivered[text] == seq, "\(text): acknowledged as \(seq), delivered as \(delivered[text].map(String.init) ?? "nothing")") }
+            #expect(epochs.last?.first?.1 == 1)
+
+            // The receiver: told of the new mailbox epoch once, before its first message; the
+            // new ids are above every earlier one, none given twice.
+            let userEvents = await bobEvents.all.compactMap { event -> String? in
+                switch event {
+                case .message(let m) where m.channelType == .user: "\(m.text ?? "")#\(m.seq ?? 0)"
+                case .userMessageEpochChanged: "epoch"
+                default: nil
+                }
+            }
+            let texts = userEvents.map { $0.split(separator: "#").first.map(String.init) ?? $0 }
+            #expect(Array(texts.prefix(7)) == (1...3).map { "u-kept-\($0)" } + (1...3).map { "u-lost-\($0)" } + ["epoch"], "\(userEvents)")
+            #expect(Set(texts.dropFirst(7)) == Set(afterIds.keys), "\(userEvents)")
+            #expect(afterIds.values.allSatisfy { $0 > 1 << 32 }, "\(afterIds)")
+            #expect(lostIds == [4, 5, 6])
+            for client in [alice, bob, carol] { await client.logout() }
+        }
+    }
+
+    @Test("M-1, M-2: synchronous replication (ANY 1): a kill -9 of the primary loses nothing acknowledged; a receiver that was offline gets every message stored for it")
+    func synchronousFailover() async throws {
+        try await withCluster(synchronous: true) { cluster in
+            let (alice, _) = try await Harness.client("alice", port: cluster.a.port)
+            let (carol, carolEvents) = try await Harness.client("carol", port: cluster.b.port)
+            try await carol.subscribe("room")
+            for i in 1...5 { _ = try await alice.publish(channel: "room", message: "before-\(i)") }
+            for i in 1...3 { _ = try await alice.publish(toUser: "dave", message: "d-\(i)") }   // dave is offline
+            try cluster.failOver()
+            for i in 1...3 {
+                #expect(await Self.acknowledged { try await alice.publish(channel: "room", message: "after-\(i)") } != nil)
+            }
+            #expect(await carolEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "after-3" } != nil)
+            let epochs = Self.checkEpochs(await Self.seen(carolEvents))
+            #expect(epochs.map { $0.map(\.0) } == [(1...5).map { "before-\($0)" }, (1...3).map { "after-\($0)" }])
+            // Everything acknowledged before the kill is in the new primary's log.
+            #expect(try cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE convert_from(payload, 'UTF8') LIKE 'before-%'")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "5")
+            let (dave, daveEvents) = try await Harness.client("dave", port: cluster.b.port)
+            #expect(await daveEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "d-3" } != nil)
+            #expect(await daveEvents.matching { $0.messageEvent?.channelType == .user }.compactMap(\.messageEvent?.text) == ["d-1", "d-2", "d-3"])
+            for client in [alice, carol, dave] { await client.logout() }
+        }
+    }
+}
