@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Autobahn|Testsuite against both WebSocket sides (issue 12): installs `wstest` (Python 2.7,
+# Autobahn|Testsuite against both WebSocket sides: installs `wstest` (Python 2.7,
 # pinned versions in .ci/autobahn-requirements.txt) into a virtualenv outside the repository,
 # then runs the AutobahnTests suite: `fuzzingclient` against the server's WebSocket layer and
 # `fuzzingserver` against the SDK's, each behind a test echo handler. Fails on any case that is

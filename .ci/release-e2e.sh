@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-# Exactly the README's command (Operations → release build).
+# Exactly the README's command (Operations → Release build).
 RTM_FAST=1 swift build -c release -Xswiftc -enforce-exclusivity=unchecked --product rtm --scratch-path .build-fast
 echo "release build: $(( $(date +%s) - start )) s"
 binary="$PWD/.build-fast/release/rtm"

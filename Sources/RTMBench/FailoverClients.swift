@@ -5,7 +5,7 @@ import NIOPosix
 
 /// One process's share of `rtm bench cluster-failover`: N lean clients logged in and subscribed
 /// on the nodes of a cluster (client i on node i mod nodes), each knowing every node, as the SDK
-/// does with several endpoints (issue 13 item 6): when its connection dies it tries the next node
+/// does with several endpoints: when its connection dies it tries the next node
 /// of its order (its home, then the others shuffled, as the SDK shuffles its endpoints) after
 /// the SDK's jittered backoff (SPEC R-1: 2, 4, 8 … s capped at 64 s, each
 /// × [0.5, 1]; admission control's "retry later" is honoured, T-9), logs in and subscribes

@@ -11,7 +11,7 @@ final class ClientCore: @unchecked Sendable {
 
     let loop: any EventLoop
     let config: RTMClientConfig
-    /// The service's endpoints; each connection attempt takes the next (failover, issue 13).
+    /// The service's endpoints; each connection attempt takes the next (failover).
     var endpoints: EndpointRotation
     /// Where the current (or last) connection attempt went.
     var endpoint: ClientTransport.Endpoint { endpoints.current }

@@ -3,7 +3,7 @@ import NIOWebSocket
 import RTMWebSocket
 
 /// Applies RFC 6455 to the frames NIO's decoder reads from the server, with the rules the
-/// server applies to its clients (`RTMWebSocket`, issue 12): no reserved bits or unknown
+/// server applies to its clients (`RTMWebSocket`): no reserved bits or unknown
 /// opcodes (§5.2), no masked frame from a server (§5.1), fragments in order and at most
 /// `maxFragments` of them (§5.4), text messages valid UTF-8 (§8.1), close frames well formed
 /// (§5.5.1). Hands on whole messages and control frames, unmasked; a violation goes down the

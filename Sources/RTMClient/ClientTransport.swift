@@ -65,7 +65,7 @@ enum ClientTransport {
     }
 
     /// The SDK's WebSocket layer under any message handler: TCP, the HTTP upgrade (offering
-    /// `subprotocol`), NIO's frame codec, `ClientMessageAggregator` (RFC 6455's rules, issue 12)
+    /// `subprotocol`), NIO's frame codec, `ClientMessageAggregator` (RFC 6455's rules)
     /// and `WebSocketViolationHandler` (a violation is answered with a close frame and its
     /// code). The handler `makeHandler` makes gets whole messages and control frames as
     /// unmasked `WebSocketFrame`s: `ClientFrameHandler` in the SDK, an echo handler in the

@@ -1,4 +1,4 @@
-/// The endpoints a client connects to, in a shuffled order (issue 13 item 6): the first
+/// The endpoints a client connects to, in a shuffled order: the first
 /// connection goes to the first of them; every later attempt (a retry, a reconnection after a
 /// loss, a `goaway`) to the next one, round the list, so a client fails over to another node
 /// when one dies or drains, with the usual backoff between attempts. The shuffle (seeded

@@ -13,7 +13,7 @@ public struct RTMClientConfig: Sendable {
     /// Server endpoint, `ws://host:port` or `wss://host:port` (TLS; the path `/v1` is added when
     /// missing). Used when `endpoints` is empty.
     public var endpoint: String
-    /// Several endpoints of one service (the nodes of a cluster, issue 13): tried in a shuffled
+    /// Several endpoints of one service (the nodes of a cluster): tried in a shuffled
     /// order, the next one after each failed attempt or lost connection, with the usual backoff
     /// between attempts; a client fails over to another node when one dies or drains (`goaway`).
     /// Empty (the default): `endpoint` alone.

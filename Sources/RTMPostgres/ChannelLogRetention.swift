@@ -3,7 +3,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-/// Trims the channel log (issue 13 item 7): every `interval`, one node of the cluster deletes
+/// Trims the channel log: every `interval`, one node of the cluster deletes
 /// the messages older than `retention`. The nodes take turns through `rtm_maintenance`'s last
 /// run (claimed under a non-blocking advisory lock), so the log is trimmed once per period
 /// however many nodes there are. Followers are unaffected: they read only new rows.

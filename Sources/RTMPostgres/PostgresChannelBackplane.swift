@@ -4,7 +4,7 @@ import NIOCore
 import PostgresNIO
 import RTMServer
 
-/// The PostgreSQL `ChannelBackplane` (`rtm serve --postgres URL`, issue 13): channel messages
+/// The PostgreSQL `ChannelBackplane` (`rtm serve --postgres URL`): channel messages
 /// of every node in one log (`PostgresChannelLog`), appended in group commits
 /// (`ChannelLogWriter`) and followed by every node (`ChannelLogFollower`), so that a publish on
 /// any node reaches the subscribers of every node, in one order per channel, with one sequence

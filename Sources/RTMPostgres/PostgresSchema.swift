@@ -73,7 +73,7 @@ public enum PostgresSchema {
             count bigint NOT NULL,
             PRIMARY KEY (app, receiver))
         """],
-        // 3: node leases (`NodeRegistry`, issue 13 item 5) and the last run of cluster-wide
+        // 3: node leases (`NodeRegistry`) and the last run of cluster-wide
         // periodic tasks (`ChannelLogRetention`: one node per period).
         ["""
         CREATE TABLE rtm_node (
@@ -87,8 +87,8 @@ public enum PostgresSchema {
             last_run timestamptz NOT NULL)
         """,
          "INSERT INTO rtm_maintenance (task, last_run) VALUES ('trim_channel_log', '-infinity')"],
-        // 4: metadata, history and locks shared by the nodes (`PostgresServices`, issue 13
-        // item 4). A metadata write holds a transaction-scoped advisory lock on its set (CAS
+        // 4: metadata, history and locks shared by the nodes (`PostgresServices`).
+        // A metadata write holds a transaction-scoped advisory lock on its set (CAS
         // across nodes); history timestamps are unique per channel (the paging cursor); one
         // fencing-token sequence for the cluster; a lock's `due_at` is when it is released if
         // its owner does not come back (owner offline or its node dead, plus the TTL).

@@ -6,7 +6,7 @@ import PostgresNIO
 import RTMProtocol
 import RTMServer
 
-/// The cluster's metadata, history and locks (`rtm serve --postgres URL`, issue 13 item 4): the
+/// The cluster's metadata, history and locks (`rtm serve --postgres URL`): the
 /// `SharedServices` of every node, in tables they all share (schema migration 4).
 ///
 /// - **Metadata** (§2.11): a write's read, revision check and write run in one transaction

@@ -6,7 +6,7 @@ import NIOCore
 import PostgresNIO
 import RTMServer
 
-/// The cluster's user-message store (`rtm serve --postgres URL`, issue 13): the same semantics
+/// The cluster's user-message store (`rtm serve --postgres URL`): the same semantics
 /// as the embedded SQLite store (SPEC M-1: committed before the sender's reply, read at the
 /// receiver's login, deleted on its ack, a cap and a maximum age per receiver, dropped counts),
 /// in tables every node shares, so a message sent on one node reaches its receiver on another.

@@ -1,4 +1,4 @@
-/// What a `ChannelBackplane` reports to its node (issue 13), one event at a time.
+/// What a `ChannelBackplane` reports to its node, one event at a time.
 public enum BackplaneEvent: Sendable {
     /// Committed messages (any node's), in each channel's sequence order.
     case messages([BackplaneMessage])

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// How channel messages cross nodes (issue 13): the seam between the server core and a shared
+/// How channel messages cross nodes: the seam between the server core and a shared
 /// engine. Without one (`ServerConfiguration.backplane == nil`, the default) the server is a
 /// single node and publishes take the in-process path unchanged (sequence, fan-out and ack in
 /// one step). With one, a publish is appended through the backplane, acknowledged after its

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What one node tells the others about its sessions and channel members (issue 13 items 3–5),
+/// What one node tells the others about its sessions and channel members,
 /// through the backplane's control channel (`ClusterEvent.channel`): one log, one order for
 /// every node, so every node applies the same changes in the same order to its copy of the
 /// other nodes' sessions (`ClusterReplica`) and tells its own subscribers.

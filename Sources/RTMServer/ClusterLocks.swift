@@ -1,7 +1,7 @@
 import NIOConcurrencyHelpers
 import RTMProtocol
 
-/// Cluster mode's locks on this node (issue 13, §2.12): the shared store holds the locks; this
+/// Cluster mode's locks on this node (§2.12): the shared store holds the locks; this
 /// holds what only this node can: the `acquireLock(retry: true)` waiters (they are its
 /// connections) and one serial queue of store calls, so that this node's calls reach the store
 /// in the order they were made (an owner lost then back: offline, then online). The logic is in

@@ -1,4 +1,4 @@
-/// One connection's publishes on their way through the cluster backplane (issue 13, SPEC M-3):
+/// One connection's publishes on their way through the cluster backplane (SPEC M-3):
 /// the runs of one channel enter the backplane in the order they were read, one call at a time,
 /// and the runs read while a call is being committed go together in the next one. Without it a
 /// connection's runs raced each other into the database (one task each) and a publisher's

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// A node's view of the other nodes' sessions, and the events it owes them (issue 13 items 3–5).
+/// A node's view of the other nodes' sessions, and the events it owes them.
 /// Part of `HubState`, changed under its lock; empty and silent on a single node (`instance`
 /// nil), so nothing of this runs there.
 struct ClusterReplica {

@@ -3,7 +3,7 @@ import Metrics
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Cluster mode (issue 13 item 7, issue 14): what a node knows of the cluster's health: the
+/// Cluster mode: what a node knows of the cluster's health: the
 /// link to the shared database (from the backplane's link events and from publish commits),
 /// the nodes with a live lease, and the lag of the channel log. Each change of the link and
 /// each node's death or return is logged once; all of it is in `/metrics`, the link also in

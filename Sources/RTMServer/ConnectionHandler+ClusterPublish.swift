@@ -1,7 +1,7 @@
 import NIOCore
 import RTMProtocol
 
-/// Cluster mode (issue 13): a run of publishes goes through the backplane and is acknowledged
+/// Cluster mode: a run of publishes goes through the backplane and is acknowledged
 /// once committed, with the cluster's sequence numbers; binary publishes in one binary ack
 /// frame, JSON ones with their `ok` replies, as on the single-node path. A failed commit
 /// answers every publish of the run with `channelPublishMessageTimeout` (nothing was stored).

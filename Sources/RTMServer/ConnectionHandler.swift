@@ -27,12 +27,12 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var lastRead = NIODeadline.now()
     var publishLimiter: RateLimiter
     /// Error replies this connection may still get; a connection that keeps sending rejected
-    /// requests past it is closed (1008, issue 12: a flood of rejections degraded everyone).
+    /// requests past it is closed (1008: a flood of rejections degrades everyone).
     var errorBudget: RateLimiter
     /// Channels this connection serves in its loop's fan-out table.
     var localChannels: Set<String> = []
     /// Cleared when the handler is removed: a context holds its handler, so keeping it after
-    /// that would keep both alive for ever (issue 12: ~4.5 KB per connection never freed).
+    /// that would keep both alive for ever (~4.5 KB per connection never freed).
     var context: ChannelHandlerContext?
     /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
     var rawContext: ChannelHandlerContext?
@@ -310,7 +310,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if frame.type == .error { lastErrorCode = frame.code }
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             // Rejected requests past the error budget: the peer ignores its errors (a flood).
-            // Closing costs it nothing legitimate and frees its neighbours (issue 12).
+            // Closing costs it nothing legitimate and frees its neighbours.
             hub.logger.warning("closing a connection that keeps sending rejected requests", metadata: ["connection": "\(connection?.id ?? 0)"])
             closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
             return

@@ -1,7 +1,7 @@
 import NIOCore
 import RTMProtocol
 
-/// Cluster mode (issue 13): channel publishes go through the configured `ChannelBackplane`;
+/// Cluster mode: channel publishes go through the configured `ChannelBackplane`;
 /// every node delivers what the backplane hands back. Without a backplane none of this runs.
 extension Hub {
     /// Publishes messages of one publisher to one channel through `backplane` and returns their

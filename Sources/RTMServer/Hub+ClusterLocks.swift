@@ -1,7 +1,7 @@
 import NIOCore
 import RTMProtocol
 
-/// Cluster mode's locks (issue 13, §2.12): every operation goes to the shared store
+/// Cluster mode's locks (§2.12): every operation goes to the shared store
 /// (`ServerConfiguration.sharedServices`) through this node's serial queue (`ClusterLocks`);
 /// the node that made a change tells its own channel members at once and announces it, the
 /// other nodes tell theirs when they hear of it. Waiters (`retry`) are tried again whenever a
@@ -168,7 +168,7 @@ extension Hub {
         }
     }
 
-    /// The survivors declared `node` dead (issue 13 item 4): its users' locks are due `ttl`
+    /// The survivors declared `node` dead: its users' locks are due `ttl`
     /// from now, as if each owner had gone offline then.
     func clusterLockNodeDied(_ node: String) {
         guard let locks = clusterLocks else { return }

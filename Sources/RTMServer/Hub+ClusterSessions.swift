@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import RTMProtocol
 
-/// Sessions and presence across nodes (issue 13 items 3–5): the hub's side of
+/// Sessions and presence across nodes: the hub's side of
 /// `HubState+ClusterSessions`: reading the cluster's events from the backplane, doing what they
 /// ask (kicks, closes, presence events to local subscribers, grace windows of a dead node's
 /// sessions) and sending this node's own.

@@ -1,4 +1,4 @@
-/// Cluster mode's storage events (issue 13 item 4): whether this node has anyone to tell of a
+/// Cluster mode's storage events: whether this node has anyone to tell of a
 /// set another node changed.
 extension Hub {
     /// A channel's set: the channel has members here; a user's set: someone here watches it.

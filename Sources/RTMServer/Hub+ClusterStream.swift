@@ -3,7 +3,7 @@ import NIOCore
 import NIOWebSocket
 import RTMProtocol
 
-/// Cluster mode (issue 13): stream channels cross nodes through the same backplane as channel
+/// Cluster mode: stream channels cross nodes through the same backplane as channel
 /// messages, under log channel names no user channel can have (names never contain `/`,
 /// `Limits.allowedPunctuation`):
 /// - `/stream/<channel>/<topic>`: the topic's messages. One log channel per (stream channel,

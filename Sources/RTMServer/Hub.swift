@@ -29,13 +29,13 @@ final class Hub: Sendable {
     let counters = NIOLockedValueBox(ConnectionCounters())
     /// Call invitations (Hub+Invitations, §1.8).
     let invitations: NIOLockedValueBox<InvitationTable>
-    /// Prometheus metrics (`GET /metrics`, issue 14).
+    /// Prometheus metrics (`GET /metrics`).
     let metrics: ServerMetrics
     /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
     let draining = NIOLockedValueBox(false)
     /// Bans and revoked tokens, set through the admin API.
     let moderation = Moderation()
-    /// Webhook events (issue 14), when a webhook URL is configured.
+    /// Webhook events, when a webhook URL is configured.
     let webhooks: WebhookDispatcher?
     /// Cluster mode: channel publishes cross nodes through it (Hub+Cluster); nil: single node.
     let backplane: (any ChannelBackplane)?

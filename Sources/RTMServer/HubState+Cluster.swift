@@ -2,7 +2,7 @@ import NIOCore
 import RTMProtocol
 
 extension HubState {
-    /// Cluster mode (issue 13): applies messages a `ChannelBackplane` committed, of one channel,
+    /// Cluster mode: applies messages a `ChannelBackplane` committed, of one channel,
     /// in sequence order, from any node. The channel takes the backplane's epoch and numbers
     /// (the same on every node, SPEC M-2), drops a resend committed twice (M-3, `ResendFilter`),
     /// keeps the messages for replay as a local publish

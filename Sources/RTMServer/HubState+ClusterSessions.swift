@@ -1,7 +1,7 @@
 import NIOCore
 import RTMProtocol
 
-/// Sessions and presence across nodes (issue 13 items 3–5): every node applies the cluster's
+/// Sessions and presence across nodes: every node applies the cluster's
 /// events (`ClusterEvent`) in the log's one order, so every node reaches the same view of who
 /// is logged in where and who is in which channel, and tells its own subscribers. Remote
 /// members live in `ChannelState.members` beside local ones, so whoNow, snapshots, counts,

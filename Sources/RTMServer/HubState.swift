@@ -185,7 +185,7 @@ struct HubState {
                 sessionID: admission.id, resumeToken: admission.resumeToken, resumed: false,
                 channels: [], replaced: nil, kicked: kicked, broadcasts: broadcasts))
         }
-        // A session of another node (P-1 across nodes, issue 13 item 3).
+        // A session of another node (P-1 across nodes).
         if let resumeToken, let admission = resumeFromCluster(key, token: resumeToken, connection: connection,
                                                                heartbeat: heartbeat, presenceTimeout: presenceTimeout) {
             return .admitted(admission)

@@ -100,7 +100,7 @@ final class LoopFanout: @unchecked Sendable {
         let channel = connection.channel
         guard channel.isActive else { return }
         guard channel.isWritable else {
-            // A consumer that cannot keep up is cut off instead of growing memory (SPEC §8, issue 2).
+            // A consumer that cannot keep up is cut off instead of growing memory (SPEC §8).
             SlowConsumer.disconnect(connection)
             return
         }

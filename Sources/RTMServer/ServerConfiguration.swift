@@ -154,11 +154,11 @@ public struct ServerConfiguration: Sendable {
     public var webhook: WebhookConfiguration?
     /// Event-loop threads; defaults to the number of cores.
     public var threads: Int = System.coreCount
-    /// Cluster mode (issue 13): channel publishes cross nodes through this backplane (e.g.
+    /// Cluster mode: channel publishes cross nodes through this backplane (e.g.
     /// RTMPostgres' `PostgresChannelBackplane`, `rtm serve --postgres URL`). nil (the default):
     /// a single node, the in-process path.
     public var backplane: (any ChannelBackplane)?
-    /// Cluster mode (issue 13): metadata, history and locks in a store every node shares (e.g.
+    /// Cluster mode: metadata, history and locks in a store every node shares (e.g.
     /// RTMPostgres' `PostgresServices`), instead of the embedded SQLite store and the
     /// in-process locks. nil (the default): a single node.
     public var sharedServices: (any SharedServices)?

@@ -3,7 +3,7 @@ import NIOWebSocket
 import RTMProtocol
 
 /// The life of one server connection, from the TCP accept to the close, as a plain value
-/// (issue 12; the model is the SDK's `LinkStateMachine`). `ConnectionHandler` owns one, feeds it
+/// (the model is the SDK's `LinkStateMachine`). `ConnectionHandler` owns one, feeds it
 /// events and performs the actions it returns; the machine never touches a socket or the clock.
 ///
 /// ```

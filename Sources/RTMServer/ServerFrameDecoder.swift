@@ -21,7 +21,7 @@ enum ServerInbound {
 /// place, reassembles fragmented messages, and hands all binary messages of the read to the
 /// handler as one batch.
 ///
-/// RFC 6455 to the letter (issue 12), with the rules the SDK applies too (`RTMWebSocket`):
+/// RFC 6455 to the letter, with the rules the SDK applies too (`RTMWebSocket`):
 /// every violation throws a `WebSocketViolation` carrying its close code, which
 /// `WebSocketViolationHandler` sends in a close frame before closing: 1002 for a protocol error
 /// (an unmasked frame, §5.1; reserved bits, unknown opcodes, §5.2; bad fragment sequences or

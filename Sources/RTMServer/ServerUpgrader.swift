@@ -9,7 +9,7 @@ import RTMWebSocket
 /// (a violation is answered with a close frame and its code, RFC 6455 §7.1.7), then the handler
 /// that takes the messages: in the server, the `ConnectionHandler` that has been at the end of
 /// the pipeline since the accept (it keeps the connection's state and deadlines across the
-/// upgrade; the frame handlers go in before it); in the Autobahn|Testsuite run (issue 12), an
+/// upgrade; the frame handlers go in before it); in the Autobahn|Testsuite run, an
 /// echo handler, so the suite checks exactly the layers the server runs.
 ///
 /// NIO's own decoder is never added: swapping it out after the fact races with the bytes a

@@ -4,7 +4,7 @@ import RTMProtocol
 /// (`ServerConfiguration.sharedServices`).
 public typealias SharedServices = SharedServiceStore & SharedLockStore
 
-/// Locks shared by several nodes (cluster mode, issue 13; RTMPostgres' `PostgresServices`):
+/// Locks shared by several nodes (cluster mode; RTMPostgres' `PostgresServices`):
 /// the locks of every channel, their owners and one fencing-token sequence for the whole
 /// cluster live in the shared store, so that of two nodes acquiring a lock at once exactly one
 /// gets it, and tokens increase across nodes (§2.12).

@@ -2,7 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Cluster mode (issue 13): how stream channels reach the backplane. Each member's topic
+/// Cluster mode: how stream channels reach the backplane. Each member's topic
 /// messages go through its own `TopicOutbox` queue, and each channel's membership changes
 /// (`StreamClusterEvent`) through the channel's, one commit in flight per queue, so they are
 /// stored (and applied on every node) in the order they happened.

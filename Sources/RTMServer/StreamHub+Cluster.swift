@@ -10,7 +10,7 @@ struct RemoteStreamMember: Sendable, Equatable {
     var topics: [String: String]
 }
 
-/// Cluster mode (issue 13): stream channel membership across nodes. Each node announces its
+/// Cluster mode: stream channel membership across nodes. Each node announces its
 /// visible members' joins, leaves and topic changes (`StreamClusterEvent`, through the
 /// backplane's log, `Hub+ClusterStream`) and mirrors the other nodes' (`remote`): a join's
 /// snapshot lists the members and topic publishers of every node, and local members get the

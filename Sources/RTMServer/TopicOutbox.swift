@@ -1,6 +1,6 @@
 import NIOConcurrencyHelpers
 
-/// Cluster mode (issue 13): each publisher's topic messages waiting for the backplane. One
+/// Cluster mode: each publisher's topic messages waiting for the backplane. One
 /// commit per publisher (stream membership) is in flight at a time and the messages that
 /// arrive meanwhile go into the next one together, so a publisher's messages are stored, and
 /// delivered on every node, in the order it published them (AGORA_REFERENCE §2.9), while a

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// Cluster mode (issue 13): the store is shared by several nodes (`SharedUserMessageStore`).
+/// Cluster mode: the store is shared by several nodes (`SharedUserMessageStore`).
 /// A receiver's ids are dense and committed in order, so each online receiver keeps the highest
 /// id delivered to it: the next id is delivered at once; anything else (a gap: another node's
 /// message, or a wake-up from another node) makes the mailbox re-read the receiver's waiting

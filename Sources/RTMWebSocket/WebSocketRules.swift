@@ -2,7 +2,7 @@ import NIOCore
 import NIOWebSocket
 
 /// RFC 6455's rules for frame headers and close frames, the same on both sides of the
-/// connection (issue 12: the server's decoder and the SDK's aggregator both apply them).
+/// connection (the server's decoder and the SDK's aggregator both apply them).
 package enum WebSocketRules {
     /// Checks one frame header (RFC 6455 §5.1, §5.2, §5.5): no reserved bit set (we negotiate
     /// no extension), a known opcode, masked if and only if a client sent it, control frames

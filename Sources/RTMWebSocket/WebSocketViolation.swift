@@ -1,7 +1,7 @@
 import NIOCore
 import NIOWebSocket
 
-/// A peer broke RFC 6455, and the close code that answers it (RFC 6455 §7.4.1, issue 12).
+/// A peer broke RFC 6455, and the close code that answers it (RFC 6455 §7.4.1).
 ///
 /// Thrown by the server's frame decoder and the SDK's message aggregator; one
 /// `WebSocketViolationHandler` turns it into a close frame with ``code`` and closes.

@@ -112,11 +112,11 @@ struct Serve: AsyncParsableCommand {
                 """
             FileHandle.standardOutput.write(Data(text.utf8))   // unbuffered: shown before the log lines
         }
-        // Cluster mode: user messages in the shared database too (issue 13).
+        // Cluster mode: user messages in the shared database too.
         var userStore: PostgresUserMessageStore?
         if let cluster {
             userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, logger: logger)
-            // Metadata, history and locks shared too (issue 13 item 4).
+            // Metadata, history and locks shared too.
             config.sharedServices = PostgresServices(location: cluster.location, node: cluster.node, logger: logger)
         }
         let server = try RTMServer(configuration: config, store: userStore, logger: logger)
@@ -127,7 +127,7 @@ struct Serve: AsyncParsableCommand {
         try await group.run()
     }
 
-    /// --postgres and --node-id: channel messages through the PostgreSQL backplane (issue 13).
+    /// --postgres and --node-id: channel messages through the PostgreSQL backplane.
     private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws -> (location: PostgresLocation, node: String)? {
         guard let postgres else {
             if nodeId != nil { throw ValidationError("--node-id needs --postgres") }

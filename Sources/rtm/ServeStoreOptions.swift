@@ -2,7 +2,7 @@ import ArgumentParser
 import NIOCore
 import RTMServer
 
-/// `rtm serve`'s durability and retention settings (README, Configuration): what is kept, for how
+/// `rtm serve`'s durability and retention settings (docs/configuration.md): what is kept, for how
 /// long, and how safely. Each maps to the `ServerConfiguration` field of the same name and has
 /// its default.
 struct ServeStoreOptions: ParsableArguments {

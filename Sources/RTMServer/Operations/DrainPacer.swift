@@ -1,6 +1,6 @@
 import NIOCore
 
-/// Which connections get their `goaway` at each tick of a drain, as a plain value (issue 14):
+/// Which connections get their `goaway` at each tick of a drain, as a plain value:
 /// `rate × interval` per tick (fractions carried over, so 1 client per second at a 100 ms tick
 /// is one every tenth tick), oldest connection first, each connection once. The owner
 /// (`RTMServer.drain()`) runs the ticks and sends the frames.

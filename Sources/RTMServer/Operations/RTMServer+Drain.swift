@@ -2,7 +2,7 @@ import NIOCore
 import RTMProtocol
 
 extension RTMServer {
-    /// Drains the server (issue 14; SIGTERM and ServiceLifecycle's graceful shutdown do this
+    /// Drains the server (SIGTERM and ServiceLifecycle's graceful shutdown do this
     /// before `shutdown()`):
     ///
     /// 1. `/ready` answers 503 and new WebSocket upgrades are refused (503 with `Retry-After`),

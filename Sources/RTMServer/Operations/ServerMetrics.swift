@@ -3,11 +3,11 @@ import NIOCore
 import Prometheus
 import RTMProtocol
 
-/// The server's metrics, through swift-metrics with the Prometheus backend (issue 14): one
+/// The server's metrics, through swift-metrics with the Prometheus backend: one
 /// registry per server (several servers may share a process, as in the tests, so nothing is
 /// bootstrapped globally), rendered by `GET /metrics` in the Prometheus text format. Names carry
 /// the `rtm_` prefix and base units (seconds, bytes); counters end in `_total`; every label has
-/// a small fixed set of values. README "Operations" lists them all.
+/// a small fixed set of values. docs/operations.md ("Metrics") lists them all.
 ///
 /// The hot path never touches these: the event loops count traffic in plain integers
 /// (`LoopStats`), folded in here when `/metrics` is scraped (`fold`). Rare events (logins,

@@ -1,6 +1,6 @@
 import RTMProtocol
 
-/// A metadata and history store shared by several nodes (cluster mode, issue 13; RTMPostgres'
+/// A metadata and history store shared by several nodes (cluster mode; RTMPostgres'
 /// `PostgresServices`, `rtm serve --postgres URL`). On top of `ServiceStore`:
 ///
 /// - **Compare-and-set across nodes** (`modifyMetadata`): the read, the revision check and the

@@ -112,7 +112,7 @@ public struct UserMessageReceiver: Hashable, Sendable {
     }
 }
 
-/// A store shared by several nodes (cluster mode, issue 13): messages committed by one node
+/// A store shared by several nodes (cluster mode): messages committed by one node
 /// must reach a receiver connected to another. Ids must be **dense and committed in order per
 /// receiver** (the receiver's SDK drops an id at or below the last it saw), so that a read that
 /// sees a receiver's id n sees every smaller id still stored.

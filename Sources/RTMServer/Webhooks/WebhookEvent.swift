@@ -1,6 +1,6 @@
 import Foundation
 
-/// One event the server POSTs to the webhook URL, as a JSON object (README "Webhooks").
+/// One event the server POSTs to the webhook URL, as a JSON object (docs/operations.md, "Webhooks").
 ///
 /// Names follow the reference's style (camelCase, its presence vocabulary: `remoteJoinChannel`
 /// / `remoteLeaveChannel` become `joinChannel` / `leaveChannel`, `remoteConnectionTimeout`
