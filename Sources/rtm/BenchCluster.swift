@@ -7,7 +7,7 @@ extension BenchPlacement: ExpressibleByArgument {}
 
 struct Cluster: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "N nodes over one PostgreSQL (issue 13): cross-node publishes/s, publish → remote delivery latency, deliveries/s, lost / duplicated / reordered.",
+        abstract: "N nodes over one PostgreSQL: cross-node publishes/s, publish → remote delivery latency, deliveries/s, lost / duplicated / reordered.",
         discussion: """
             Starts a throwaway PostgreSQL (initdb + pg_ctl in a temporary directory, with \
             PostgreSQL's default durability: fsync and synchronous commit on; --postgres URL uses \
