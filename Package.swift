@@ -149,6 +149,14 @@ let package = Package(
             .product(name: "PostgresNIO", package: "postgres-nio"),
         ], swiftSettings: strict),
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
+        // The server's rules as values, time passed in: no sockets, no clock, milliseconds.
+        .testTarget(name: "RTMServerTests", dependencies: [
+            "RTMServer", "RTMProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ], swiftSettings: strict),
         .testTarget(name: "RTMIntegrationTests", dependencies: [
             "RTMClient", "RTMServer", "RTMProtocol", "RTMAuth", "RTMTestSupport", "RTMBench", "RTMWebSocket", "rtm", "RTMPostgres",
             .product(name: "NIOCore", package: "swift-nio"),
