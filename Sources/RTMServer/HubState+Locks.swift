@@ -90,7 +90,7 @@ extension HubState {
             case user?:
                 return LockOutcome(reply: .success(ok(lock)))   // already held: same token (a resend)
             case nil:
-                grant(&lock, to: user)
+                grant(&lock, to: user, wallMillis: wallMillis)
                 table[name] = lock
                 return LockOutcome(reply: .success(ok(lock)), broadcasts: [lockEvent(.lockAcquired, channel, [lock.detail(name)], wallMillis)])
             case let holder?:
@@ -187,7 +187,7 @@ extension HubState {
         while !lock.waiters.isEmpty {
             let waiter = lock.waiters.removeFirst()
             guard sessionByConnection[waiter.connection.id]?.userId == waiter.userId else { continue }
-            grant(&lock, to: waiter.userId)
+            grant(&lock, to: waiter.userId, wallMillis: wallMillis)
             var reply = Frame(type: .ok, id: waiter.requestID, channel: channel.name)
             reply.lockName = name
             reply.fencingToken = lock.fencingToken
@@ -199,11 +199,11 @@ extension HubState {
         return outcome
     }
 
-    private mutating func grant(_ lock: inout LockState, to user: String) {
+    private mutating func grant(_ lock: inout LockState, to user: String, wallMillis: Int64) {
         lock.owner = user
         // Fencing tokens increase across the server and across restarts (as long as the wall
         // clock does not step back): at least the current time in microseconds.
-        lastFencingToken = max(lastFencingToken + 1, UInt64(max(0, Hub.wallMillis)) * 1000)
+        lastFencingToken = max(lastFencingToken + 1, UInt64(max(0, wallMillis)) * 1000)
         lock.fencingToken = lastFencingToken
     }
 
