@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import RTMServer
 
 /// Runs one database call with a deadline that does not depend on the call giving up.
 ///
@@ -15,7 +16,7 @@ import NIOPosix
 /// behind (cancelled; if it ever ends, its result is dropped).
 enum BoundedCall {
     /// The call did not end in time.
-    struct TimedOut: Error, CustomStringConvertible {
+    struct TimedOut: DatabaseTimeout {
         let operation: String
         let timeout: TimeAmount
         var description: String { "the database did not answer \(operation) within \(Double(timeout.nanoseconds) / 1e9) s" }

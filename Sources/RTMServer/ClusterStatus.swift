@@ -11,7 +11,8 @@ import NIOCore
 ///
 /// Metrics: `rtm_database_up` (1/0), `rtm_cluster_publish_commit_seconds` (histogram),
 /// `rtm_cluster_log_lag_seconds` (publish time → applied on this node, last batch),
-/// `rtm_cluster_nodes` (live leases), `rtm_cluster_gaps_total` (numbers given up on).
+/// `rtm_cluster_nodes` (live leases), `rtm_cluster_gaps_total` (numbers given up on),
+/// `rtm_cluster_publish_failures_total` (publishes answered with an error: refused or failed).
 final class ClusterStatus: Sendable {
     private struct State {
         var databaseUp = true
@@ -33,6 +34,7 @@ final class ClusterStatus: Sendable {
     private let lagGauge: Metrics.Gauge?
     private let commitTimer: Metrics.Timer?
     private let gapCounter: Metrics.Counter?
+    private let refusedCounter: Metrics.Counter?
     private let probeInterval: TimeAmount
 
     init(metrics: ServerMetrics, enabled: Bool, probeInterval: TimeAmount = .seconds(1), logger: Logger) {
@@ -40,7 +42,7 @@ final class ClusterStatus: Sendable {
         self.probeInterval = probeInterval
         self.logger = logger
         guard enabled else {
-            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter) = (nil, nil, nil, nil, nil)
+            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter) = (nil, nil, nil, nil, nil, nil)
             return
         }
         let factory = metrics.factory
@@ -49,6 +51,7 @@ final class ClusterStatus: Sendable {
         lagGauge = Metrics.Gauge(label: "rtm_cluster_log_lag_seconds", factory: factory)
         commitTimer = Metrics.Timer(label: "rtm_cluster_publish_commit_seconds", factory: factory)
         gapCounter = Metrics.Counter(label: "rtm_cluster_gaps_total", factory: factory)
+        refusedCounter = Metrics.Counter(label: "rtm_cluster_publish_failures_total", factory: factory)
         databaseUpGauge?.record(1)
         nodesGauge?.record(0)
         lagGauge?.record(0.0)
@@ -122,6 +125,12 @@ final class ClusterStatus: Sendable {
         lagGauge?.record(Double(max(0, lagMillis)) / 1000)
     }
 
+    /// Publishes answered with an error because their commit was refused or failed (logged
+    /// once per change of the link, counted here one by one).
+    func publishesFailed(_ count: Int) {
+        refusedCounter?.increment(by: Int64(count))
+    }
+
     /// Numbers given up on (a gap notice was sent).
     func gaps(_ count: Int) {
         gapCounter?.increment(by: Int64(count))
@@ -151,4 +160,30 @@ final class ClusterStatus: Sendable {
 /// A publish refused because this node knows the shared database is unreachable.
 struct DatabaseLinkDown: Error, CustomStringConvertible {
     var description: String { "the cluster's database is unreachable from this node" }
+}
+
+/// A call to the cluster's database that got no answer in time; its description says which
+/// call and how long, in words a client may read (the backplane's timeouts adopt it).
+public protocol DatabaseTimeout: Error, CustomStringConvertible {}
+
+/// Why a commit through the cluster's database failed, in the words sent to the client (never
+/// a library's error text): refused before anything was sent (nothing stored), or failed after
+/// the statement may have reached the database, so that the message may be stored (M-3: the
+/// client resends with the same msgId and the resend is recognised).
+enum ClusterCommitFailure {
+    /// The reason for the error reply.
+    static func reason(_ error: any Error) -> String {
+        if error is DatabaseLinkDown {
+            return "the cluster's database is unreachable from this node: nothing was stored; retry later"
+        }
+        let what: String
+        if error is CancellationError {
+            what = "the database link was lost during the commit"
+        } else if let timeout = error as? any DatabaseTimeout {
+            what = timeout.description
+        } else {
+            what = "the database connection failed during the commit"
+        }
+        return "\(what): the outcome is unknown; resend with the same msgId"
+    }
 }

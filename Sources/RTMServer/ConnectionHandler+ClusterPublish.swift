@@ -82,10 +82,12 @@ extension ConnectionHandler {
     private func acknowledgeCommitted(_ run: [Hub.Outgoing], result: Result<[UInt64], any Error>, context: ChannelHandlerContext) {
         switch result {
         case .failure(let error):
-            hub.logger.warning("a publish through the cluster backplane failed", metadata: ["error": "\(error)"])
+            // Logged once per change of the link (`ClusterStatus`), counted here: an outage
+            // refuses every publish, and a warning each would flood the log.
+            hub.cluster.publishesFailed(run.count)
+            let reason = ClusterCommitFailure.reason(error)
             for message in run {
-                send(.error(id: message.requestID, .channelPublishMessageTimeout, "the message could not be stored for the cluster: \(error)"),
-                     context: context)
+                send(.error(id: message.requestID, .channelPublishMessageTimeout, reason), context: context)
             }
         case .success(let seqs):
             var acks: [(requestID: UInt64, seq: UInt64)] = []

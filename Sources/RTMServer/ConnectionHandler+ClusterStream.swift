@@ -16,7 +16,7 @@ extension ConnectionHandler {
                 Hub.send(.error(id: id, .channelPublishMessageTooFrequent, error.description), on: channel)
             case .failure(let error):
                 logger.warning("a topic message through the cluster backplane failed", metadata: ["error": "\(error)"])
-                Hub.send(.error(id: id, .channelPublishMessageTimeout, "the message could not be stored for the cluster: \(error)"), on: channel)
+                Hub.send(.error(id: id, .channelPublishMessageTimeout, ClusterCommitFailure.reason(error)), on: channel)
             }
         }
     }

@@ -46,4 +46,25 @@ struct ClusterStatusTests {
         status.setDatabase(up: false, reason: "listener lost", from: .listener)
         #expect(!status.admitsCommit(now: start + .seconds(5)))
     }
+
+    private struct SlowAppend: DatabaseTimeout {
+        var description: String { "the database did not answer an append within 1.0 s" }
+    }
+
+    private struct LibraryError: Error, CustomStringConvertible {
+        var description: String { "PSQLError(code: connectionError)" }
+    }
+
+    @Test("M-3: a refused publish says in our words whether anything was stored: refused at once (nothing stored) or failed during the commit (outcome unknown: resend with the same msgId); never a library's error text")
+    func commitFailureReasons() {
+        #expect(ClusterCommitFailure.reason(DatabaseLinkDown())
+            == "the cluster's database is unreachable from this node: nothing was stored; retry later")
+        #expect(ClusterCommitFailure.reason(CancellationError())
+            == "the database link was lost during the commit: the outcome is unknown; resend with the same msgId")
+        #expect(ClusterCommitFailure.reason(SlowAppend())
+            == "the database did not answer an append within 1.0 s: the outcome is unknown; resend with the same msgId")
+        let other = ClusterCommitFailure.reason(LibraryError())
+        #expect(other == "the database connection failed during the commit: the outcome is unknown; resend with the same msgId")
+        #expect(!other.contains("PSQLError") && !other.contains("Cancellation"))
+    }
 }

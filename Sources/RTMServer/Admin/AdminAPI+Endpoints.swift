@@ -130,7 +130,7 @@ extension AdminAPI {
                     self.published(body, appId: appId, channel: channel, publisher: publisher, seq: seqs[0],
                                    epoch: epoch ?? hub.channelPosition(appId: appId, channel: channel).epoch, respond: respond)
                 } catch {
-                    respond(.error(.internalServerError, "publishFailed", "the message could not be stored for the cluster: \(error)",
+                    respond(.error(.internalServerError, "publishFailed", ClusterCommitFailure.reason(error),
                                    code: RTMErrorCode.channelPublishMessageTimeout.rawValue))
                 }
             }
