@@ -49,7 +49,8 @@ struct EndToEndProcessTests {
 
     // MARK: cluster
 
-    @Test("M-1 across nodes: one user message from a sender on node 1 to a receiver on node 2 is answered at once, delivered once, and both nodes live on")
+    @Test("M-1 across nodes: one user message from a sender on node 1 to a receiver on node 2 is answered at once, delivered once, and both nodes live on",
+          .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
     func clusterOneUserMessage() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"]) { _, nodes in
             let (alice, _) = try await Harness.client("alice", port: nodes[0].port)
@@ -71,7 +72,8 @@ struct EndToEndProcessTests {
         }
     }
 
-    @Test("M-2, C-6 across nodes: a channel message crosses nodes, a login on node 2 kicks the same user on node 1, and a node restarted with SIGTERM serves again")
+    @Test("M-2, C-6 across nodes: a channel message crosses nodes, a login on node 2 kicks the same user on node 1, and a node restarted with SIGTERM serves again",
+          .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
     func clusterChannelKickRestart() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"]) { database, nodes in
             let (alice, aliceEvents) = try await Harness.client("alice", port: nodes[0].port)

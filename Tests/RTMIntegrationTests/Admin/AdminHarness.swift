@@ -122,14 +122,17 @@ func runProgram(_ executable: String, _ arguments: [String], environment: [Strin
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
-/// `python3` on the PATH.
-var python3: String? {
+/// The path of the program `name` on the PATH, if any.
+func program(named name: String) -> String? {
     for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
-        let candidate = "\(dir)/python3"
+        let candidate = "\(dir)/\(name)"
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
     return nil
 }
+
+/// `python3` on the PATH.
+var python3: String? { program(named: "python3") }
 
 /// Whether `python3` can import every module of `modules` (the checkers the admin tests run
 /// need packages that only `.ci/run` installs).
