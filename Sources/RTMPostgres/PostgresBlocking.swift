@@ -1,6 +1,7 @@
 import Dispatch
 import NIOConcurrencyHelpers
 import NIOCore
+import RTMServer
 
 /// Runs `body` (postgres-nio's async API) and blocks the calling thread until it ends or
 /// `timeout` passes. For the stores RTMServer calls synchronously from their owners' dedicated
@@ -26,7 +27,7 @@ func blockingCall<T: Sendable>(timeout: TimeAmount, _ body: @escaping @Sendable 
 }
 
 /// The database did not answer a store call in time.
-public struct PostgresStoreTimeout: Error, CustomStringConvertible {
+public struct PostgresStoreTimeout: DatabaseTimeout {
     public let seconds: Double
     public var description: String { "the database did not answer within \(seconds) s" }
 }

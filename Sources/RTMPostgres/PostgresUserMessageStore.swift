@@ -14,7 +14,9 @@ import RTMServer
 /// **Ids** are per receiver (`rtm_user_seq`, row-locked by the committing transaction): dense
 /// and committed in order, so a read that sees a receiver's id n sees every smaller id still
 /// stored, and the receiver's SDK (which drops an id at or below the last it saw) never drops
-/// a new one. The epoch is the database's, the same on every node.
+/// a new one. The epoch is the database's, the same on every node. After a failover to a
+/// standby (a new PostgreSQL timeline) the ids jump above n * 2^32 and the messages carry a new
+/// mailbox epoch (migration 6): the standby may lack ids the old primary gave out.
 ///
 /// **Cross-node wake-up**: after each commit the node sends `NOTIFY rtm_user` naming the
 /// receivers (JSON, under 8000 bytes; an empty list means "any"); every node `LISTEN`s on a
@@ -89,12 +91,19 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
 
     public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
                        resendsSince: Int64) throws -> [CommittedUserMessage] {
+        try commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince, before: .now() + callTimeout)
+    }
+
+    /// `commit`, waiting at most until `due` (and never longer than `callTimeout`).
+    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                       resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage] {
         let acks = acknowledgements.map { (UserMessageReceiver(appId: $0.appId, userId: $0.receiver), $0.upTo) }
         // Records of used client message ids older than the window go at most twice per window
         // (each node prunes; the deletes are idempotent).
         let prune = pruning.withLockedValue { $0.isDue(resendsSince: resendsSince) }
         let work = Commit(messages: messages, acks: acks, cap: cap, resendsSince: resendsSince, prune: prune)
-        let results = try blocking { [client, logger] in try await client.transaction(work, logger: logger) }
+        let timeout = min(callTimeout, max(.milliseconds(1), due - .now()))
+        let results = try blockingCall(timeout: timeout) { [client, logger] in try await client.transaction(work, logger: logger) }
         let stored = zip(messages, results).filter { !$0.1.isResend }.map(\.0)
         if !stored.isEmpty { notify(Set(stored.map { UserMessageReceiver(appId: $0.appId, userId: $0.receiver) })) }
         return results

@@ -63,7 +63,7 @@ final class Hub: Sendable {
         self.cluster = cluster
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
-                                   commitDelay: configuration.userMessageCommitDelay,
+                                   commitDelay: configuration.userMessageCommitDelay, deadline: configuration.userMessageDeadline,
                                    logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)

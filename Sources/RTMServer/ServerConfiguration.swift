@@ -83,6 +83,11 @@ public struct ServerConfiguration: Sendable {
     /// light load each commit would otherwise hold one message and cost its own thread
     /// hand-offs (about 50 µs of CPU per message at 5,000 messages/s). 0: commit at once.
     public var userMessageCommitDelay: TimeAmount = .milliseconds(1)
+    /// A `sendUser` is answered within this (default 10 s, the SDK's request timeout): stored,
+    /// or refused with its id. A message that could not be handed to the store in time (the
+    /// store slow or unreachable: commits before it took the time) is refused without being
+    /// stored; a commit that has begun is waited for only as long as its oldest message has left.
+    public var userMessageDeadline: TimeAmount = .seconds(10)
     /// A channel with more visible members than this reports presence in interval mode
     /// (aggregated changes every `presenceInterval`) instead of an event per change (default 50).
     public var presenceIntervalThreshold = 50

@@ -1,8 +1,8 @@
 import NIOCore
 
 /// Cluster mode: the store is shared by several nodes (`SharedUserMessageStore`).
-/// A receiver's ids are dense and committed in order, so each online receiver keeps the highest
-/// id delivered to it: the next id is delivered at once; anything else (a gap: another node's
+/// A receiver's ids are dense and committed in order (within a mailbox epoch: a database failover
+/// makes them jump once), so each online receiver keeps the highest id delivered to it: the next id is delivered at once; anything else (a gap: another node's
 /// message, or a wake-up from another node) makes the mailbox re-read the receiver's waiting
 /// messages and deliver those above it, in order. A read sees every smaller id still stored,
 /// so nothing is skipped, and nothing is delivered twice by this node (SPEC M-1; the SDK also

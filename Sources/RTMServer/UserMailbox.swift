@@ -58,6 +58,8 @@ final class UserMailbox: @unchecked Sendable {
     private struct Pending {
         let submission: Submission
         let sender: UserKey
+        /// When it must be answered (`deadline` after its arrival).
+        let due: NIODeadline
     }
 
     let queue = DispatchQueue(label: "rtm.mailbox")
@@ -82,6 +84,10 @@ final class UserMailbox: @unchecked Sendable {
     var syncing: Set<UserKey> = []
     var syncAgain: Set<UserKey> = []
     private var pending: [Pending] = []
+    /// A wake-up for late messages is scheduled (`scheduleExpiry`).
+    private var expiryScheduled = false
+    /// How long a submitted message may wait for its answer (`ServerConfiguration.userMessageDeadline`).
+    private let deadline: TimeAmount
     private var acks: [UserKey: Int64] = [:]
     private var flushScheduled = false
     /// A commit is running on `writer`; the next flush starts when it ends.
@@ -105,7 +111,7 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     init(store: any UserMessageStore, cap: Int, maxAge: TimeAmount, dedupCapacity: Int, resendWindow: TimeAmount = .seconds(60),
-         commitDelay: TimeAmount = .zero, logger: Logger, metrics: ServerMetrics? = nil,
+         commitDelay: TimeAmount = .zero, deadline: TimeAmount = .seconds(10), logger: Logger, metrics: ServerMetrics? = nil,
          onUndeliverable: (@Sendable (UserKey, Int) -> Void)? = nil) {
         self.metrics = metrics
         self.onUndeliverable = onUndeliverable
@@ -116,6 +122,7 @@ final class UserMailbox: @unchecked Sendable {
         self.dedupCapacity = dedupCapacity
         self.resendWindowMillis = resendWindow.nanoseconds / 1_000_000
         self.commitDelay = commitDelay
+        self.deadline = deadline
         self.logger = logger
     }
 
@@ -133,17 +140,19 @@ final class UserMailbox: @unchecked Sendable {
     func send(_ batch: [Submission], from sender: UserKey) {
         guard !batch.isEmpty else { return }
         metrics?.userMessagesIn(batch.count)
+        let due = NIODeadline.now() + deadline
         queue.async { [self] in
             var repeated: [(ReplyTo, Receipt)] = []
             for submission in batch {
                 if let id = submission.message.clientMsgId, let receipt = recent[sender]?[id] {
                     repeated.append((submission.reply, receipt))
                 } else {
-                    pending.append(Pending(submission: submission, sender: sender))
+                    pending.append(Pending(submission: submission, sender: sender, due: due))
                 }
             }
             if !repeated.isEmpty { answer(repeated) }
             scheduleFlush()
+            if committing { scheduleExpiry() }   // it waits for a commit that may take long
         }
     }
 
@@ -258,7 +267,12 @@ final class UserMailbox: @unchecked Sendable {
     /// Hands everything gathered to the writer as one transaction, unless one is running.
     private func flush() {
         flushScheduled = false
-        guard !committing, !pending.isEmpty || !acks.isEmpty else { return }
+        guard !committing else { return }
+        // Messages whose time ran out while earlier commits held the store are refused unsent
+        // (nothing stored): their senders get an answer within the deadline.
+        let now = NIODeadline.now()
+        expireLate(now: now)
+        guard !pending.isEmpty || !acks.isEmpty else { return }
         let batch = pending
         let acknowledgements = acks.map { (appId: $0.key.appId, receiver: $0.key.userId, upTo: $0.value) }
         pending = []
@@ -266,9 +280,14 @@ final class UserMailbox: @unchecked Sendable {
         committing = true
         let messages = batch.map(\.submission.message)
         let resendsSince = Self.wallMillis - resendWindowMillis
+        // The commit may take only what its oldest message has left (acknowledgements alone: a
+        // whole deadline).
+        let due = batch.map(\.due).min() ?? (now + deadline)
         writer.async { [self] in
             let started = NIODeadline.now()
-            let result = Result { try store.commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince) }
+            let result = Result {
+                try store.commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince, before: due)
+            }
             metrics?.storeCommitted(nanoseconds: (NIODeadline.now() - started).nanoseconds)
             queue.async { [self] in
                 committing = false
@@ -277,6 +296,49 @@ final class UserMailbox: @unchecked Sendable {
                 resumeDrainWaiters()
             }
         }
+    }
+
+    /// Refuses, unsent (nothing stored), the waiting messages whose time ran out while earlier
+    /// commits held the store: their senders get an answer within the deadline. Messages wait
+    /// in arrival order, so the late ones are first.
+    private func expireLate(now: NIODeadline) {
+        guard let first = pending.first, first.due <= now else { return }
+        let count = pending.prefix { $0.due <= now }.count
+        let late = Array(pending.prefix(count))
+        pending.removeFirst(count)
+        refuse(late, reason: "the message store did not take the message within \(Self.seconds(deadline)) s: nothing was stored; retry")
+    }
+
+    /// While a commit runs, wakes when the oldest waiting message's time runs out (one wake-up
+    /// at a time).
+    private func scheduleExpiry() {
+        guard !expiryScheduled, let due = pending.first?.due else { return }
+        expiryScheduled = true
+        let delay = max(0, (due - .now()).nanoseconds)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [self] in
+            expiryScheduled = false
+            expireLate(now: .now())
+            if committing { scheduleExpiry() }
+            resumeDrainWaiters()
+        }
+    }
+
+    /// Answers `batch` with an error: `error` to callbacks (or a `UserMessageRefused` with
+    /// `reason`), `reason` to binary senders.
+    private func refuse(_ batch: [Pending], error: (any Error)? = nil, reason: String) {
+        for item in batch {
+            switch item.submission.reply {
+            case .callback(let reply):
+                reply(.failure(error ?? UserMessageRefused(description: reason)))
+            case .binary(let connection, let requestID):
+                Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, reason), on: connection.channel)
+            }
+        }
+    }
+
+    private static func seconds(_ amount: TimeAmount) -> String {
+        let value = Double(amount.nanoseconds) / 1e9
+        return value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     /// A transaction ended: replies (only now), then deliveries.
@@ -289,15 +351,10 @@ final class UserMailbox: @unchecked Sendable {
             storedCount.withLockedValue { $0 &+= UInt64(stored) }
         case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
-            for item in batch {
-                switch item.submission.reply {
-                case .callback(let reply):
-                    reply(.failure(error))
-                case .binary(let connection, let requestID):
-                    Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)"),
-                             on: connection.channel)
-                }
-            }
+            // A shared store's commit that failed may still have committed (the database did
+            // not answer in time, the link broke): the sender is told so, and its resend with
+            // the same msgId is recognised (M-3). The embedded store rolled back.
+            refuse(batch, error: error, reason: shared != nil ? ClusterCommitFailure.reason(error) : "the message could not be stored: \(error)")
             return
         }
         var receipts: [(ReplyTo, Receipt)] = []
@@ -504,4 +561,9 @@ final class UserMailbox: @unchecked Sendable {
     }
 
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// A user message refused without being stored (its deadline passed before the store took it).
+struct UserMessageRefused: Error, CustomStringConvertible {
+    let description: String
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// A user (peer-to-peer) message waiting for its receiver's acknowledgement (SPEC M-1).
 public struct StoredUserMessage: Sendable, Equatable {
@@ -93,12 +94,25 @@ public protocol UserMessageStore: Sendable {
     func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
                 resendsSince: Int64) throws -> [CommittedUserMessage]
 
+    /// `commit`, given up on (an error) at `due` when the store is not done by then; whether the
+    /// transaction then commits is unknown (a resend is recognised, M-3). The embedded store
+    /// does not wait on anything but its disk and ignores `due`.
+    func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage]
+
     /// The messages waiting for a receiver, oldest first. Messages older than `notBefore` (ms)
     /// are deleted and counted as dropped instead.
     func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage]
 
     /// How many messages were dropped for a receiver since the last call; resets the count.
     func takeDropped(appId: String, receiver: String) throws -> Int
+}
+
+extension UserMessageStore {
+    public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                       resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage] {
+        try commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince)
+    }
 }
 
 /// A receiver of user messages, as a shared store names it.
@@ -115,7 +129,8 @@ public struct UserMessageReceiver: Hashable, Sendable {
 /// A store shared by several nodes (cluster mode): messages committed by one node
 /// must reach a receiver connected to another. Ids must be **dense and committed in order per
 /// receiver** (the receiver's SDK drops an id at or below the last it saw), so that a read that
-/// sees a receiver's id n sees every smaller id still stored.
+/// sees a receiver's id n sees every smaller id still stored. They may jump upwards when a new
+/// mailbox epoch begins (a database failover): a node then reads the receiver's messages again.
 public protocol SharedUserMessageStore: UserMessageStore {
     /// Calls `changed` (one call at a time) when other nodes committed messages: with their
     /// receivers, or nil when any receiver may have some (a poll, a reconnection).

@@ -1,0 +1,102 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+@testable import RTMServer
+
+/// `sendUser` is answered within `userMessageDeadline` even when the store hangs (SPEC M-1: a
+/// sender is never left without an answer; M-3: it knows whether to resend).
+struct UserMailboxDeadlineTests {
+    /// A store whose commits take `durations[n]` each (the n-th call), stopping at `due` when
+    /// `honoursDue` (as the PostgreSQL store does) and throwing then.
+    private final class SlowStore: UserMessageStore, @unchecked Sendable {
+        let epoch = "slow"
+        private let durations: [TimeAmount]
+        private let honoursDue: Bool
+        private let calls = NIOLockedValueBox(0)
+
+        init(durations: [TimeAmount], honoursDue: Bool) {
+            self.durations = durations
+            self.honoursDue = honoursDue
+        }
+
+        struct TimedOut: Error {}
+
+        func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                    resendsSince: Int64) throws -> [CommittedUserMessage] {
+            try commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince, before: .distantFuture)
+        }
+
+        func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
+                    resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage] {
+            let index = calls.withLockedValue { calls in defer { calls += 1 }; return calls }
+            let end = NIODeadline.now() + (index < durations.count ? durations[index] : .zero)
+            let stop = honoursDue ? min(end, due) : end
+            Thread.sleep(forTimeInterval: Double(max(0, (stop - .now()).nanoseconds)) / 1e9)
+            if stop < end { throw TimedOut() }
+            return messages.indices.map { CommittedUserMessage(id: Int64(index * 100 + $0 + 1)) }
+        }
+
+        func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage] { [] }
+        func takeDropped(appId: String, receiver: String) throws -> Int { 0 }
+    }
+
+    private enum Outcome {
+        case stored(Int64)
+        case refused(String)
+    }
+
+    private static func message(_ text: String) -> StoredUserMessage {
+        StoredUserMessage(appId: "app", receiver: "bob", sender: "alice", text: text, data: nil, customType: nil, ts: 0)
+    }
+
+    /// Sends `text` and records its answer with the time it came.
+    private static func send(_ mailbox: UserMailbox, _ text: String, into answers: NIOLockedValueBox<[(String, Outcome)]>) {
+        mailbox.send(message(text), from: UserKey(appId: "app", userId: "alice"), clientMsgId: nil) { result in
+            let outcome: Outcome = switch result {
+            case .success(let receipt): .stored(receipt.id)
+            case .failure(let error): .refused("\(error)")
+            }
+            answers.withLockedValue { $0.append((text, outcome)) }
+        }
+    }
+
+    private static func mailbox(_ store: SlowStore, deadline: TimeAmount) -> UserMailbox {
+        UserMailbox(store: store, cap: 200, maxAge: .hours(1), dedupCapacity: 16, deadline: deadline, logger: Logger(label: "test"))
+    }
+
+    @Test("M-1: a message waiting behind a commit that hangs is refused unsent when its deadline passes, before that commit ends")
+    func refusedUnsentBehindAHungCommit() async throws {
+        let store = SlowStore(durations: [.milliseconds(900)], honoursDue: false)
+        let mailbox = Self.mailbox(store, deadline: .milliseconds(300))
+        let answers = NIOLockedValueBox<[(String, Outcome)]>([])
+        Self.send(mailbox, "first", into: answers)
+        try await Task.sleep(for: .milliseconds(50))   // "first" is being committed
+        Self.send(mailbox, "second", into: answers)
+        await mailbox.drain()
+        let result = answers.withLockedValue { $0 }
+        // "second" is answered first (at its deadline), without being stored; "first" when its
+        // commit ends.
+        #expect(result.map(\.0) == ["second", "first"])
+        if case .refused(let reason)? = result.first?.1 {
+            #expect(reason.contains("nothing was stored"))
+        } else {
+            Issue.record("the waiting message was not refused: \(result)")
+        }
+        #expect(result.last.map { if case .stored = $0.1 { true } else { false } } == true)
+    }
+
+    @Test("M-1: a store that honours the deadline is given only what the oldest message of the commit has left")
+    func commitBoundedByTheOldestMessage() async throws {
+        let store = SlowStore(durations: [.seconds(5), .seconds(5)], honoursDue: true)
+        let mailbox = Self.mailbox(store, deadline: .milliseconds(300))
+        let answers = NIOLockedValueBox<[(String, Outcome)]>([])
+        let started = ContinuousClock.now
+        Self.send(mailbox, "first", into: answers)
+        await mailbox.drain()
+        // Answered (refused: the store gave up at the deadline), long before the store's 5 s.
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(answers.withLockedValue { $0.count } == 1)
+    }
+}
