@@ -136,7 +136,12 @@ struct ConnectionTests {
 
     @Test("A consumer that cannot keep up is disconnected instead of growing server memory; others are unaffected")
     func slowConsumerIsCut() async throws {
-        let harness = try await Harness.start { $0.maxOutboundBytes = 256 * 1024 }
+        let harness = try await Harness.start {
+            $0.maxOutboundBytes = 256 * 1024
+            // The raw reader never pings: its silence deadline (5 s + slack) must not be what
+            // cuts it when publishing is slow (the Thread Sanitizer build took over 5 s here).
+            $0.heartbeatSlack = .seconds(60)
+        }
         let raw = try await RawConnection.open(port: harness.port)
         #expect(await raw.login("sloth")?.type == .ok)
         raw.send(Frame(type: .subscribe, id: 2, channel: "room"))
