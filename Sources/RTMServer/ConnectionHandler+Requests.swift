@@ -296,7 +296,7 @@ extension ConnectionHandler {
                               code: receipt.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
                               msgId: UInt64(receipt.id), stored: true)
             case .failure(let error):
-                reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "the message could not be stored: \(error)")
+                reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "\(error)")   // the mailbox's reason
             }
             Hub.send(reply, on: channel)
         }

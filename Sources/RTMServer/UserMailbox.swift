@@ -282,7 +282,7 @@ final class UserMailbox: @unchecked Sendable {
         let resendsSince = Self.wallMillis - resendWindowMillis
         // The commit may take only what its oldest message has left (acknowledgements alone: a
         // whole deadline).
-        let due = batch.map(\.due).min() ?? (now + deadline)
+        let due = batch.first?.due ?? (now + deadline)   // in arrival order: the first is the oldest
         writer.async { [self] in
             let started = NIODeadline.now()
             let result = Result {
@@ -323,13 +323,13 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
-    /// Answers `batch` with an error: `error` to callbacks (or a `UserMessageRefused` with
-    /// `reason`), `reason` to binary senders.
-    private func refuse(_ batch: [Pending], error: (any Error)? = nil, reason: String) {
+    /// Answers `batch` with an error, the same `reason` on every route (callbacks get it as a
+    /// `UserMessageRefused`).
+    private func refuse(_ batch: [Pending], reason: String) {
         for item in batch {
             switch item.submission.reply {
             case .callback(let reply):
-                reply(.failure(error ?? UserMessageRefused(description: reason)))
+                reply(.failure(UserMessageRefused(description: reason)))
             case .binary(let connection, let requestID):
                 Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, reason), on: connection.channel)
             }
@@ -354,7 +354,7 @@ final class UserMailbox: @unchecked Sendable {
             // A shared store's commit that failed may still have committed (the database did
             // not answer in time, the link broke): the sender is told so, and its resend with
             // the same msgId is recognised (M-3). The embedded store rolled back.
-            refuse(batch, error: error, reason: shared != nil ? ClusterCommitFailure.reason(error) : "the message could not be stored: \(error)")
+            refuse(batch, reason: shared != nil ? ClusterCommitFailure.reason(error) : "the message could not be stored: \(error)")
             return
         }
         var receipts: [(ReplyTo, Receipt)] = []
@@ -563,7 +563,7 @@ final class UserMailbox: @unchecked Sendable {
     static var wallMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }
 
-/// A user message refused without being stored (its deadline passed before the store took it).
+/// Why a user message was refused, in the words its sender gets (`UserMailbox.refuse`).
 struct UserMessageRefused: Error, CustomStringConvertible {
     let description: String
 }

@@ -180,7 +180,7 @@ extension AdminAPI {
                 }
                 respond(.json(AdminModels.SendResult(user: receiver, messageId: receipt.id, receiverOnline: receipt.receiverOnline)))
             case .failure(let error):
-                respond(.error(.internalServerError, "storeFailed", "the message could not be stored: \(error)",
+                respond(.error(.internalServerError, "storeFailed", "\(error)",
                                code: RTMErrorCode.channelReceiverOfflineAndMessageStoreFailed.rawValue))
             }
         }
