@@ -120,6 +120,13 @@ interrupt() {
     return "$code"
 }
 
+# Ctrl-C to a process group, which must exit with status 0 within `seconds`.
+stops_cleanly() {
+    local code=0
+    interrupt "$1" "$2" || code=$?
+    [ "$code" -eq 0 ] || fail "exit status $code"
+}
+
 start_server() {
     local log=$1
     swift run rtm serve </dev/null >"$logs/$log.log" 2>&1 &
@@ -156,9 +163,7 @@ say "ok: $step"
 
 step="Ctrl-C stops the server cleanly"
 # A drain: the listener gets a goaway and the server exits once it has gone (--drain-timeout 30 s).
-code=0
-interrupt "$server" 45 || code=$?
-[ "$code" -eq 0 ] || fail "exit status $code"
+stops_cleanly "$server" 45
 say "ok: $step"
 
 step="the listener reports the lost link (connected → disconnected)"
@@ -180,15 +185,11 @@ wait_for "$deadline" 'grep -qF "from alice: hello again" "$logs/listener.log"' "
 say "ok: $step"
 
 step="Ctrl-C stops the listener (it logs out, exit status 0)"
-code=0
-interrupt "$listener" 15 || code=$?
-[ "$code" -eq 0 ] || fail "exit status $code"
+stops_cleanly "$listener" 15
 say "ok: $step"
 
 step="Ctrl-C stops the server again"
-code=0
-interrupt "$server" 45 || code=$?
-[ "$code" -eq 0 ] || fail "exit status $code"
+stops_cleanly "$server" 45
 say "ok: $step"
 
 say "PASS"
