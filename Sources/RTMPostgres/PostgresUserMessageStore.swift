@@ -109,6 +109,13 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         return results
     }
 
+    /// A commit that failed may still have committed (the database did not answer in time, the
+    /// link broke): the sender is told the outcome is unknown, and its resend with the same
+    /// msgId is recognised (M-3).
+    public func refusalReason(for error: any Error) -> String {
+        ClusterCommitFailure.reason(error)
+    }
+
     /// One commit's transaction (`commit`).
     private struct Commit: PostgresTransaction {
         let messages: [StoredUserMessage]

@@ -170,9 +170,9 @@ public protocol DatabaseTimeout: Error, CustomStringConvertible {}
 /// a library's error text): refused before anything was sent (nothing stored), or failed after
 /// the statement may have reached the database, so that the message may be stored (M-3: the
 /// client resends with the same msgId and the resend is recognised).
-enum ClusterCommitFailure {
+public enum ClusterCommitFailure {
     /// The reason for the error reply.
-    static func reason(_ error: any Error) -> String {
+    public static func reason(_ error: any Error) -> String {
         if error is DatabaseLinkDown {
             return "the cluster's database is unreachable from this node: nothing was stored; retry later"
         }

@@ -351,10 +351,9 @@ final class UserMailbox: @unchecked Sendable {
             storedCount.withLockedValue { $0 &+= UInt64(stored) }
         case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
-            // A shared store's commit that failed may still have committed (the database did
-            // not answer in time, the link broke): the sender is told so, and its resend with
-            // the same msgId is recognised (M-3). The embedded store rolled back.
-            refuse(batch, reason: shared != nil ? ClusterCommitFailure.reason(error) : "the message could not be stored: \(error)")
+            // The store says whether the commit may still have happened (M-3: the sender then
+            // resends with the same msgId).
+            refuse(batch, reason: store.refusalReason(for: error))
             return
         }
         var receipts: [(ReplyTo, Receipt)] = []

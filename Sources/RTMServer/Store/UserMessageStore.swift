@@ -100,6 +100,10 @@ public protocol UserMessageStore: Sendable {
     func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
                 resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage]
 
+    /// What a sender is told when `commit` threw `error`: whether anything may be stored, in
+    /// words a client may read. The default says nothing was (a local store rolls back).
+    func refusalReason(for error: any Error) -> String
+
     /// The messages waiting for a receiver, oldest first. Messages older than `notBefore` (ms)
     /// are deleted and counted as dropped instead.
     func pending(appId: String, receiver: String, notBefore: Int64) throws -> [StoredUserMessage]
@@ -112,6 +116,10 @@ extension UserMessageStore {
     public func commit(_ messages: [StoredUserMessage], acknowledgements: [(appId: String, receiver: String, upTo: Int64)], cap: Int,
                        resendsSince: Int64, before due: NIODeadline) throws -> [CommittedUserMessage] {
         try commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince)
+    }
+
+    public func refusalReason(for error: any Error) -> String {
+        "the message could not be stored: \(error)"
     }
 }
 
