@@ -56,8 +56,8 @@ struct SignalingCLITests {
         }
         if case .call(.local(let local))? = accepted { #expect(local.response == "on my way") } else { Issue.record("not accepted: \(callee.output)") }
         #expect(await Self.waitForExit(callee) == 0)
-        #expect(callee.output.contains { $0.contains("invitationReceived(1) content=video?") }, "\(callee.output)")
-        #expect(callee.output.contains { $0.contains("accepted(4)") }, "\(callee.output)")
+        #expect(await callee.waitForLine(containing: "invitationReceived(1) content=video?") != nil, "\(callee.output)")
+        #expect(await callee.waitForLine(containing: "accepted(4)") != nil, "\(callee.output)")
 
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         let caller = try Self.rtm(["call", "invite", "bob", "--content", "again?"], user: "carol", port: harness.port)
@@ -68,8 +68,9 @@ struct SignalingCLITests {
         guard case .call(.remote(let invitation))? = received else { Issue.record("bob got nothing: \(caller.output)"); return }
         try await bob.refuseRemoteInvitation(invitation.id, response: "busy")
         #expect(await Self.waitForExit(caller) == 0)
-        #expect(caller.output.contains { $0.contains("receivedByRemote(2)") }, "\(caller.output)")
-        #expect(caller.output.contains { $0.contains("refusedByRemote(4) response=busy") }, "\(caller.output)")
+        // Exited: its last lines may still be in the output pipe, so each is awaited, not looked up.
+        #expect(await caller.waitForLine(containing: "receivedByRemote(2)") != nil, "\(caller.output)")
+        #expect(await caller.waitForLine(containing: "refusedByRemote(4) response=busy") != nil, "\(caller.output)")
         await alice.logout()
         await bob.logout()
         await harness.stop()
