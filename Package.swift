@@ -84,6 +84,7 @@ let package = Package(
             // The admin API keeps revoked tokens as SHA-256 digests; webhooks are HMAC-signed.
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "Atomics", package: "swift-atomics"),
         ], swiftSettings: strict),
         // The cluster's shared state in PostgreSQL (`rtm serve --postgres URL`): schema
         // migrations, the channel message log and its follower. Apps never link it.

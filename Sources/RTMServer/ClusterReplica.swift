@@ -13,7 +13,7 @@ struct ClusterReplica {
 
     /// A dead node's session whose grace window ends at `deadline` (then it times out, P-2),
     /// unless it came back on a live node first.
-    struct OrphanTimer: Sendable {
+    struct OrphanTimer: Sendable, Equatable {
         let key: UserKey
         let session: UInt64
         let deadline: NIODeadline

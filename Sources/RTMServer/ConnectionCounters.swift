@@ -11,8 +11,16 @@ public struct ConnectionCounters: Sendable, Equatable {
     /// Zero counts.
     public init() {}
 
-    mutating func messageOpened() {
-        message += 1
-        peakMessage = max(peakMessage, message)
+    /// The kinds of connection counted.
+    enum Kind { case message, stream }
+
+    mutating func count(_ kind: Kind, opened: Bool) {
+        switch kind {
+        case .message:
+            message += opened ? 1 : -1
+            peakMessage = max(peakMessage, message)
+        case .stream:
+            stream += opened ? 1 : -1
+        }
     }
 }

@@ -125,7 +125,7 @@ extension ConnectionHandler {
         hub.metrics.login(resumed: admission.resumed)
         self.appId = appId
         self.loggedInUser = userId
-        hub.counters.withLockedValue { $0.messageOpened() }
+        hub.countConnection(.message, opened: true)
         counted = .message
         scheduleTokenExpiry(expiresAt, context: context)
         for channel in admission.channels {

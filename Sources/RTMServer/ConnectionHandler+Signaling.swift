@@ -74,7 +74,7 @@ extension ConnectionHandler {
     func silenceConnectionLost() {
         guard let silence, let fanout else { return }
         self.silence = nil
-        hub.peerConnectionLost(silence.key, lastSeen: lastRead, threshold: silence.threshold, on: fanout.eventLoop)
+        hub.peerConnectionLost(silence.key, lastSeen: lastRead, threshold: silence.threshold, loop: fanout.index)
     }
 
     /// getChannelMemberCount (§1.5): at most 32 channels, no need to join; 0 for a channel

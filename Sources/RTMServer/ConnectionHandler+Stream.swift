@@ -40,7 +40,7 @@ extension ConnectionHandler {
                                         withPresence: frame.withPresence ?? true, services: features)
         self.appId = appId
         stream = membership
-        hub.counters.withLockedValue { $0.stream += 1 }
+        hub.countConnection(.stream, opened: true)
         counted = .stream
         scheduleTokenExpiry(expiresAt, context: context)
         // H-3: the client pings every 0.5 s; silence for streamIdleTimeout drops the connection.

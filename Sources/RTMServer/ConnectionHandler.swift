@@ -1,3 +1,4 @@
+import Atomics
 import Foundation
 import Logging
 import NIOCore
@@ -75,11 +76,11 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
         self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond)
         self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond, burst: config.errorReplyBurst)
-        hub.liveHandlers.withLockedValue { $0 += 1 }
+        hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
 
     deinit {
-        hub.liveHandlers.withLockedValue { $0 -= 1 }
+        hub.liveHandlers.wrappingDecrement(ordering: .relaxed)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -208,8 +209,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         hub.metrics.disconnected(endReason ?? .connectionLost)
         switch counted {
-        case .message: hub.counters.withLockedValue { $0.message -= 1 }
-        case .stream: hub.counters.withLockedValue { $0.stream -= 1 }
+        case .message: hub.countConnection(.message, opened: false)
+        case .stream: hub.countConnection(.stream, opened: false)
         case .none: break
         }
         counted = .none

@@ -114,30 +114,41 @@ extension Hub {
     }
 
     /// Releases what is due (any node may) and tries the waits again (a release may have been
-    /// announced while this node was not listening), every `lockSweepInterval`.
-    func startLockSweeping() {
-        guard let locks = clusterLocks, let loop = fanouts.first?.eventLoop else { return }
-        let interval = max(configuration.lockSweepInterval, .milliseconds(10))
-        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
-            guard locks.claimSweep() else { return }
-            locks.enqueue { [self] in
-                locks.sweepStarted()
-                do {
-                    await lockChanged(try await locks.store.sweep(), locks: locks, local: true)
-                } catch {
-                    logger.debug("lock sweep failed", metadata: ["error": "\(error)"])
-                }
-                for key in locks.awaited { await grantWaiters(of: key, locks: locks) }
+    /// announced while this node was not listening): the `clusterLockSweep` timer, every
+    /// `lockSweepInterval`. One sweep at a time.
+    func sweepClusterLocks() {
+        guard let locks = clusterLocks, locks.claimSweep() else { return }
+        locks.enqueue { [self] in
+            locks.sweepStarted()
+            do {
+                await lockChanged(try await locks.store.sweep(), locks: locks, local: true)
+            } catch {
+                logger.debug("lock sweep failed", metadata: ["error": "\(error)"])
             }
+            for key in locks.awaited { await grantWaiters(of: key, locks: locks) }
         }
+    }
+
+    /// Follows the other nodes' lock changes.
+    func followClusterLocks() {
+        guard let locks = clusterLocks else { return }
         locks.store.followLocks { [self] changes in
             locks.enqueue { [self] in await lockChanged(changes, locks: locks, local: false) }
         }
     }
 
+    /// A lock owner's change, told to the shared lock store (nothing on one node).
+    func clusterLockOwnerChanged(_ user: UserKey, _ change: HubAction.LockOwnerChange) {
+        switch change {
+        case .lost(let connection): clusterLockOwnerLost(connection, user: user)
+        case .online: clusterLockOwnerOnline(user)
+        case .loggedOut(let connection): clusterLockOwnerLoggedOut(connection, user: user)
+        }
+    }
+
     /// The user behind `connection` is declared offline here (P-1: it entered its grace
     /// window): its locks are due `ttl` from now; its waits end.
-    func clusterLockOwnerLost(_ connection: ConnectionRef, user: UserKey) {
+    private func clusterLockOwnerLost(_ connection: ConnectionRef, user: UserKey) {
         guard let locks = clusterLocks else { return }
         locks.endWaits { $0.connection == connection }
         locks.enqueue { [self] in
@@ -148,7 +159,7 @@ extension Hub {
     }
 
     /// A user logged in (or resumed) here: its locks are no longer due, and are on this node.
-    func clusterLockOwnerOnline(_ user: UserKey) {
+    private func clusterLockOwnerOnline(_ user: UserKey) {
         guard let locks = clusterLocks else { return }
         locks.enqueue { [self] in
             do { try await locks.store.ownerOnline(appId: user.appId, user: user.userId) } catch {
@@ -158,7 +169,7 @@ extension Hub {
     }
 
     /// Logout (H-4): the user's locks are released at once, its waits end.
-    func clusterLockOwnerLoggedOut(_ connection: ConnectionRef, user: UserKey) {
+    private func clusterLockOwnerLoggedOut(_ connection: ConnectionRef, user: UserKey) {
         guard let locks = clusterLocks else { return }
         locks.endWaits { $0.connection == connection }
         locks.enqueue { [self] in

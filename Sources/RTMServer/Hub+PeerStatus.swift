@@ -15,11 +15,6 @@ extension Hub {
         state.withLockedValue { $0.unsubscribePeers(caller, users: users, limits: configuration.limits, now: .now()) }
     }
 
-    /// A session of `key` started, resumed, was replaced or ended (login, logout, grace expiry).
-    func peerSessionChanged(_ key: UserKey, spoke: Bool) {
-        send(state.withLockedValue { $0.peerSessionChanged(key, spoke: spoke) })
-    }
-
     /// A session's connection went silent past its threshold, or spoke again after that.
     func peerSilence(_ key: UserKey, connection: ConnectionRef, silent: Bool) {
         send(state.withLockedValue { $0.peerSilence(key, connection: connection, silent: silent) })
@@ -28,11 +23,9 @@ extension Hub {
     /// A session's connection closed without a logout, its last sign of life at `lastSeen`: it
     /// turns unreachable `threshold` after that unless it comes back first (then offline when
     /// its grace window ends, SPEC P-2).
-    func peerConnectionLost(_ key: UserKey, lastSeen: NIODeadline, threshold: TimeAmount, on loop: any EventLoop) {
-        guard let generation = state.withLockedValue({ $0.sessionGeneration(key) }) else { return }
-        loop.scheduleTask(deadline: max(.now(), lastSeen + threshold)) { [self] in
-            send(state.withLockedValue { $0.peerLostThresholdPassed(key, generation: generation) })
-        }
+    func peerConnectionLost(_ key: UserKey, lastSeen: NIODeadline, threshold: TimeAmount, loop: Int) {
+        let now = NIODeadline.now()
+        modify { $0.peerConnectionLost(key, lastSeen: lastSeen, threshold: threshold, now: now, loop: loop) }
     }
 
     /// The unreachable threshold of a session with heartbeat interval `heartbeat`: the

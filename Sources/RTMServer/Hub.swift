@@ -1,3 +1,4 @@
+import Atomics
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -6,15 +7,19 @@ import NIOWebSocket
 import RTMProtocol
 
 /// The one owner of global server state (`HubState`) behind one lock, and the effects of its
-/// decisions: presence broadcasts, kicks, grace timers, fan-out of channel messages.
+/// decisions: presence broadcasts, kicks, timers, fan-out of channel messages.
+///
+/// Every change is an event on `HubState` under the lock that returns actions (`HubAction`);
+/// `run` performs them after the lock is released (Hub+Run). The one exception is the ordered
+/// publish hop: a channel's messages are queued to the event loops while the lock is still held,
+/// so that every loop receives them in sequence order (`publish`, `applyCommitted`); a queue
+/// call is a non-blocking hop, never a write. No other lock is taken while it is held.
 final class Hub: Sendable {
     let state: NIOLockedValueBox<HubState>
     let fanouts: [LoopFanout]
     /// `ConnectionHandler`s alive (a closed connection must free its own; tests check it).
-    let liveHandlers = NIOLockedValueBox(0)
+    let liveHandlers = ManagedAtomic(0)
     private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
-    private let connections = NIOLockedValueBox<[UInt64: ConnectionRef]>([:])
-    private let nextConnectionID = NIOLockedValueBox<UInt64>(1)
     let configuration: ServerConfiguration
     let logger: Logger
     /// User messages: durable, acknowledged, re-delivered (SPEC M-1).
@@ -25,14 +30,8 @@ final class Hub: Sendable {
     let storage: StorageService
     /// Stream channels (§2.9).
     let streams: StreamHub
-    /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
-    let counters = NIOLockedValueBox(ConnectionCounters())
-    /// Call invitations (Hub+Invitations, §1.8).
-    let invitations: NIOLockedValueBox<InvitationTable>
     /// Prometheus metrics (`GET /metrics`).
     let metrics: ServerMetrics
-    /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
-    let draining = NIOLockedValueBox(false)
     /// Bans and revoked tokens, set through the admin API.
     let moderation = Moderation()
     /// Webhook events, when a webhook URL is configured.
@@ -45,9 +44,6 @@ final class Hub: Sendable {
     let clusterSender: ClusterSender?
     /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
     let clusterLocks: ClusterLocks?
-    /// Cluster mode: new logins whose reply waits for the cluster, by session id
-    /// (Hub+ClusterSessions).
-    let loginWaiters = NIOLockedValueBox<[UInt64: LoginWaiter]>([:])
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
@@ -67,6 +63,7 @@ final class Hub: Sendable {
                                    logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
+        hubState.webhooks.isEnabled = webhooks != nil
         if let backplane = configuration.backplane {
             // This run of the node (its run epoch, as the stream link's): a restarted node is a
             // new instance to the others.
@@ -90,13 +87,13 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: configuration.backplane.map {
             StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
         })
-        self.invitations = NIOLockedValueBox(InvitationTable(configuration: configuration))
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         if configuration.backplane != nil {
             mailbox.setOnlineElsewhere { [unowned self] keys in
                 state.withLockedValue { state in keys.filter { state.cluster.remote[$0] != nil } }
             }
         }
+        webhooks?.setSource { [unowned self] in state.withLockedValue { $0.webhooks.take() } }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }, interested: { [unowned self] key in hasStorageSubscribers(key) })
@@ -121,24 +118,40 @@ final class Hub: Sendable {
     /// A new WebSocket connection: its handle, counted among the open connections.
     func register(_ channel: any Channel) -> ConnectionRef {
         let fanout = fanout(for: channel.eventLoop)
-        let id = nextConnectionID.withLockedValue { value in defer { value += 1 }; return value }
-        let connection = ConnectionRef(id: id, channel: channel, loopIndex: fanout.index)
-        connections.withLockedValue { $0[id] = connection }
-        return connection
+        return state.withLockedValue { state in
+            defer { state.nextConnectionID += 1 }
+            let connection = ConnectionRef(id: state.nextConnectionID, channel: channel, loopIndex: fanout.index)
+            state.connections[connection.id] = connection
+            return connection
+        }
     }
 
     func unregister(_ connection: ConnectionRef) {
-        connections.withLockedValue { _ = $0.removeValue(forKey: connection.id) }
+        state.withLockedValue { _ = $0.connections.removeValue(forKey: connection.id) }
     }
 
     /// Every open connection (for shutdown and metrics).
-    var openConnections: [ConnectionRef] { connections.withLockedValue { Array($0.values) } }
+    var openConnections: [ConnectionRef] { state.withLockedValue { Array($0.connections.values) } }
 
     /// How many connections are open (upgraded WebSockets).
-    var openConnectionCount: Int { connections.withLockedValue { $0.count } }
+    var openConnectionCount: Int { state.withLockedValue { $0.connections.count } }
 
     /// Whether the server is draining (`RTMServer.drain()`).
-    var isDraining: Bool { draining.withLockedValue { $0 } }
+    var isDraining: Bool { state.withLockedValue { $0.draining } }
+
+    /// Starts draining; false when it had started already.
+    func startDraining() -> Bool {
+        state.withLockedValue { state in defer { state.draining = true }; return !state.draining }
+    }
+
+    /// Connection counts by kind, and the PCU peak.
+    var connectionCounters: ConnectionCounters { state.withLockedValue { $0.counters } }
+
+    /// A MESSAGE connection logged in or a STREAM connection joined (`opened`), or one of them
+    /// closed.
+    func countConnection(_ kind: ConnectionCounters.Kind, opened: Bool) {
+        state.withLockedValue { $0.counters.count(kind, opened: opened) }
+    }
 
     /// Logged-in sessions, online or within their grace window.
     var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
@@ -179,87 +192,24 @@ final class Hub: Sendable {
     func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount,
                presenceTimeout: TimeAmount) -> (decision: HubState.LoginDecision, confirmed: EventLoopFuture<Void>?) {
         let now = NIODeadline.now()
-        let (decision, confirmed) = state.withLockedValue { (state: inout HubState) -> (HubState.LoginDecision, EventLoopFuture<Void>?) in
-            let ending = state.sessions[key]?.channels   // a new (not resumed) login ends this session
-            let decision = state.login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
-                                       presenceTimeout: presenceTimeout, now: now, wallMillis: Self.wallMillis)
-            guard case .admitted(let admission) = decision else { return (decision, nil) }
-            if !admission.resumed { webhooks?.loggedIn(key, ended: ending) }
-            // Registered under the state lock, where the login became pending: the id cannot be
-            // taken as ready before its waiter exists.
-            guard !admission.resumed, state.cluster.pendingLogins[key]?.session == admission.sessionID else { return (decision, nil) }
-            return (decision, awaitCluster(login: admission.sessionID, user: key, on: connection.channel.eventLoop))
+        let loop = connection.channel.eventLoop
+        return modify { state in
+            let (decision, confirmed, actions) = state.onLogin(
+                key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                now: now, wallMillis: Self.wallMillis, makePromise: { loop.makePromise(of: Void.self) })
+            return ((decision, confirmed), actions)
         }
-        if case .admitted(let admission) = decision {
-            if let kicked = admission.kicked {
-                logger.info("kicking older session", metadata: ["user": "\(key.userId)"])
-                Self.close(kicked, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue,
-                                               reason: "the same user id logged in from another client"))
-            }
-            if let replaced = admission.replaced, replaced != connection {
-                Self.closeReplaced(replaced, reason: "replaced by a resumed connection")
-            }
-            perform(admission.broadcasts)
-            clusterSender?.wake()
-            clusterLockOwnerOnline(key)
-            // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
-            if !admission.resumed { signalingSessionChanged(key, loggedIn: false) }
-            signalingSessionChanged(key, loggedIn: true)
-        }
-        return (decision, confirmed)
     }
 
     /// A logged-in connection closed without logout: grace window, then timeout (P-1, P-2).
     func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline) {
         let now = NIODeadline.now()
-        let (grace, lockTimers, key) = state.withLockedValue { state in
-            let key = state.userKey(of: connection)
-            let timer = state.connectionLost(connection, lastSeen: now > lastSeen ? lastSeen : now, now: now)
-            // Locks: TTL counted from now, when the server decides the owner is offline (§2.12).
-            let locks = timer != nil ? key.map { state.lockOwnerLost(connection, user: $0, now: now) } ?? [] : []
-            return (timer, locks, key)
-        }
-        if grace != nil, let key { clusterLockOwnerLost(connection, user: key) }
-        let loop = fanouts[connection.loopIndex].eventLoop
-        for lockTimer in lockTimers {
-            loop.scheduleTask(deadline: lockTimer.deadline) { [self] in
-                perform(state.withLockedValue { $0.lockTimerFired(lockTimer, wallMillis: Self.wallMillis) })
-            }
-        }
-        guard let timer = grace else { return }
-        loop.scheduleTask(deadline: timer.deadline) { [self] in
-            let (broadcasts, ended) = state.withLockedValue { state in
-                let channels = state.sessions[timer.key]?.channels
-                let broadcasts = state.graceExpired(timer, wallMillis: Self.wallMillis)
-                let ended = state.sessions[timer.key] == nil
-                if ended, let channels { webhooks?.sessionEnded(timer.key, channels: channels, reason: "connectionTimeout") }
-                return (broadcasts, ended)
-            }
-            if !broadcasts.isEmpty {
-                logger.info("presence timeout", metadata: ["user": "\(timer.key.userId)"])
-            }
-            perform(broadcasts)
-            clusterSender?.wake()
-            // The STREAM connections ride on the MESSAGE session (K-3): it is over.
-            if ended {
-                closeStreams(of: timer.key, reason: "the user's session timed out")
-                signalingSessionChanged(timer.key, loggedIn: false)   // offline (§1.7)
-            }
-        }
+        modify { $0.onConnectionLost(connection, lastSeen: lastSeen, now: now) }
     }
 
     func logout(_ connection: ConnectionRef) {
-        let (broadcasts, locks, key) = state.withLockedValue { state in
-            let key = state.userKey(of: connection)
-            let locks = key.map { state.releaseLocks(of: $0, wallMillis: Self.wallMillis) } ?? HubState.LockOutcome()
-            if let key, let channels = state.sessions[key]?.channels { webhooks?.sessionEnded(key, channels: channels, reason: "logout") }
-            return (state.logout(connection, wallMillis: Self.wallMillis), locks, key)
-        }
-        perform(broadcasts)
-        perform(locks)
-        clusterSender?.wake()
-        if let key { clusterLockOwnerLoggedOut(connection, user: key) }
-        if let key { signalingSessionChanged(key, loggedIn: false) }   // offline at once (§1.7, H-4)
+        let now = NIODeadline.now()
+        modify { $0.onLogout(connection, now: now, wallMillis: Self.wallMillis) }
     }
 
     func userKey(of connection: ConnectionRef) -> UserKey? {
@@ -273,29 +223,14 @@ final class Hub: Sendable {
     // MARK: channels
 
     func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures) -> HubState.SubscribeDecision {
-        let decision = state.withLockedValue { state in
-            let key = state.userKey(of: connection)
-            let wasMember = key.flatMap { state.sessions[$0]?.channels.contains(channel) } ?? true
-            let decision = state.subscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis)
-            if case .subscribed = decision, !wasMember, let key { webhooks?.channelChanged(.joinChannel, key, channel: channel, reason: nil) }
-            return decision
-        }
-        if case .subscribed(_, let join?) = decision { perform([join]) }
-        clusterSender?.wake()
-        return decision
+        modify { $0.onSubscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis) }
     }
 
     func unsubscribe(_ connection: ConnectionRef, channel: String) -> Bool {
-        guard let outcome = state.withLockedValue({ state in
-            let key = state.userKey(of: connection)
-            let wasMember = key.flatMap { state.sessions[$0]?.channels.contains(channel) } ?? false
-            let outcome = state.unsubscribe(connection, channel: channel, wallMillis: Self.wallMillis)
-            if wasMember, let key { webhooks?.channelChanged(.leaveChannel, key, channel: channel, reason: "leave") }
-            return outcome
-        }) else { return false }
-        if let leave = outcome { perform([leave]) }
-        clusterSender?.wake()
-        return true
+        modify { state in
+            guard let actions = state.onUnsubscribe(connection, channel: channel, wallMillis: Self.wallMillis) else { return (false, []) }
+            return (true, actions)
+        }
     }
 
     /// A loop's local subscriber set of a channel changed between empty and non-empty.
@@ -349,24 +284,6 @@ final class Hub: Sendable {
             let current = state.channels[key] ?? state.newChannel()
             state.channels[key] = current
             return ChannelPosition(epoch: current.epoch, seq: current.seq)
-        }
-    }
-
-    /// Interval-mode presence events, every `presenceInterval`.
-    func startPresenceIntervals() {
-        guard let loop = fanouts.last?.eventLoop else { return }
-        let interval = max(configuration.presenceInterval, .milliseconds(10))
-        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
-            perform(state.withLockedValue { $0.takeIntervalEvents(wallMillis: Self.wallMillis) })
-        }
-    }
-
-    /// Trims replay buffers and forgets unused channels, every replay window.
-    func startSweeping() {
-        guard let loop = fanouts.first?.eventLoop else { return }
-        let interval = max(configuration.channelReplayWindow, .milliseconds(100))
-        loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
-            state.withLockedValue { $0.sweep(nowMillis: Self.wallMillis) }
         }
     }
 
@@ -459,16 +376,6 @@ final class Hub: Sendable {
             return
         }
         sendEncoded(FrameCodec.encode(frame, allocator: channel.allocator), on: channel)
-    }
-
-    /// Forgets history older than `historyRetention`, now and then every half retention (at
-    /// most hourly).
-    func startHistoryTrimming() {
-        guard let retention = configuration.historyRetention, let loop = fanouts.first?.eventLoop else { return }
-        let period = TimeAmount.nanoseconds(max(min(retention.nanoseconds / 2, TimeAmount.hours(1).nanoseconds), 50_000_000))
-        loop.scheduleRepeatedTask(initialDelay: .zero, delay: period) { [self] _ in
-            storage.trimHistory(olderThan: Self.wallMillis - retention.nanoseconds / 1_000_000)
-        }
     }
 
     // MARK: effects

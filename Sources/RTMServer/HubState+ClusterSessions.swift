@@ -296,3 +296,35 @@ extension HubState {
         cluster.send(.ended(appId: timer.key.appId, userId: timer.key.userId, session: timer.session, timedOut: true))
     }
 }
+
+extension HubState {
+    /// What applying cluster events asks for, as actions.
+    mutating func clusterActions(_ outcome: ClusterOutcome, now: NIODeadline) -> [HubAction] {
+        var actions = outcome.broadcasts.map { HubAction.broadcast($0) }
+        for (key, connection) in outcome.kicked {
+            if let connection {
+                actions.append(.log(.info, "kicking a session: the same user logged in on another node", ["user": "\(key.userId)"]))
+                actions.append(.kick(connection, user: key, reason: "the same user id logged in from another client"))
+            }
+            actions += localSessionEnded(key, reason: "the same user id logged in on another node", now: now)
+        }
+        for (_, connection) in outcome.movedAway {
+            actions.append(.closeReplaced(connection, reason: "the session resumed on another node"))
+        }
+        for key in outcome.ended { actions += localSessionEnded(key, reason: "the user's session timed out", now: now) }
+        actions += outcome.peerSends.map { .send($0.frame, to: $0.connection) }
+        return actions + orphanActions(outcome.orphans)
+    }
+
+    /// Grace windows of a dead (or restarted) node's sessions (SPEC P-2 across nodes).
+    func orphanActions(_ orphans: [ClusterReplica.OrphanTimer]) -> [HubAction] {
+        guard !orphans.isEmpty else { return [] }
+        return [.log(.info, "a node is gone: its sessions time out unless they resume elsewhere", ["sessions": "\(orphans.count)"])]
+            + orphans.map { .schedule(.orphan($0), at: $0.deadline) }
+    }
+
+    /// A local session ended by the cluster: what ends with it here.
+    private mutating func localSessionEnded(_ key: UserKey, reason: String, now: NIODeadline) -> [HubAction] {
+        [.closeStreams(key, reason: reason)] + signalingSessionChanged(key, loggedIn: false, now: now)
+    }
+}

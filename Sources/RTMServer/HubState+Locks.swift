@@ -43,7 +43,7 @@ extension HubState {
     }
 
     /// Releases of locks whose owner went offline, due at `deadline`.
-    struct LockTimer: Sendable {
+    struct LockTimer: Sendable, Equatable {
         let channel: ChannelKey
         let lockName: String
         let owner: String

@@ -88,7 +88,7 @@ struct HubState {
         case subscribed(snapshot: Snapshot, join: Broadcast?)
     }
 
-    struct GraceTimer {
+    struct GraceTimer: Sendable, Equatable {
         let key: UserKey
         let generation: UInt64
         let deadline: NIODeadline
@@ -127,6 +127,22 @@ struct HubState {
     var publishedMessages: UInt64 = 0
     /// Cluster mode: the other nodes' sessions, and the events for them (HubState+ClusterSessions).
     var cluster = ClusterReplica()
+    /// Cluster mode: new logins whose reply waits for the cluster, by session id
+    /// (HubState+Events).
+    var loginWaiters: [UInt64: EventLoopPromise<Void>] = [:]
+    /// Call invitations (HubState+Signaling, §1.8).
+    var invitations: InvitationTable
+    /// Webhook events not yet taken by the dispatcher.
+    var webhooks = WebhookOutbox()
+    /// Open WebSocket connections, by id (shutdown, drain, metrics).
+    var connections: [UInt64: ConnectionRef] = [:]
+    var nextConnectionID: UInt64 = 1
+    /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
+    var counters = ConnectionCounters()
+    /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
+    var draining = false
+    /// The periods and waits of the hub's timers (HubState+Timers).
+    let timing: Timing
 
     init(configuration: ServerConfiguration) {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
@@ -138,6 +154,8 @@ struct HubState {
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
         self.presenceDebounceMillis = configuration.presenceDebounce.nanoseconds / 1_000_000
         self.peerStatus = PeerStatusRegistry(configuration: configuration)
+        self.invitations = InvitationTable(configuration: configuration)
+        self.timing = Timing(configuration: configuration)
     }
 
     /// A new channel incarnation with a fresh epoch.

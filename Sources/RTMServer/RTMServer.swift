@@ -1,3 +1,4 @@
+import Atomics
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -71,7 +72,7 @@ public final class RTMServer: Service, Sendable {
     public var port: Int? { serverChannel.withLockedValue { $0?.localAddress?.port } }
 
     /// Connection handlers alive, open or not yet freed (tests: a closed connection frees its own).
-    var liveConnectionHandlers: Int { hub.liveHandlers.withLockedValue { $0 } }
+    var liveConnectionHandlers: Int { hub.liveHandlers.load(ordering: .relaxed) }
 
     /// Connections the event loops' deadline sweeps watch (tests: closed ones leave).
     func watchedConnections() async throws -> Int {
@@ -87,7 +88,7 @@ public final class RTMServer: Service, Sendable {
     public var connectionCount: Int { hub.openConnections.count }
 
     /// Logged-in MESSAGE connections, joined STREAM connections, and the PCU peak (K-2, K-3).
-    public var connectionCounters: ConnectionCounters { hub.counters.withLockedValue { $0 } }
+    public var connectionCounters: ConnectionCounters { hub.connectionCounters }
 
     /// Webhook delivery counters; nil without a webhook URL.
     public var webhookStats: WebhookStats? { hub.webhooks?.stats }
@@ -131,11 +132,9 @@ public final class RTMServer: Service, Sendable {
         try await configuration.sharedServices?.start()   // cluster mode: metadata, history, locks
         hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
         hub.storage.followOtherNodes()   // cluster mode: other nodes' metadata changes
-        hub.startLockSweeping()   // cluster mode: due locks, other nodes' lock changes
+        hub.followClusterLocks()   // cluster mode: other nodes' lock changes
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
-        hub.startSweeping()
-        hub.startPresenceIntervals()
-        hub.startHistoryTrimming()
+        hub.startTimers()   // sweeps, interval presence, history retention; cluster mode: due locks
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])

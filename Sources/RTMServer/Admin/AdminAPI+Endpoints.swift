@@ -5,7 +5,7 @@ import RTMProtocol
 /// The admin API's endpoints (`openapi/admin.yaml`).
 extension AdminAPI {
     func info() -> AdminModels.Info {
-        let counts = hub.counters.withLockedValue { $0 }
+        let counts = hub.connectionCounters
         let now = Hub.wallMillis
         let bans = hub.moderation.withState { $0.activeBans(nowMillis: now).count }
         return AdminModels.Info(

@@ -10,7 +10,7 @@ extension Hub {
         mailbox.queueDepth(mailboxDepth)
         return EventLoopFuture.whenAllSucceed(taken, on: loop).and(mailboxDepth.futureResult).map { [self] stats, depth in
             for loopStats in stats { metrics.fold(loopStats) }
-            let counts = counters.withLockedValue { $0 }
+            let counts = connectionCounters
             metrics.set(.messageConnections, counts.message)
             metrics.set(.streamConnections, counts.stream)
             metrics.set(.peakMessageConnections, counts.peakMessage)

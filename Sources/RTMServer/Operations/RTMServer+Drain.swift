@@ -18,7 +18,7 @@ extension RTMServer {
     /// `drain()` again while a drain runs returns at once.
     public func drain() async {
         let hub = self.hub
-        let first = hub.draining.withLockedValue { draining in defer { draining = true }; return !draining }
+        let first = hub.startDraining()
         guard first else { return }
         let config = configuration
         var pacer = DrainPacer(rate: max(config.drainRate, 0.001), interval: max(config.drainBatchInterval, .milliseconds(1)))

@@ -24,6 +24,8 @@ final class WebhookDispatcher: @unchecked Sendable {
     private var stopped = false
     private var counters = WebhookStats()
     private var random = SystemRandomNumberGenerator()
+    /// The hub's outbox (`WebhookOutbox`), taken on `wake`.
+    private var source: (@Sendable () -> [WebhookEvent])?
 
     /// Opens the queue (`webhooks.sqlite` under `dataDirectory`) and posts what an earlier run
     /// left in it.
@@ -53,18 +55,25 @@ final class WebhookDispatcher: @unchecked Sendable {
         queue.async { self.run(self.scheduler.enqueue(leftOver, now: .now())) }
     }
 
-    /// Queues an event. Calls for one user must come in that user's order (the hub makes them
-    /// under its state lock).
+    /// Queues an event. Calls for one user must come in that user's order.
     func emit(_ type: WebhookEvent.EventType, user: UserKey, channel: String? = nil, channelType: String? = nil,
               reason: String? = nil, count: Int? = nil) {
         let event = WebhookEvent(eventId: "", eventType: type, appId: user.appId, userId: user.userId, ts: Hub.wallMillis,
                                  channelName: channel, channelType: channelType, reason: reason, count: count)
+        queue.async { self.accept([event]) }
+    }
+
+    /// Where the hub's session and channel events wait (its `WebhookOutbox`, taken under the
+    /// hub's lock, in the order they happened). Set once, before the server serves.
+    func setSource(_ take: @escaping @Sendable () -> [WebhookEvent]) {
+        queue.sync { source = take }
+    }
+
+    /// The hub queued events: they are taken on this queue, in order, and written.
+    func wake() {
         queue.async {
-            guard !self.stopped else { return }
-            self.unwritten.append(event)
-            guard !self.flushScheduled else { return }
-            self.flushScheduled = true
-            self.queue.async { self.flush() }
+            guard let source = self.source else { return }
+            self.accept(source())
         }
     }
 
@@ -82,6 +91,7 @@ final class WebhookDispatcher: @unchecked Sendable {
     func stop() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
+                if let source = self.source { self.accept(source()) }
                 self.flush()
                 self.stopped = true
                 continuation.resume()
@@ -90,6 +100,14 @@ final class WebhookDispatcher: @unchecked Sendable {
     }
 
     // MARK: on the queue
+
+    private func accept(_ events: [WebhookEvent]) {
+        guard !stopped, !events.isEmpty else { return }
+        unwritten += events
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        queue.async { self.flush() }
+    }
 
     private func flush() {
         flushScheduled = false

@@ -1,0 +1,69 @@
+import NIOCore
+import RTMProtocol
+
+/// The hub's one way to change its state and act on it: an event runs under the state lock and
+/// returns its actions; `run` performs them after the lock is released.
+extension Hub {
+    /// Runs `event` on the state under the lock, then performs the actions it returned.
+    @discardableResult
+    func modify<Result>(_ event: (inout HubState) -> (Result, [HubAction])) -> Result {
+        let (result, actions) = state.withLockedValue(event)
+        run(actions)
+        return result
+    }
+
+    /// Runs `event` on the state under the lock, then performs the actions it returned.
+    func modify(_ event: (inout HubState) -> [HubAction]) {
+        run(state.withLockedValue(event))
+    }
+
+    /// Performs actions in their order. Never called under the state lock.
+    func run(_ actions: [HubAction]) {
+        for action in actions {
+            switch action {
+            case .broadcast(let broadcast):
+                perform([broadcast])
+            case .send(let frame, let connection):
+                Self.send(frame, on: connection.channel)
+            case .kick(let connection, _, let reason):
+                Self.close(connection, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue, reason: reason))
+            case .closeReplaced(let connection, let reason):
+                Self.closeReplaced(connection, reason: reason)
+            case .closeStreams(let user, let reason):
+                closeStreams(of: user, reason: reason)
+            case .schedule(let timer, let deadline, let loop):
+                schedule(timer, at: deadline, loop: loop)
+            case .answerLogin(let promise):
+                promise.succeed()
+            case .wakeCluster:
+                clusterSender?.wake()
+            case .wakeWebhooks:
+                webhooks?.wake()
+            case .lockOwner(let user, let change):
+                clusterLockOwnerChanged(user, change)
+            case .trimHistory(let before):
+                storage.trimHistory(olderThan: before)
+            case .sweepClusterLocks:
+                sweepClusterLocks()
+            case .log(let level, let message, let metadata):
+                logger.log(level: level, message, metadata: metadata)
+            }
+        }
+    }
+
+    /// Hands `timer` back to the state when it is due, on event loop `loop` (an index past the
+    /// last loop means the last one).
+    private func schedule(_ timer: HubTimer, at deadline: NIODeadline, loop: Int) {
+        guard !fanouts.isEmpty else { return }
+        fanouts[min(loop, fanouts.count - 1)].eventLoop.scheduleTask(deadline: deadline) { [self] in
+            let now = NIODeadline.now()
+            modify { $0.timerFired(timer, now: now, wallMillis: Self.wallMillis) }
+        }
+    }
+
+    /// Starts the timers that repeat for the server's life.
+    func startTimers() {
+        let clustered = clusterLocks != nil
+        modify { state in state.periodicTimers(now: .now(), cluster: clustered) }
+    }
+}

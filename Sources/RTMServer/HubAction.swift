@@ -1,0 +1,52 @@
+import Logging
+import NIOCore
+import RTMProtocol
+
+/// One effect of a `HubState` event. Events return them in order; `Hub.run` performs them
+/// after releasing the state lock (writes are hops to event loops, store calls go to their own
+/// queues, timers come back as events).
+enum HubAction {
+    /// A frame to a channel's subscribers (presence, lock and storage events, gaps).
+    case broadcast(HubState.Broadcast)
+    /// A frame to one connection.
+    case send(Frame, to: ConnectionRef)
+    /// Another client logged in as the same user (C-6): `kicked` (same uid login), then close 1000.
+    case kick(ConnectionRef, user: UserKey, reason: String)
+    /// The session moved to another connection, or ended elsewhere: close 1000, quietly.
+    case closeReplaced(ConnectionRef, reason: String)
+    /// The user's MESSAGE session is over: its STREAM connections close (K-3, K-4).
+    case closeStreams(UserKey, reason: String)
+    /// Hand `timer` back as an event at `deadline`, on event loop `loop`.
+    case schedule(HubTimer, at: NIODeadline, loop: Int = 0)
+    /// A login whose reply waited for the cluster may be answered now.
+    case answerLogin(EventLoopPromise<Void>)
+    /// Cluster events were queued (`ClusterReplica.outbox`): the sender takes them.
+    case wakeCluster
+    /// Webhook events were queued (`WebhookOutbox`): the dispatcher takes them.
+    case wakeWebhooks
+    /// Cluster mode: a lock owner's change goes to the shared lock store.
+    case lockOwner(UserKey, LockOwnerChange)
+    /// History older than this (ms since the Unix epoch) is forgotten.
+    case trimHistory(olderThanMillis: Int64)
+    /// Cluster mode: sweep the shared locks.
+    case sweepClusterLocks
+    /// A line for the server's log.
+    case log(Logger.Level, Logger.Message, Logger.Metadata)
+
+    /// What the shared lock store is told of a lock owner (cluster mode; nothing on one node).
+    enum LockOwnerChange {
+        /// Its connection was lost: its locks are due `ttl` from now, its waits end.
+        case lost(ConnectionRef)
+        /// It logged in or resumed here.
+        case online
+        /// It logged out: its locks are released, its waits end.
+        case loggedOut(ConnectionRef)
+    }
+}
+
+extension HubState.LockOutcome {
+    /// The broadcasts and direct replies, as actions.
+    var actions: [HubAction] {
+        broadcasts.map { .broadcast($0) } + directs.map { .send($0.frame, to: $0.connection) }
+    }
+}

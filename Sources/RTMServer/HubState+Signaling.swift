@@ -1,0 +1,63 @@
+import NIOCore
+import RTMProtocol
+
+/// Peer online status (§1.7) and call invitations (§1.8) as hub events: the frames they send
+/// and the timers they arm, as actions.
+extension HubState {
+    /// A session of `key` started or resumed (`loggedIn`), or ended: the peer status follows
+    /// (§1.7); a callee that came online gets its live invitations again, and the invitations
+    /// of a caller whose session ended are canceled (§1.8).
+    mutating func signalingSessionChanged(_ key: UserKey, loggedIn: Bool, now: NIODeadline) -> [HubAction] {
+        var actions = peerSessionChanged(key, spoke: loggedIn).map { HubAction.send($0.frame, to: $0.connection) }
+        if loggedIn {
+            actions += invitationSends(invitations.calleeOnline(key))
+        } else {
+            for outcome in invitations.callerGone(key, now: now) { actions += invitationActions(outcome) }
+        }
+        return actions
+    }
+
+    /// One invitation request of `user`: the reply, and what follows.
+    mutating func invitationRequest(_ frame: Frame, user: UserKey, now: NIODeadline)
+        -> (reply: Result<Frame, InvitationStateMachine.Refusal>, actions: [HubAction]) {
+        let outcome: InvitationTable.Outcome
+        switch frame.type {
+        case .invite:
+            let sessions = self.sessions   // read while `invitations` changes (copy on write: no copy)
+            outcome = invitations.invite(frame, caller: user, calleeOnline: { sessions[$0]?.connection != nil }, now: now)
+        case .ackInvitation:
+            outcome = invitations.acknowledge(frame.invitationId, callee: user, now: now)
+        case .acceptInvitation, .refuseInvitation:
+            outcome = invitations.answer(frame.invitationId, callee: user, accept: frame.type == .acceptInvitation,
+                                         response: frame.text ?? "", now: now)
+        case .cancelInvitation:
+            outcome = invitations.cancel(frame.invitationId, caller: user, now: now)
+        default:
+            preconditionFailure("invalid state: '\(frame.type)' is not an invitation request")
+        }
+        return (outcome.reply, invitationActions(outcome))
+    }
+
+    /// A session's connection closed without a logout, its last sign of life at `lastSeen`: it
+    /// turns unreachable `threshold` after that unless it comes back first (then offline when
+    /// its grace window ends, SPEC P-2).
+    func peerConnectionLost(_ key: UserKey, lastSeen: NIODeadline, threshold: TimeAmount, now: NIODeadline, loop: Int) -> [HubAction] {
+        guard let generation = sessionGeneration(key) else { return [] }
+        return [.schedule(.peerUnreachable(key, generation: generation), at: max(now, lastSeen + threshold), loop: loop)]
+    }
+
+    /// An invitation outcome's frames and timers.
+    func invitationActions(_ outcome: InvitationTable.Outcome) -> [HubAction] {
+        var actions = invitationSends(outcome.sends)
+        if let timer = outcome.timer { actions.append(.schedule(.invitation(timer.key), at: timer.deadline)) }
+        if let forget = outcome.forgetAt { actions.append(.schedule(.forgetInvitation(forget.key), at: forget.deadline)) }
+        return actions
+    }
+
+    /// Frames for users: sent on their connection. One not connected catches up after its
+    /// reconnection (a resent invite or an acknowledgement is answered with the invitation's
+    /// state).
+    private func invitationSends(_ sends: [InvitationTable.Send]) -> [HubAction] {
+        sends.compactMap { send in connection(of: send.user).map { .send(send.frame, to: $0) } }
+    }
+}
