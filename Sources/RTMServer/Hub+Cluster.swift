@@ -16,11 +16,7 @@ extension Hub {
     /// the second copy when it reads it (the same decision everywhere: one log order).
     func publishThroughBackplane(_ backplane: any ChannelBackplane, appId: String, channel: String, publisher: UserKey,
                                  messages: [Outgoing]) async throws -> (seqs: [UInt64], epoch: String?) {
-        var seqs: [UInt64?] = state.withLockedValue { state in
-            guard var dedup = state.publishDedup.removeValue(forKey: publisher) else { return messages.map { _ in nil } }
-            defer { state.publishDedup[publisher] = dedup }
-            return messages.map { message in message.msgId.flatMap { dedup[$0] } }
-        }
+        var seqs = state.withLockedValue { $0.knownSequenceNumbers(of: messages, publisher: publisher) }
         let fresh = messages.indices.filter { seqs[$0] == nil }
         guard !fresh.isEmpty else { return (seqs.map { $0 ?? 0 }, nil) }
         // Known down: refused at once (nothing is queued to be committed after the client's
@@ -45,15 +41,8 @@ extension Hub {
         for (index, receipt) in zip(fresh, receipts) { seqs[index] = receipt.seq }
         // Remembered now for a resend on this node; every node remembers them again (the same
         // numbers) when the log brings them back.
-        state.withLockedValue { state in
-            var resends = ResendFilter()
-            for index in fresh {
-                guard let id = messages[index].msgId, let seq = seqs[index] else { continue }
-                _ = resends.isResend(id, seq: seq, publisher: publisher, dedup: &state.publishDedup, capacity: state.dedupCapacity)
-            }
-            resends.finish(into: &state.publishDedup)
-            state.publishedMessages &+= UInt64(fresh.count)
-        }
+        let ids = fresh.compactMap { index in messages[index].msgId.flatMap { id in seqs[index].map { (msgId: id, seq: $0) } } }
+        state.withLockedValue { $0.committed(ids, publisher: publisher, count: fresh.count) }
         return (seqs.map { $0 ?? 0 }, receipts.first?.epoch)
     }
 

@@ -45,8 +45,8 @@ extension Hub {
     /// Starts sending this node's cluster events, the first being its `hello`.
     func startClusterSender(_ backplane: any ChannelBackplane) {
         guard let sender = clusterSender else { return }
-        state.withLockedValue { $0.cluster.send(.hello) }
-        sender.start(take: { [self] in state.withLockedValue { $0.cluster.takeOutbox() } }, publish: { events in
+        state.withLockedValue { $0.clusterHello() }
+        sender.start(take: { [self] in state.withLockedValue { $0.takeClusterEvents() } }, publish: { events in
             let now = Self.wallMillis
             _ = try await backplane.publish(events.map { event in
                 BackplanePublish(appId: "", channel: ClusterEvent.channel, publisher: event.from, msgId: nil, customType: nil,

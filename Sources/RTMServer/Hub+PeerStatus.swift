@@ -48,9 +48,6 @@ extension Hub {
     /// Visible members of each channel (0 for one that does not exist), getChannelMemberCount;
     /// nil when `caller` is over its rate.
     func memberCounts(_ caller: UserKey, channels: [String]) -> [String: Int]? {
-        state.withLockedValue { state in
-            guard state.peerStatus.allow(caller, .memberCount, now: .now()) else { return nil }
-            return Dictionary(channels.map { ($0, state.channels[ChannelKey(appId: caller.appId, name: $0)]?.visible ?? 0) }) { first, _ in first }
-        }
+        state.withLockedValue { $0.memberCounts(caller, channels: channels, now: .now()) }
     }
 }

@@ -25,8 +25,8 @@ extension Hub {
                 perform([broadcast])
             case .send(let frame, let connection):
                 Self.send(frame, on: connection.channel)
-            case .kick(let connection, _, let reason):
-                Self.close(connection, with: Frame(type: .kicked, code: LinkStateChangeReason.sameUidLogin.rawValue, reason: reason))
+            case .kick(let connection, _, let code, let reason):
+                Self.close(connection, with: Frame(type: .kicked, code: code.rawValue, reason: reason), code: .normalClosure, reason: reason)
             case .closeReplaced(let connection, let reason):
                 Self.closeReplaced(connection, reason: reason)
             case .closeStreams(let user, let reason):

@@ -90,10 +90,10 @@ final class Hub: Sendable {
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
         if configuration.backplane != nil {
             mailbox.setOnlineElsewhere { [unowned self] keys in
-                state.withLockedValue { state in keys.filter { state.cluster.remote[$0] != nil } }
+                state.withLockedValue { $0.onlineElsewhere(keys) }
             }
         }
-        webhooks?.setSource { [unowned self] in state.withLockedValue { $0.webhooks.take() } }
+        webhooks?.setSource { [unowned self] in state.withLockedValue { $0.takeWebhookEvents() } }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }, interested: { [unowned self] key in hasStorageSubscribers(key) })
@@ -118,59 +118,54 @@ final class Hub: Sendable {
     /// A new WebSocket connection: its handle, counted among the open connections.
     func register(_ channel: any Channel) -> ConnectionRef {
         let fanout = fanout(for: channel.eventLoop)
-        return state.withLockedValue { state in
-            defer { state.nextConnectionID += 1 }
-            let connection = ConnectionRef(id: state.nextConnectionID, channel: channel, loopIndex: fanout.index)
-            state.connections[connection.id] = connection
-            return connection
-        }
+        return state.withLockedValue { $0.register(channel, loopIndex: fanout.index) }
     }
 
     func unregister(_ connection: ConnectionRef) {
-        state.withLockedValue { _ = $0.connections.removeValue(forKey: connection.id) }
+        state.withLockedValue { $0.unregister(connection) }
     }
 
     /// Every open connection (for shutdown and metrics).
-    var openConnections: [ConnectionRef] { state.withLockedValue { Array($0.connections.values) } }
+    var openConnections: [ConnectionRef] { state.withLockedValue { $0.openConnections } }
 
     /// How many connections are open (upgraded WebSockets).
-    var openConnectionCount: Int { state.withLockedValue { $0.connections.count } }
+    var openConnectionCount: Int { state.withLockedValue { $0.openConnectionCount } }
 
     /// Whether the server is draining (`RTMServer.drain()`).
-    var isDraining: Bool { state.withLockedValue { $0.draining } }
+    var isDraining: Bool { state.withLockedValue { $0.isDraining } }
 
     /// Starts draining; false when it had started already.
     func startDraining() -> Bool {
-        state.withLockedValue { state in defer { state.draining = true }; return !state.draining }
+        state.withLockedValue { $0.startDraining() }
     }
 
     /// Connection counts by kind, and the PCU peak.
-    var connectionCounters: ConnectionCounters { state.withLockedValue { $0.counters } }
+    var connectionCounters: ConnectionCounters { state.withLockedValue { $0.connectionCounters } }
 
     /// A MESSAGE connection logged in or a STREAM connection joined (`opened`), or one of them
     /// closed.
     func countConnection(_ kind: ConnectionCounters.Kind, opened: Bool) {
-        state.withLockedValue { $0.counters.count(kind, opened: opened) }
+        state.withLockedValue { $0.countConnection(kind, opened: opened) }
     }
 
     /// Logged-in sessions, online or within their grace window.
-    var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
+    var sessionCount: Int { state.withLockedValue { $0.sessionCount } }
 
     /// Members of a channel (for tests and tools).
     func members(appId: String, channel: String) -> [String] {
-        state.withLockedValue { $0.channels[ChannelKey(appId: appId, name: channel)]?.members.keys.sorted() ?? [] }
+        state.withLockedValue { $0.members(of: ChannelKey(appId: appId, name: channel)) }
     }
 
     // MARK: presence
 
     /// setState / removeState; members are told (or the change waits for the interval event).
     func changeState(_ connection: ConnectionRef, channel: String, set: [String: String], remove: [String]) -> HubState.StateDecision {
-        let decision = state.withLockedValue {
-            $0.changeState(connection, channel: channel, set: set, remove: remove, limits: configuration.limits, wallMillis: Self.wallMillis)
+        modify { state in
+            let decision = state.changeState(connection, channel: channel, set: set, remove: remove, limits: configuration.limits,
+                                             wallMillis: Self.wallMillis)
+            guard case .changed(_, let broadcast?) = decision else { return (decision, [.wakeCluster]) }
+            return (decision, [.broadcast(broadcast), .wakeCluster])
         }
-        if case .changed(_, let broadcast?) = decision { perform([broadcast]) }
-        clusterSender?.wake()
-        return decision
     }
 
     func state(of userId: String, appId: String, channel: String) -> [String: String]? {
@@ -279,12 +274,7 @@ final class Hub: Sendable {
 
     /// Where a channel is now: its epoch and last sequence number (creating the channel).
     func channelPosition(appId: String, channel: String) -> ChannelPosition {
-        state.withLockedValue { state in
-            let key = ChannelKey(appId: appId, name: channel)
-            let current = state.channels[key] ?? state.newChannel()
-            state.channels[key] = current
-            return ChannelPosition(epoch: current.epoch, seq: current.seq)
-        }
+        state.withLockedValue { $0.channelPosition(ChannelKey(appId: appId, name: channel)) }
     }
 
     // MARK: locks
@@ -293,12 +283,11 @@ final class Hub: Sendable {
     /// reply, or nil while it waits for the lock.
     func lock(_ operation: HubState.LockOperation, channel: ChannelKey, name: String, connection: ConnectionRef,
               requestID: UInt64?) -> Result<Frame, HubState.LockFailure>? {
-        let outcome = state.withLockedValue {
-            $0.lock(operation, channel: channel, name: name, connection: connection,
-                    requestID: requestID, wallMillis: Self.wallMillis, maxLocks: configuration.limits.maxLocksPerChannel)
+        modify { state in
+            let outcome = state.lock(operation, channel: channel, name: name, connection: connection,
+                                     requestID: requestID, wallMillis: Self.wallMillis, maxLocks: configuration.limits.maxLocksPerChannel)
+            return (outcome.reply, outcome.actions)
         }
-        perform(outcome)
-        return outcome.reply
     }
 
     func locks(appId: String, channel: String) -> [LockDetail] {
@@ -309,42 +298,18 @@ final class Hub: Sendable {
         state.withLockedValue { $0.holds(user.userId, lock: name, in: ChannelKey(appId: user.appId, name: channel)) }
     }
 
-    func perform(_ outcome: HubState.LockOutcome) {
-        perform(outcome.broadcasts)
-        for direct in outcome.directs { Self.send(direct.frame, on: direct.connection.channel) }
-    }
-
     // MARK: storage
 
     /// Subscribes `watcher` to storage events of `target`'s user metadata.
     func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
-        state.withLockedValue { state in
-            if on {
-                state.metadataWatchers[target, default: []].insert(watcher)
-            } else {
-                state.metadataWatchers[target]?.remove(watcher)
-                if state.metadataWatchers[target]?.isEmpty == true { state.metadataWatchers[target] = nil }
-            }
-        }
+        state.withLockedValue { $0.watchMetadata(of: target, watcher: watcher, on: on) }
     }
 
     /// A metadata set changed: channel members that asked for storage events, or the user's
     /// watchers, get the whole new set.
     private func storageChanged(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata, notifyAll: Bool) {
         let frame = Self.storageEvent(key, kind: kind, metadata: metadata)
-        switch key.type {
-        case .channel:
-            let channel = ChannelKey(appId: key.appId, name: key.target)
-            let loops = state.withLockedValue { $0.channels[channel]?.loops ?? 0 }
-            perform([HubState.Broadcast(channel: channel, frame: frame, loops: loops, except: nil, requires: notifyAll ? [] : .metadata)])
-        case .user:
-            let targets = state.withLockedValue { state in
-                (state.metadataWatchers[UserKey(appId: key.appId, userId: key.target)] ?? []).compactMap {
-                    state.connection(of: UserKey(appId: key.appId, userId: $0))
-                }
-            }
-            for connection in targets { Self.send(frame, on: connection.channel) }
-        }
+        run(state.withLockedValue { $0.storageChanged(key, frame: frame, notifyAll: notifyAll) })
     }
 
     static func storageEvent(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata) -> Frame {

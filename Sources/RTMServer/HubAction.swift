@@ -10,8 +10,9 @@ enum HubAction {
     case broadcast(HubState.Broadcast)
     /// A frame to one connection.
     case send(Frame, to: ConnectionRef)
-    /// Another client logged in as the same user (C-6): `kicked` (same uid login), then close 1000.
-    case kick(ConnectionRef, user: UserKey, reason: String)
+    /// The session ended while connected: `kicked` with `code` and `reason` (another client
+    /// logged in as the same user, C-6; an administrator), then close 1000.
+    case kick(ConnectionRef, user: UserKey, code: LinkStateChangeReason, reason: String)
     /// The session moved to another connection, or ended elsewhere: close 1000, quietly.
     case closeReplaced(ConnectionRef, reason: String)
     /// The user's MESSAGE session is over: its STREAM connections close (K-3, K-4).

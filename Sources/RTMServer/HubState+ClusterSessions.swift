@@ -304,7 +304,7 @@ extension HubState {
         for (key, connection) in outcome.kicked {
             if let connection {
                 actions.append(.log(.info, "kicking a session: the same user logged in on another node", ["user": "\(key.userId)"]))
-                actions.append(.kick(connection, user: key, reason: "the same user id logged in from another client"))
+                actions.append(.kick(connection, user: key, code: .sameUidLogin, reason: "the same user id logged in from another client"))
             }
             actions += localSessionEnded(key, reason: "the same user id logged in on another node", now: now)
         }

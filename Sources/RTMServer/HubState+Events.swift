@@ -31,7 +31,7 @@ extension HubState {
         }
         if let kicked = admission.kicked {
             actions.append(.log(.info, "kicking older session", ["user": "\(key.userId)"]))
-            actions.append(.kick(kicked, user: key, reason: "the same user id logged in from another client"))
+            actions.append(.kick(kicked, user: key, code: .sameUidLogin, reason: "the same user id logged in from another client"))
         }
         if let replaced = admission.replaced, replaced != connection {
             actions.append(.closeReplaced(replaced, reason: "replaced by a resumed connection"))

@@ -37,10 +37,7 @@ extension HubState {
         var directs: [Direct] = []
     }
 
-    struct LockFailure: Error {
-        let code: RTMErrorCode
-        let reason: String
-    }
+    typealias LockFailure = RequestRefusal
 
     /// Releases of locks whose owner went offline, due at `deadline`.
     struct LockTimer: Sendable, Equatable {

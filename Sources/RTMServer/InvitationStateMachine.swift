@@ -45,10 +45,7 @@ struct InvitationStateMachine {
     }
 
     /// A call the state does not allow, with the classic API error.
-    struct Refusal: Error, Equatable {
-        let code: RTMErrorCode
-        let reason: String
-    }
+    typealias Refusal = RequestRefusal
 
     let sentAt: NIODeadline
     let timing: Timing

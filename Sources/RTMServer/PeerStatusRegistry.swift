@@ -16,10 +16,7 @@ struct PeerStatusRegistry {
     }
 
     /// Why a call was refused.
-    struct Refusal: Error {
-        let code: RTMErrorCode
-        let reason: String
-    }
+    typealias Refusal = RequestRefusal
 
     /// Bumped on every reported change; a watcher keeps the newest it saw per peer, so frames
     /// that overtake each other between threads never roll a status back.

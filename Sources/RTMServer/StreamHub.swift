@@ -24,10 +24,7 @@ final class StreamHub: Sendable {
         var subscriptions: [String: Set<String>?] = [:]
     }
 
-    struct Failure: Error {
-        let code: RTMErrorCode
-        let reason: String
-    }
+    typealias Failure = RequestRefusal
 
     /// This node's members.
     let channels = NIOLockedValueBox<[ChannelKey: [String: Member]]>([:])

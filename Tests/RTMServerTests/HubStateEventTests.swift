@@ -103,7 +103,7 @@ struct HubStateEventTests {
         _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
         _ = Self.webhookLines(&state)
         let (_, actions) = login(&state, alice, second)
-        let kick = try #require(actions.firstIndex { if case .kick(first, alice, _) = $0 { true } else { false } })
+        let kick = try #require(actions.firstIndex { if case .kick(first, alice, .sameUidLogin, _) = $0 { true } else { false } })
         let leave = try #require(actions.firstIndex { if case .broadcast = $0 { true } else { false } })
         #expect(kick < leave && Self.broadcasts(actions) == ["alice remoteLeave room"])
         #expect(Self.webhookLines(&state) == ["alice leaveChannel room remoteLogin", "alice userOffline - remoteLogin", "alice userOnline - login"])
@@ -200,5 +200,27 @@ struct HubStateEventTests {
     func clusterLoginTimeoutWithoutWaiter() {
         var state = Self.state()
         #expect(state.timerFired(.clusterLogin(session: 42, user: alice), now: start, wallMillis: 0).isEmpty)
+    }
+
+    @Test("Admin kick (ban, revoke): members told, MESSAGE connection kicked with the admin's code, STREAM connections closed, peers told offline at once (§1.7), webhooks leave and userOffline with reason kicked; nil without a session")
+    func adminEndsASession() throws {
+        var state = Self.state()
+        let first = Self.connection(1), watcher = Self.connection(2)
+        _ = login(&state, alice, first)
+        _ = login(&state, bob, watcher)
+        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        _ = try state.subscribePeers(bob, users: ["alice"], limits: Limits(), now: start).get()
+        _ = Self.webhookLines(&state)
+        let ended = state.onEndSessionByAdmin(alice, code: .kickedOutByServer, reason: "spam", now: start, wallMillis: 2_000)
+        let actions = try #require(ended)
+        #expect(Self.broadcasts(actions) == ["alice remoteLeave room"])
+        #expect(actions.contains { if case .kick(first, alice, .kickedOutByServer, "spam") = $0 { true } else { false } })
+        #expect(actions.contains { if case .closeStreams(alice, "spam") = $0 { true } else { false } })
+        let toBob = actions.compactMap { if case .send(let frame, watcher) = $0 { frame } else { nil } }
+        #expect(toBob.count == 1 && toBob.first?.type == .peersOnlineStatus && toBob.first?.peers?.first?.state == .offline)
+        #expect(Self.webhookLines(&state) == ["alice leaveChannel room kicked", "alice userOffline - kicked"])
+        let again = state.onEndSessionByAdmin(alice, code: .kickedOutByServer, reason: "again", now: start, wallMillis: 3_000)
+        #expect(again == nil)
     }
 }

@@ -18,10 +18,10 @@ extension Hub {
     }
 
     /// Channel messages published since start.
-    var publishedMessages: UInt64 { state.withLockedValue { $0.publishedMessages } }
+    var publishedMessages: UInt64 { state.withLockedValue { $0.publishedCount } }
 
     /// Channels the server knows (with members, subscribers or recent messages).
-    var channelCount: Int { state.withLockedValue { $0.channels.count } }
+    var channelCount: Int { state.withLockedValue { $0.channelCount } }
 
     /// Disconnects a user's MESSAGE connection without ending its session: a `goaway` frame
     /// (code 28 kickedOutByServer, `reason`), then close 1001. The SDK reconnects by itself and
@@ -41,25 +41,18 @@ extension Hub {
     /// to failed / aborted and never logs in again by itself (C-6). False when there was no
     /// session.
     func endSession(_ key: UserKey, code: LinkStateChangeReason, reason: String) -> Bool {
-        let now = Self.wallMillis
-        let (ended, locks) = state.withLockedValue { state in
-            let locks = state.releaseLocks(of: key, wallMillis: now)
-            return (state.endSessionByAdmin(key, wallMillis: now), locks)
+        let now = NIODeadline.now()
+        return modify { state in
+            guard let actions = state.onEndSessionByAdmin(key, code: code, reason: reason, now: now, wallMillis: Self.wallMillis) else {
+                return (false, [])
+            }
+            return (true, actions)
         }
-        perform(ended.broadcasts)
-        perform(locks)
-        clusterSender?.wake()
-        if let connection = ended.connection {
-            Self.close(connection, with: Frame(type: .kicked, code: code.rawValue, reason: reason), code: .normalClosure, reason: reason)
-        }
-        closeStreams(of: key, reason: reason)
-        if ended.existed { logger.info("admin: session ended", metadata: ["user": "\(key.userId)", "code": "\(code)", "reason": "\(reason)"]) }
-        return ended.existed
     }
 
     /// Ends the sessions served by these connections (a revoked token's).
     func endSessions(connections ids: [UInt64], code: LinkStateChangeReason, reason: String) -> Int {
-        let keys = state.withLockedValue { state in ids.compactMap { state.sessionByConnection[$0] } }
+        let keys = state.withLockedValue { $0.users(ofConnections: ids) }
         return keys.filter { endSession($0, code: code, reason: reason) }.count
     }
 }

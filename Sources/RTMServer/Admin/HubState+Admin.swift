@@ -39,4 +39,26 @@ extension HubState {
         guard let session = sessions[key] else { return ([], nil, false) }
         return (endSession(key, event: .remoteLeave, wallMillis: wallMillis), session.connection, true)
     }
+
+    /// The administrator ends a user's session (kick, ban, revoke): members see it leave (P-4),
+    /// its locks are released, its MESSAGE connection gets `kicked` with `code` and `reason`,
+    /// its STREAM connections close (K-4), it is offline to peers at once (§1.7) and its
+    /// calls end (§1.8); webhooks: leave and `userOffline` with reason `kicked`. Nil when the
+    /// user had no session.
+    mutating func onEndSessionByAdmin(_ key: UserKey, code: LinkStateChangeReason, reason: String, now: NIODeadline,
+                                      wallMillis: Int64) -> [HubAction]? {
+        let channels = sessions[key]?.channels
+        let locks = releaseLocks(of: key, wallMillis: wallMillis)
+        let ended = endSessionByAdmin(key, wallMillis: wallMillis)
+        guard ended.existed else { return nil }
+        if let channels { webhooks.sessionEnded(key, channels: channels, reason: "kicked", ts: wallMillis) }
+        var actions = ended.broadcasts.map { HubAction.broadcast($0) } + locks.actions + [.wakeCluster, .wakeWebhooks]
+        if let connection = ended.connection {
+            actions.append(.kick(connection, user: key, code: code, reason: reason))
+        }
+        actions.append(.closeStreams(key, reason: reason))
+        actions += signalingSessionChanged(key, loggedIn: false, now: now)
+        actions.append(.log(.info, "admin: session ended", ["user": "\(key.userId)", "code": "\(code)", "reason": "\(reason)"]))
+        return actions
+    }
 }

@@ -64,12 +64,4 @@ public struct StorageChangeNotice: Sendable, Equatable {
 }
 
 /// A request a shared store refuses, with the reference's error code and a reason.
-public struct SharedStoreRefusal: Error, Sendable, Equatable {
-    public var code: RTMErrorCode
-    public var reason: String
-
-    public init(code: RTMErrorCode, reason: String) {
-        self.code = code
-        self.reason = reason
-    }
-}
+public typealias SharedStoreRefusal = RequestRefusal

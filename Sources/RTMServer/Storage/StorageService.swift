@@ -11,10 +11,7 @@ import RTMProtocol
 /// one store transaction, which excludes the other nodes' writers too.
 final class StorageService: @unchecked Sendable {
     /// A failed operation: the error code and a reason naming the problem.
-    struct Failure: Error, Sendable {
-        let code: RTMErrorCode
-        let reason: String
-    }
+    typealias Failure = RequestRefusal
 
     /// Called on the queue after each successful write, in write order.
     typealias ChangeHandler = @Sendable (StorageKey, StorageEventKind, Metadata, _ notifyAll: Bool) -> Void
@@ -90,10 +87,8 @@ final class StorageService: @unchecked Sendable {
                 }
                 reply(.success(metadata))
                 onChange(key, StorageEventKind(operation), metadata, notifyAll)
-            } catch let failure as Failure {
-                reply(.failure(failure))
-            } catch let refusal as SharedStoreRefusal {
-                reply(.failure(Failure(code: refusal.code, reason: refusal.reason)))
+            } catch let refusal as RequestRefusal {   // this node's check, or the shared store's
+                reply(.failure(refusal))
             } catch {
                 logger.error("metadata write failed", metadata: ["error": "\(error)"])
                 documents[key] = nil   // reload from the store next time

@@ -12,8 +12,9 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         /// A user logged in (a new session; a reconnection within the grace window is not one).
         case userOnline
         /// A user's session ended: `reason` is `logout`, `connectionTimeout` (lost and not back
-        /// within the grace window, SPEC P-2) or `remoteLogin` (the same user id logged in
-        /// elsewhere, C-6).
+        /// within the grace window, SPEC P-2), `remoteLogin` (the same user id logged in
+        /// elsewhere, C-6) or `kicked` (an administrator kicked or banned the user, or revoked
+        /// its token).
         case userOffline
         /// A user subscribed to a message channel (`channelType` "message") or joined a stream
         /// channel ("stream").
