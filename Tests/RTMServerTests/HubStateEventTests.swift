@@ -36,6 +36,15 @@ struct HubStateEventTests {
         return (admission, actions)
     }
 
+    /// alice on `first` and bob on `watcher`, both logged in and subscribed to "room".
+    private func aliceAndBobInRoom(_ state: inout HubState, _ first: ConnectionRef, _ watcher: ConnectionRef,
+                                   watcherFeatures: ChannelFeatures = .presence) {
+        _ = login(&state, alice, first)
+        _ = login(&state, bob, watcher)
+        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: watcherFeatures, wallMillis: 1_000)
+    }
+
     private static func webhookLines(_ state: inout HubState) -> [String] {
         state.webhooks.take().map { "\($0.userId) \($0.eventType.rawValue) \($0.channelName ?? "-") \($0.reason ?? "-")" }
     }
@@ -55,10 +64,7 @@ struct HubStateEventTests {
     func graceTimerEndsTheSession() throws {
         var state = Self.state()
         let first = Self.connection(1, loop: 1), watcher = Self.connection(2)
-        _ = login(&state, alice, first)
-        _ = login(&state, bob, watcher)
-        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
-        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        aliceAndBobInRoom(&state, first, watcher)
         #expect(Self.webhookLines(&state) == ["alice userOnline - login", "bob userOnline - login",
                                                "alice joinChannel room -", "bob joinChannel room -"])
 
@@ -97,10 +103,7 @@ struct HubStateEventTests {
     func secondLoginActionsAndWebhooks() throws {
         var state = Self.state()
         let first = Self.connection(1), second = Self.connection(2), watcher = Self.connection(3)
-        _ = login(&state, alice, first)
-        _ = login(&state, bob, watcher)
-        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
-        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        aliceAndBobInRoom(&state, first, watcher)
         _ = Self.webhookLines(&state)
         let (_, actions) = login(&state, alice, second)
         let kick = try #require(actions.firstIndex { if case .kick(first, alice, .sameUidLogin, _) = $0 { true } else { false } })
@@ -123,10 +126,7 @@ struct HubStateEventTests {
     func logoutActions() throws {
         var state = Self.state()
         let first = Self.connection(1), watcher = Self.connection(2)
-        _ = login(&state, alice, first)
-        _ = login(&state, bob, watcher)
-        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
-        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: [.presence, .lock], wallMillis: 1_000)
+        aliceAndBobInRoom(&state, first, watcher, watcherFeatures: [.presence, .lock])
         let room = ChannelKey(appId: "app", name: "room")
         _ = state.lock(.set(ttl: 10), channel: room, name: "pen", connection: first, requestID: 1, wallMillis: 1_000, maxLocks: 10)
         _ = state.lock(.acquire(retry: false), channel: room, name: "pen", connection: first, requestID: 2, wallMillis: 1_000, maxLocks: 10)
@@ -206,10 +206,7 @@ struct HubStateEventTests {
     func adminEndsASession() throws {
         var state = Self.state()
         let first = Self.connection(1), watcher = Self.connection(2)
-        _ = login(&state, alice, first)
-        _ = login(&state, bob, watcher)
-        _ = state.onSubscribe(first, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
-        _ = state.onSubscribe(watcher, channel: "room", quiet: false, features: .presence, wallMillis: 1_000)
+        aliceAndBobInRoom(&state, first, watcher)
         _ = try state.subscribePeers(bob, users: ["alice"], limits: Limits(), now: start).get()
         _ = Self.webhookLines(&state)
         let ended = state.onEndSessionByAdmin(alice, code: .kickedOutByServer, reason: "spam", now: start, wallMillis: 2_000)
