@@ -237,7 +237,7 @@ struct HardeningTests {
             (33, #"{"type":"publish","id":33,"channel":"room","data":"@@not base64@@"}"#, "'data'"),
             (34, #"{"type":"publish","id":34,"channel":"room","text":"x","ts":"soon"}"#, "'ts'"),
             (35, #"{"type":"publish","id":35,"channel":"room","text":"x","ts":99999999999999999999999}"#, "'ts'"),
-            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "1e400"),
+            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "'ts': must be a whole number"),
             (36, #"{"type":"setMetadata","id":36,"storageType":"channel","channel":"room","metadata":{"majorRevision":-1,"items":[{"key":"k"}]}}"#, "metadata.items[0].value"),
         ]
         for (id, text, field) in cases {
@@ -245,6 +245,7 @@ struct HardeningTests {
             let reply = await raw.reply(id)
             #expect(reply?.code == RTMErrorCode.invalidFrame.rawValue, "\(text)")
             #expect(reply?.reason?.contains(field) == true, "\(text) → \(reply?.reason ?? "no reply")")
+            #expect(reply?.reason?.contains("Swift") == false && reply?.reason?.contains("Base64") == false, "\(text) → \(reply?.reason ?? "")")
         }
         // Broken JSON: no id to read, but the reason says what is wrong (not "not a JSON object").
         raw.sendRaw(#"{"type":"publish","id":37,"x":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}")
