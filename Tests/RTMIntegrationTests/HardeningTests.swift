@@ -39,10 +39,10 @@ struct HardeningTests {
                 try? await Task.sleep(for: .milliseconds(50))
             }
         }
-        // 4. A malformed HTTP request: NIO answers 400 and nobody used to close the socket.
+        // 4. A malformed HTTP request: answered 400 (nobody used to close the socket).
         let garbage = try await RawPeer.connect(port: harness.port)
         try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
-        // 5. A request for another path: 400 with an explanation, then closed.
+        // 5. A request for another path: 404 with an explanation, then closed.
         let wrongPath = try await RawPeer.connect(port: harness.port)
         try await wrongPath.write("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
 
@@ -51,7 +51,7 @@ struct HardeningTests {
         }
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(String(buffer: garbage.received).hasPrefix("HTTP/1.1 400"))
-        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 400"))
+        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 404"))
         // The pinger got its pongs, then a close frame saying why.
         let frames = pinger.frames()
         #expect(frames.contains { $0.opcode == 0xA })
