@@ -77,7 +77,9 @@ func show(_ event: RTMEvent, lost: inout Bool) {
         switch link.currentState {
         case .connected where lost:
             lost = false
-            say("* back online\(link.isResumed ? " (resumed: nothing missed)" : "")")
+            // isResumed: the server still held the session (nobody saw us leave). Otherwise the
+            // SDK joined every channel again; anything it could not replay comes as a gap.
+            say("* back online\(link.isResumed ? " (session resumed)" : " (new session: channels joined again)")")
         case .disconnected, .suspended:
             lost = true
             say("* connection lost (\(link.reason)); reconnecting by itself…")

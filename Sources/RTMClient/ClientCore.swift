@@ -85,7 +85,6 @@ final class ClientCore: @unchecked Sendable {
         timing.disconnectedWindow = config.disconnectedWindow
         timing.suspendedRetry = config.suspendedRetryInterval
         timing.interruptionThreshold = config.interruptionThreshold
-        timing.resumeWindow = config.resumeWindow
         self.machine = Machine(timing: timing, seed: config.jitterSeed ?? UInt64.random(in: 0...UInt64.max))
     }
 

@@ -19,7 +19,11 @@ public struct LinkStateEvent: Sendable, CustomStringConvertible {
     public let affectedChannels: [String]
     /// Channels whose subscription could not be restored after a reconnection (normally empty).
     public let unrestoredChannels: [String]
-    /// On → connected: the link came back within 2 minutes of the loss (not via suspended).
+    /// On a reconnection (→ connected, operation `reconnected`): `true` when the server still
+    /// held this client's session and resumed it (its answer to the login, `resumed`): the
+    /// subscriptions and presence state were kept and nobody saw the user leave. `false` after
+    /// the grace window, after a server restart, and on the first login: the SDK subscribed
+    /// again and members saw the user join.
     public let isResumed: Bool
     /// Milliseconds since the Unix epoch when the event was produced.
     public let timestamp: Int64

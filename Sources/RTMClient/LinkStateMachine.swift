@@ -74,7 +74,6 @@ struct LinkStateMachine: Sendable {
         var disconnectedWindow: Double = 120
         var suspendedRetry: Double = 30
         var interruptionThreshold: Double = 4
-        var resumeWindow: Double = 120
         /// A timer firing this late means the process was suspended (T-11).
         var lateThreshold: Double { max(1, heartbeat / 2) }
     }
@@ -239,13 +238,15 @@ struct LinkStateMachine: Sendable {
             actions.append(.classic(.connected, .loginSuccess))
             actions += [.schedule(.heartbeat, at: now + .fractionalSeconds(timing.heartbeat)), .completeLogin(nil)]
             return actions
-        case .reconnecting(attempt, let loss):
+        case .reconnecting(attempt, _):
             state = .connected(attempt: attempt, pingSince: nil)
-            let within = !loss.suspended && (now - loss.lostAt) <= .fractionalSeconds(timing.resumeWindow)
+            // `isResumed` is the server's answer, not a guess from the time spent away: a
+            // restarted server (or a session past its grace window) answers `resumed:false`
+            // however quick the return was.
             var actions: [Action] = [.cancel(.attempt), .cancel(.retry), .cancel(.interruption), .cancel(.reconnectDeadline),
                                      .restore(resumed: resumed),
                                      .link(Transition(previous: .connecting, current: .connected, operation: .reconnected,
-                                                      reason: .reconnectSuccess, message: resumed ? "session resumed" : "new session", isResumed: within))]
+                                                      reason: .reconnectSuccess, message: resumed ? "session resumed" : "new session", isResumed: resumed))]
             if interruptionReported || classic != .connected {
                 classic = .connected
                 interruptionReported = false

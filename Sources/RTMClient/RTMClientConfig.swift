@@ -45,7 +45,9 @@ public struct RTMClientConfig: Sendable {
     public var suspendedRetryInterval: Double = 30
     /// An interruption shorter than this causes no classic state change, seconds (C-3: 4).
     public var interruptionThreshold: Double = 4
-    /// `isResumed` window after a loss, seconds (2 min).
+    /// No longer used: ``LinkStateEvent/isResumed`` is the server's answer (it still held the
+    /// session), however long the link was away. Kept so that code setting it still compiles.
+    @available(*, deprecated, message: "isResumed now follows the server's answer; this window has no effect")
     public var resumeWindow: Double = 120
     /// Deadline for a close handshake before the socket is dropped, seconds (T-2: 1).
     public var closeTimeout: Double = 1

@@ -63,7 +63,7 @@ public enum FrameCodec {
         do {
             return try JSONDecoder().decode(Frame.self, from: data)
         } catch {
-            throw FrameDecodingError(reason: problem(error, in: data), requestID: requestID(in: data))
+            throw FrameDecodingError(reason: problem(error), requestID: requestID(in: data))
         }
     }
 
@@ -75,7 +75,7 @@ public enum FrameCodec {
     }
 
     /// What was wrong, in words naming the field.
-    static func problem(_ error: any Error, in data: Data) -> String {
+    static func problem(_ error: any Error) -> String {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
             (codingPath + (last.map { [$0] } ?? [])).map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
                 .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
@@ -85,28 +85,14 @@ public enum FrameCodec {
             case is String.Type: "a string"
             case is Bool.Type: "true or false"
             case is Data.Type: "a base64 string"
-            case is Int.Type, is Int64.Type, is UInt64.Type, is Int32.Type, is UInt32.Type, is Double.Type: "a number"
+            case is any FixedWidthInteger.Type: "a whole number"
+            case is Double.Type, is Float.Type: "a number"
             case is [Any].Type: "an array"
             default: "a JSON object"
             }
         }
+        // Only our own words reach the peer: never Foundation's or Swift's descriptions.
         guard let error = error as? DecodingError else { return "not valid JSON" }
-        /// Foundation's decoder says only "not valid JSON" for broken JSON and for numbers that
-        /// fit no field; JSONSerialization names the first, and the field of the second is found.
-        func whyNotJSON(_ data: Data) -> String {
-            do {
-                let object = try JSONSerialization.jsonObject(with: data)
-                guard let fields = object as? [String: Any] else { return "expected a JSON object at the top level" }
-                for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
-                    if let number = value as? NSNumber, !(number is Bool), abs(number.doubleValue) >= 9.2e18 {
-                        return "invalid value for field '\(key)': the number \(number) is out of range"
-                    }
-                }
-                return "a value does not fit its field"
-            } catch {
-                return "not valid JSON: " + ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)")
-            }
-        }
         switch error {
         case .keyNotFound(let key, let context):
             return "missing field '\(path(context.codingPath, key))'"
@@ -117,9 +103,13 @@ public enum FrameCodec {
         case .valueNotFound(let type, let context):
             return "null for field '\(path(context.codingPath))': expected \(expected(type))"
         case .dataCorrupted(let context) where !context.codingPath.isEmpty:
-            return "invalid value for field '\(path(context.codingPath))': \(context.debugDescription)"
+            let field = "invalid value for field '\(path(context.codingPath))'"
+            guard let problem = context.underlyingError as? FieldProblem else { return field }
+            return field + ": " + problem.reason
         case .dataCorrupted:
-            return whyNotJSON(data)
+            // Numbers that fit no field are caught at the field (`KeyedDecodingContainer.field`):
+            // what is left is broken JSON.
+            return "not valid JSON"
         @unknown default:
             return "not valid JSON"
         }

@@ -19,6 +19,13 @@ public struct Metadata: Codable, Sendable, Equatable {
 
     /// The item with `key`, if present.
     public subscript(key: String) -> MetadataItem? { items.first { $0.key == key } }
+
+    /// Decodes a set; a bad revision names its field (`metadata.items[0].revision`).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        majorRevision = try c.required(Int64.self, .majorRevision)
+        items = try c.required([MetadataItem].self, .items)
+    }
 }
 
 /// One key/value item of a metadata set (`AgoraRtmMetadataItem`).
@@ -42,6 +49,16 @@ public struct MetadataItem: Codable, Sendable, Equatable {
         self.revision = revision
         self.authorUserId = authorUserId
         self.updateTs = updateTs
+    }
+
+    /// Decodes an item; a bad revision or time names its field.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        key = try c.required(String.self, .key)
+        value = try c.required(String.self, .value)
+        revision = try c.required(Int64.self, .revision)
+        authorUserId = try c.field(String.self, .authorUserId)
+        updateTs = try c.field(Int64.self, .updateTs)
     }
 }
 

@@ -166,11 +166,11 @@ public final class RTMServer: Service, Sendable {
             maxFrameSize: config.limits.maxFrameBytes,
             automaticErrorHandling: true,
             shouldUpgrade: { channel, head in
-                // Versioning: the client must offer our subprotocol; we choose it.
-                let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
-                // Draining: no new WebSocket (the request gets a 503, `NotUpgradedHandler`).
+                // Versioning: the client must offer our subprotocol; we choose it. A request that
+                // is refused goes on to `NotUpgradedHandler`, which names its problem (or answers
+                // 503 while draining: no new WebSocket).
                 guard !hub.isDraining, head.uri.split(separator: "?").first.map(String.init) == FrameCodec.path,
-                      offered.contains(FrameCodec.subprotocol) else {
+                      ServerUpgrader.refusal(for: head) == nil else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 return channel.eventLoop.makeSucceededFuture(HTTPHeaders([("Sec-WebSocket-Protocol", FrameCodec.subprotocol)]))
@@ -186,7 +186,7 @@ public final class RTMServer: Service, Sendable {
             completionHandler: { context in
                 context.pipeline.syncOperations.removeHandler(name: notUpgradedHandlerName, promise: nil)
             }
-        ))
+        ), withErrorHandling: false)   // `NotUpgradedHandler` answers a malformed request (NIO's 400 has no body)
         try sync.addHandler(NotUpgradedHandler(hub: hub), name: notUpgradedHandlerName)
         // From the accept to the close: the connection's state, its deadlines, its requests.
         try sync.addHandler(ConnectionHandler(hub: hub))

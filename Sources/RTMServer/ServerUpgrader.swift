@@ -1,5 +1,7 @@
+import struct Foundation.Data
 import NIOCore
 import NIOHTTP1
+import RTMProtocol
 import NIOWebSocket
 import RTMWebSocket
 
@@ -73,5 +75,60 @@ struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
             // request are delivered once this returns.
             handler.upgraded(context: handlerContext)
         }
+    }
+}
+
+/// Why a request on the WebSocket endpoint cannot be upgraded, and the answer it gets: the
+/// status, a one-line reason naming the problem, and the headers RFC 6455 and RFC 9110 ask for.
+struct UpgradeRefusal: Sendable, Equatable {
+    /// The HTTP status of the answer.
+    let status: HTTPResponseStatus
+    /// What is wrong, in one line (the answer's body).
+    let reason: String
+    /// Headers the answer must carry: `Allow` on a 405, `Sec-WebSocket-Version` on a version problem.
+    let headers: [String: String]
+}
+
+extension ServerUpgrader {
+    /// The WebSocket version this server speaks (RFC 6455).
+    static let webSocketVersion = "13"
+
+    /// What is wrong with `head` as an upgrade on the endpoint, checked in the order a client
+    /// would fix it (RFC 6455 §4.2.1); nil when it can be upgraded. A request that is not an
+    /// upgrade at all is told what the endpoint expects.
+    static func refusal(for head: HTTPRequestHead) -> UpgradeRefusal? {
+        let headers = head.headers
+        let expected = "expected a WebSocket upgrade on \(FrameCodec.path) with subprotocol \(FrameCodec.subprotocol)"
+        guard head.method == .GET else {
+            return UpgradeRefusal(status: .methodNotAllowed, reason: "\(head.method) is not allowed on \(FrameCodec.path): \(expected) (GET)",
+                                  headers: ["Allow": "GET"])
+        }
+        guard headers[canonicalForm: "Upgrade"].contains(where: { $0.lowercased() == "websocket" }) else {
+            return UpgradeRefusal(status: .badRequest, reason: "\(expected) (Upgrade: websocket)", headers: [:])
+        }
+        let versions = headers[canonicalForm: "Sec-WebSocket-Version"]
+        guard let version = versions.first else {
+            return UpgradeRefusal(status: .badRequest, reason: "missing Sec-WebSocket-Version header: this server speaks WebSocket version \(webSocketVersion)",
+                                  headers: ["Sec-WebSocket-Version": webSocketVersion])
+        }
+        guard versions.count == 1, version == webSocketVersion else {
+            // RFC 6455 §4.4: a version the server does not speak gets 426 and the versions it does.
+            return UpgradeRefusal(status: .upgradeRequired,
+                                  reason: "unsupported WebSocket version \(versions.joined(separator: ", ")): this server speaks version \(webSocketVersion)",
+                                  headers: ["Sec-WebSocket-Version": webSocketVersion])
+        }
+        let keys = headers[canonicalForm: "Sec-WebSocket-Key"]
+        guard keys.count == 1, let key = keys.first else {
+            let problem = keys.isEmpty ? "missing Sec-WebSocket-Key header" : "more than one Sec-WebSocket-Key header"
+            return UpgradeRefusal(status: .badRequest, reason: "\(problem): a WebSocket upgrade sends one, 16 random bytes in base64",
+                                  headers: [:])
+        }
+        guard Data(base64Encoded: String(key))?.count == 16 else {
+            return UpgradeRefusal(status: .badRequest, reason: "Sec-WebSocket-Key must be 16 random bytes in base64, got '\(key)'", headers: [:])
+        }
+        guard headers[canonicalForm: "Sec-WebSocket-Protocol"].contains(where: { $0 == FrameCodec.subprotocol }) else {
+            return UpgradeRefusal(status: .badRequest, reason: "\(expected) (Sec-WebSocket-Protocol: \(FrameCodec.subprotocol))", headers: [:])
+        }
+        return nil
     }
 }

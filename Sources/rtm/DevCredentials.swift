@@ -1,4 +1,5 @@
 import Foundation
+import RTMServer
 
 /// The development app id and certificate kept in the data directory (`app.json`), created on
 /// the first `rtm serve` so the quick start needs no set-up.
@@ -16,7 +17,7 @@ struct DevCredentials: Codable {
     /// Loads, or creates and stores new random credentials.
     static func loadOrCreate(dataDir: String) throws -> (DevCredentials, created: Bool) {
         if let existing = load(dataDir: dataDir) { return (existing, false) }
-        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        try DataDirectory.prepare(dataDir)
         let credentials = DevCredentials(appId: randomHex(32), appCertificate: randomHex(32))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -56,6 +56,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Client sockets held at once; past it a new connection is closed as soon as it is accepted (default: the open-file limit, raised to its hard limit at start, less 128 for the server's own files).") var maxConnections: Int?
 
     func run() async throws {
+        do {
+            try await serve()
+        } catch let error as DataDirectoryError {
+            // Named in our words, with the way out; never the file system layer's error text.
+            throw ServeDataDirectoryError(error: error)
+        }
+    }
+
+    private func serve() async throws {
         FileLimit.raise()
         var logger = Logger(label: "rtm.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -158,5 +167,15 @@ struct Serve: AsyncParsableCommand {
         config.adminKey = key
         config.adminHost = String(adminListen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         config.adminPort = port
+    }
+}
+
+/// A data directory `rtm serve` cannot use: what failed, and the option that chooses another.
+struct ServeDataDirectoryError: Error, CustomStringConvertible {
+    let error: DataDirectoryError
+
+    var description: String {
+        "\(error). Choose a directory you can write with --data-dir <path> "
+            + "(the default, rtm-data, is created in the current directory)."
     }
 }

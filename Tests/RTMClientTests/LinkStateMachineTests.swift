@@ -210,6 +210,17 @@ struct LinkStateMachineTests {
         #expect(Self.links(back).first?.previous == .connecting)
     }
 
+    @Test("P-1: isResumed is the server's answer: a quick return that the server answers resumed:false is not resumed")
+    func isResumedFollowsTheServer() {
+        var m = Self.connected()
+        _ = m.connectionClosed(attempt: 1, message: "server restarted", now: Self.t(10))
+        _ = m.timerFired(.retry, due: Self.t(11), now: Self.t(11))
+        let back = m.loginSucceeded(attempt: 2, resumed: false, now: Self.t(11.1))
+        #expect(Self.links(back).first?.isResumed == false)
+        #expect(Self.links(back).first?.message == "new session")
+        #expect(back.contains(.restore(resumed: false)))
+    }
+
     // MARK: H-1, H-5, T-3, T-11
 
     @Test("H-1: a heartbeat sends a ping and arms a 10 s pong deadline; silence → disconnected/keepAliveTimeout")

@@ -83,6 +83,17 @@ struct BadInputTests {
         let wrongType = await raw.frames.first(within: soon) { $0.reason?.contains("'id'") == true }
         #expect(wrongType?.code == RTMErrorCode.invalidFrame.rawValue)
 
+        // A value that does not fit its field names the field and the problem in our words,
+        // never Foundation's ("Number … is not representable in Swift", "… not valid Base64").
+        raw.sendRaw(#"{"type":"publish","id":1.5,"channel":"room","text":"x"}"#)
+        let fraction = await raw.frames.first(within: soon) { $0.reason?.contains("got 1.5") == true }
+        #expect(fraction?.reason == "malformed frame: invalid value for field 'id': must be a whole number from 0 to 9223372036854775807, got 1.5")
+        #expect(fraction?.id == nil)
+        raw.sendRaw(#"{"type":"publish","id":28,"channel":"room","data":"@@"}"#)
+        #expect(await raw.reply(28)?.reason == "malformed frame: invalid value for field 'data': must be a base64 string")
+        raw.sendRaw(#"{"type":"login","id":29,"heartbeatInterval":1e400}"#)
+        #expect(await raw.reply(29)?.reason == "malformed frame: invalid value for field 'heartbeatInterval': the number is out of range")
+
         raw.send(Frame(type: .subscribe, id: 21, channel: "bad/name"))
         #expect(await raw.reply(21)?.code == RTMErrorCode.invalidChannelName.rawValue)
         raw.send(Frame(type: .subscribe, id: 22, channel: String(repeating: "a", count: 65)))

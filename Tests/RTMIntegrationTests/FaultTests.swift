@@ -201,7 +201,7 @@ struct FaultTests {
         try await restarted.start()
         let aliceBack = await aliceEvents.first(within: soon) { $0.link?.operation == .reconnected }
         let bobBack = await bobEvents.first(within: soon) { $0.link?.operation == .reconnected }
-        #expect(aliceBack?.link?.isResumed == true)   // back within 2 min (a new server session, though)
+        #expect(aliceBack?.link?.isResumed == false)   // a new server session: the restart lost it
         #expect(bobBack != nil)
         // Subscriptions restored on the new server: a message reaches bob.
         let members = await waitUntil { restarted.members(appId: Harness.appId, channel: "room") == ["alice", "bob"] }
@@ -210,6 +210,38 @@ struct FaultTests {
         #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "restarted" } != nil)
         await alice.logout()
         await bob.logout()
+        try? await restarted.shutdown()
+    }
+
+    @Test("P-1: isResumed is the server's answer: back to the same server within the grace window → resumed; back to a restarted server, however quickly → not resumed")
+    func isResumedFollowsTheServer() async throws {
+        let harness = try await Harness.start()
+        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let (alice, events) = try await Harness.client("alice", port: proxy.port)
+        try await alice.subscribe("room")
+
+        // A cut healed within the grace window: the server still holds the session.
+        var mark = await events.mark()
+        proxy.cutAll()
+        let resumed = await events.first(since: mark, within: soon) { $0.link?.operation == .reconnected }
+        #expect(resumed?.link?.isResumed == true)
+        #expect(resumed?.link?.reason == "session resumed")
+
+        // The server restarts between the loss and the return: the return is quick (well
+        // within the SDK's 2-minute disconnected window) but the server answers resumed:false.
+        mark = await events.mark()
+        await harness.stop()
+        let lost = await events.first(since: mark, within: soon) { $0.link?.currentState == .disconnected }
+        #expect(lost != nil)
+        let restarted = try RTMServer(configuration: Harness.serverConfig(port: harness.port))
+        try await restarted.start()
+        let fresh = await events.first(since: mark, within: soon) { $0.link?.operation == .reconnected }
+        #expect(fresh?.link?.isResumed == false)
+        #expect(fresh?.link?.reason == "new session")
+        // The SDK subscribed again on the new session.
+        #expect(await waitUntil { restarted.members(appId: Harness.appId, channel: "room") == ["alice"] })
+        await alice.logout()
+        try? await proxy.stop()
         try? await restarted.shutdown()
     }
 }

@@ -39,10 +39,10 @@ struct HardeningTests {
                 try? await Task.sleep(for: .milliseconds(50))
             }
         }
-        // 4. A malformed HTTP request: NIO answers 400 and nobody used to close the socket.
+        // 4. A malformed HTTP request: answered 400 (nobody used to close the socket).
         let garbage = try await RawPeer.connect(port: harness.port)
         try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
-        // 5. A request for another path: 400 with an explanation, then closed.
+        // 5. A request for another path: 404 with an explanation, then closed.
         let wrongPath = try await RawPeer.connect(port: harness.port)
         try await wrongPath.write("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
 
@@ -51,7 +51,7 @@ struct HardeningTests {
         }
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(String(buffer: garbage.received).hasPrefix("HTTP/1.1 400"))
-        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 400"))
+        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 404"))
         // The pinger got its pongs, then a close frame saying why.
         let frames = pinger.frames()
         #expect(frames.contains { $0.opcode == 0xA })
@@ -237,7 +237,7 @@ struct HardeningTests {
             (33, #"{"type":"publish","id":33,"channel":"room","data":"@@not base64@@"}"#, "'data'"),
             (34, #"{"type":"publish","id":34,"channel":"room","text":"x","ts":"soon"}"#, "'ts'"),
             (35, #"{"type":"publish","id":35,"channel":"room","text":"x","ts":99999999999999999999999}"#, "'ts'"),
-            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "1e400"),
+            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "'ts': must be a whole number"),
             (36, #"{"type":"setMetadata","id":36,"storageType":"channel","channel":"room","metadata":{"majorRevision":-1,"items":[{"key":"k"}]}}"#, "metadata.items[0].value"),
         ]
         for (id, text, field) in cases {
@@ -245,6 +245,7 @@ struct HardeningTests {
             let reply = await raw.reply(id)
             #expect(reply?.code == RTMErrorCode.invalidFrame.rawValue, "\(text)")
             #expect(reply?.reason?.contains(field) == true, "\(text) → \(reply?.reason ?? "no reply")")
+            #expect(reply?.reason?.contains("Swift") == false && reply?.reason?.contains("Base64") == false, "\(text) → \(reply?.reason ?? "")")
         }
         // Broken JSON: no id to read, but the reason says what is wrong (not "not a JSON object").
         raw.sendRaw(#"{"type":"publish","id":37,"x":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}")

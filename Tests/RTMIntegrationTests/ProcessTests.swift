@@ -30,10 +30,11 @@ final class RTMProcess: Sendable {
     }
 
     /// Runs `rtm` with `arguments`; with `user`, as that user through `runuser` (the test
-    /// runs as root then), from `binary`.
-    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary, input: Pipe? = nil) throws {
+    /// runs as root then), from `binary`, in `directory` (nil: the test's own).
+    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary, input: Pipe? = nil, directory: URL? = nil) throws {
         process = Process()
         if let input { process.standardInput = input }
+        if let directory { process.currentDirectoryURL = directory }
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
             process.arguments = ["-u", user, "--", binary.path] + arguments
@@ -193,23 +194,13 @@ struct ProcessTests {
 
     @Test("K-1/K-2, issue 12: the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
     func unprivileged() async throws {
-        // Root (CI) runs both through `runuser -u nobody`; an ordinary user runs them as itself.
-        let user: String? = getuid() == 0 ? "nobody" : nil
-        if user != nil, !FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") {
-            Issue.record("running as root without runuser: cannot prove the unprivileged case")
-            return
-        }
-        // A copy of the binary and a data directory that the ordinary user can reach.
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-unprivileged-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let binary = dir.appendingPathComponent("rtm")
-        try FileManager.default.copyItem(at: RTMProcess.binary, to: binary)
-        let data = dir.appendingPathComponent("data")
+        guard let ordinary = try OrdinaryUser.prepare() else { return }
+        defer { ordinary.remove() }
+        let (user, binary) = (ordinary.user, ordinary.binary)
+        // A data directory that the ordinary user can write.
+        let data = ordinary.dir.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        for (path, mode) in [(dir.path, 0o755), (binary.path, 0o755), (data.path, 0o777)] {
-            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
-        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: data.path)
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: [
             "serve", "--port", "\(port)", "--data-dir", data.path, "--app-id", Harness.appId,
@@ -234,5 +225,43 @@ struct ProcessTests {
             let uid = status.split(separator: "\n").first { $0.hasPrefix("Uid:") }
             #expect(uid?.split(separator: "\t").dropFirst().first == "65534", "\(uid ?? "no Uid line")")
         }
+    }
+}
+
+/// Running `rtm` as an ordinary user: root (CI) runs it through `runuser -u nobody`, an ordinary
+/// user as itself; from a copy of the binary in a fresh directory everybody can read and search.
+struct OrdinaryUser {
+    /// The user to pass to `RTMProcess` (nil: the test already runs as an ordinary user).
+    let user: String?
+    /// The fresh directory (mode 0755).
+    let dir: URL
+    /// The copy of `rtm` in it.
+    let binary: URL
+
+    /// nil, with the test failed, when running as root without `runuser`.
+    static func prepare() throws -> OrdinaryUser? {
+        let user: String? = getuid() == 0 ? "nobody" : nil
+        if user != nil, !FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") {
+            Issue.record("running as root without runuser: cannot prove the unprivileged case")
+            return nil
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-unprivileged-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let binary = dir.appendingPathComponent("rtm")
+        try FileManager.default.copyItem(at: RTMProcess.binary, to: binary)
+        for path in [dir.path, binary.path] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        }
+        return OrdinaryUser(user: user, dir: dir, binary: binary)
+    }
+
+    /// Removes the directory (made writable again first, where a test locked part of it).
+    func remove() {
+        if let items = FileManager.default.enumerator(atPath: dir.path) {
+            for case let item as String in items {
+                try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: dir.appendingPathComponent(item).path)
+            }
+        }
+        try? FileManager.default.removeItem(at: dir)
     }
 }

@@ -34,4 +34,52 @@ struct ServeOptionsTests {
         await bob.logout()
         await alice.logout()
     }
+
+    /// Waits for `rtm serve` to exit and returns everything it printed.
+    static func failure(of server: RTMProcess) async -> String {
+        _ = await server.waitForLine(containing: "--data-dir")   // the output reader may lag the exit
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus != 0, "\(server.output)")
+        return server.output.joined(separator: "\n")
+    }
+
+    static func expectOurWords(_ text: String) {
+        for foreign in ["NSCocoaErrorDomain", "Code=", "couldn’t", "NSUnderlyingError", "NSFilePath"] {
+            #expect(!text.contains(foreign), "\(text)")
+        }
+    }
+
+    @Test("`rtm serve --data-dir <file>/sub`: exits naming the path that is a file and suggesting --data-dir, in our words (root included)")
+    func dataDirectoryUnderAFile() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-datadir-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("a-file").path
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        // Without --app-id the development credentials are written first; with it, the store opens first.
+        for credentials in [[], ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]] {
+            let server = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", file + "/sub"] + credentials)
+            defer { server.stop() }
+            let text = await Self.failure(of: server)
+            #expect(text.contains("cannot use the data directory '\(file)/sub': \(file) is a file, not a directory"), "\(text)")
+            #expect(text.contains("--data-dir <path>"), "\(text)")
+            Self.expectOurWords(text)
+        }
+    }
+
+    @Test("`rtm serve` run by an ordinary user in a directory it cannot write: exits with 'permission denied' naming the path and suggesting --data-dir")
+    func dataDirectoryPermissionDenied() async throws {
+        guard let ordinary = try OrdinaryUser.prepare() else { return }
+        defer { ordinary.remove() }
+        // Readable and searchable by everyone, writable by nobody but root (as an ordinary user, not even by us).
+        let locked = ordinary.dir.appendingPathComponent("locked")
+        try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: ordinary.user == nil ? 0o555 : 0o755], ofItemAtPath: locked.path)
+        let server = try RTMProcess(arguments: ["serve", "--port", "0"], user: ordinary.user, binary: ordinary.binary, directory: locked)
+        defer { server.stop() }
+        let text = await Self.failure(of: server)
+        #expect(text.contains("cannot use the data directory 'rtm-data': permission denied creating \(locked.path)/rtm-data"), "\(text)")
+        #expect(text.contains("--data-dir <path>"), "\(text)")
+        Self.expectOurWords(text)
+    }
 }

@@ -46,6 +46,48 @@ struct FrameCodecTests {
         }
     }
 
+    @Test("a value that does not fit its field names the field (its full path) and the problem in our words, never Swift's or Foundation's")
+    func fieldProblemsInOurWords() {
+        let id = "must be a whole number from 0 to 9223372036854775807"
+        let int = "must be a whole number from -9223372036854775808 to 9223372036854775807"
+        let cases: [(String, String)] = [
+            (#"{"type":"ping","id":1.5}"#, "invalid value for field 'id': \(id), got 1.5"),
+            (#"{"type":"ping","id":-1}"#, "invalid value for field 'id': \(id)"),
+            (#"{"type":"ping","id":1e20}"#, "invalid value for field 'id': \(id)"),
+            (#"{"type":"ping","id":1e400}"#, "invalid value for field 'id': \(id)"),
+            (#"{"type":"ping","msgId":99999999999999999999}"#, "invalid value for field 'msgId': \(id)"),
+            (#"{"type":"ping","qos":2.5}"#, "invalid value for field 'qos': \(int), got 2.5"),
+            (#"{"type":"ping","heartbeatInterval":1e400}"#, "invalid value for field 'heartbeatInterval': the number is out of range"),
+            (#"{"type":"ping","heartbeatInterval":-1e400}"#, "invalid value for field 'heartbeatInterval': the number is out of range"),
+            (#"{"type":"ping","data":"%%%"}"#, "invalid value for field 'data': must be a base64 string"),
+            (#"{"type":"ping","positions":{"room":{"epoch":"e","seq":1.5}}}"#,
+             "invalid value for field 'positions.room.seq': must be a whole number from 0 to 18446744073709551615, got 1.5"),
+            (#"{"type":"ping","metadata":{"majorRevision":-1,"items":[{"key":"k","value":"v","revision":0.5}]}}"#,
+             "invalid value for field 'metadata.items[0].revision': \(int), got 0.5"),
+            (#"{"type":"ping","id":"7"}"#, "wrong type for field 'id': expected a whole number"),
+            (#"{"type":"ping","id":1,"#, "not valid JSON"),
+        ]
+        for (input, expected) in cases {
+            do {
+                _ = try FrameCodec.decode(ByteBuffer(string: input))
+                Issue.record("decoded \(input)")
+            } catch {
+                #expect(error.reason == expected, "\(input)")
+                for foreign in ["Swift", "Base64", "representable", "Foundation", "NSCocoa", "The given data"] {
+                    #expect(!error.reason.contains(foreign), "\(input): \(error.reason)")
+                }
+            }
+        }
+    }
+
+    @Test("a value that fits its field still decodes: whole numbers written with an exponent, fractions where a fraction is allowed")
+    func fittingValuesDecode() throws {
+        let frame = try FrameCodec.decode(ByteBuffer(string: #"{"type":"ping","id":1e3,"heartbeatInterval":0.25,"positions":{"r":{"epoch":"e","seq":5}}}"#))
+        #expect(frame.id == 1000)
+        #expect(frame.heartbeatInterval == 0.25)
+        #expect(frame.positions?["r"]?.seq == 5)
+    }
+
     @Test("a broadcast frame is byte-for-byte identical for every subscriber (nothing per recipient)")
     func broadcastIsRecipientFree() {
         let message = Frame(type: .message, channel: "room", channelType: "message", publisher: "alice", text: "hi", seq: 1, ts: 1)

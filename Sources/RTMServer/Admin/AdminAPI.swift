@@ -58,14 +58,14 @@ struct AdminAPI: Sendable {
     private func route(_ request: AdminRequest, _ path: [String], respond: @escaping Respond) throws {
         // `channels/{channel}`: one channel, inspected.
         if path.count == 2, path[0] == "channels" {
-            guard request.method == .GET else { return respond(Self.notAllowed(request)) }
+            guard request.method == .GET else { return respond(Self.notAllowed(request, allowed: .GET)) }
             return respond(.json(try channel(path[1], request)))
         }
         let joined = path.joined(separator: "/")
         guard let method = Self.endpoints[joined] else {
             return respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path)"))
         }
-        guard method == request.method else { return respond(Self.notAllowed(request)) }
+        guard method == request.method else { return respond(Self.notAllowed(request, allowed: method)) }
         switch joined {
         case "info": respond(.json(info()))
         case "channels": respond(.json(try channels(request)))
@@ -85,8 +85,12 @@ struct AdminAPI: Sendable {
         }
     }
 
-    private static func notAllowed(_ request: AdminRequest) -> AdminResponse {
-        .error(.methodNotAllowed, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+    /// A 405 with the `Allow` header RFC 9110 §15.5.6 asks for: the one method the endpoint takes.
+    private static func notAllowed(_ request: AdminRequest, allowed: HTTPMethod) -> AdminResponse {
+        var response = AdminResponse.error(.methodNotAllowed, "methodNotAllowed",
+                                           "\(request.method) is not allowed on \(request.path): use \(allowed.rawValue)")
+        response.extraHeaders = [("Allow", allowed.rawValue)]
+        return response
     }
 
     // MARK: key
