@@ -25,7 +25,11 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     var fanout: LoopFanout!
+    /// When the last whole frame arrived (SPEC T-3): the liveness deadline counts from it, so
+    /// a peer that trickles the bytes of a frame it never finishes is not alive.
     var lastRead = NIODeadline.now()
+    /// The current read delivered at least one whole frame (stamped in channelReadComplete).
+    var readWholeFrame = false
     var publishLimiter: RateLimiter
     /// Error replies this connection may still get; a connection that keeps sending rejected
     /// requests past it is closed (1008: a flood of rejections degrades everyone).
@@ -106,6 +110,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        readWholeFrame = true
         let frame: WebSocketFrame
         switch unwrapInboundIn(data) {
         case .binary(let messages):
@@ -163,6 +168,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        // Only whole frames are signs of life: bytes of a frame still open are not (a peer
+        // could hold one open for ever, a byte at a time).
+        guard readWholeFrame else { return context.fireChannelReadComplete() }
+        readWholeFrame = false
         lastRead = .now()
         if silence?.reported == true { silenceBroken() }
         flushPublishes(context: context)

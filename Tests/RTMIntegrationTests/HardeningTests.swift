@@ -71,6 +71,46 @@ struct HardeningTests {
         await harness.stop()
     }
 
+    @Test("T-3 (server side): a logged-in peer that trickles the bytes of a frame it never finishes is dropped at its read deadline (heartbeat + slack from its last whole frame); a pinging neighbour stays")
+    func unfinishedFrameIsNotALifeSign() async throws {
+        let harness = try await Harness.start { $0.heartbeatSlack = .milliseconds(300) }
+        var peers: [RawPeer] = []
+        for user in ["trickler", "pinger"] {
+            let peer = try await RawPeer.connect(port: harness.port)
+            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+            hello.writeImmutableBuffer(Self.loginFrame(user, heartbeat: 0.5))   // read deadline 0.5 + 0.3 s
+            try await peer.write(hello)
+            peers.append(peer)
+        }
+        let (trickler, pinger) = (peers[0], peers[1])
+        for peer in peers {
+            _ = await peer.framesUntilClose(within: .milliseconds(300))
+            #expect(peer.frames().first?.text.contains(#""type":"ok""#) == true)
+        }
+        // A 200-byte text frame, sent a byte every 100 ms (it would take 20 s), never finished.
+        let frame = RawPeer.text(String(repeating: "x", count: 200))
+        let trickle = Task {
+            for index in 0..<(frame.readableBytes - 1) where !trickler.isClosed {
+                try? await trickler.write(frame.getSlice(at: frame.readerIndex + index, length: 1)!)
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        let pinging = Task {
+            while !pinger.isClosed {
+                try? await pinger.write(RawPeer.text(#"{"type":"ping"}"#))
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        let started = ContinuousClock.now
+        #expect(await trickler.waitForClose(within: .seconds(4)), "the trickler is still open")
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(!pinger.isClosed)
+        trickle.cancel()
+        pinging.cancel()
+        await pinger.close()
+        await harness.stop()
+    }
+
     /// Runs `count` connections through `cycle`, `parallel` at a time.
     static func cycles(_ count: Int, parallel: Int = 32, _ cycle: @escaping @Sendable (Int) async throws -> Void) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
