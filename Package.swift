@@ -109,8 +109,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ], swiftSettings: strict),
+        // A throwaway PostgreSQL server process (initdb + pg_ctl on a free loopback port): the
+        // tests' database and `rtm bench cluster`'s.
+        .target(name: "RTMLocalPostgres", dependencies: [
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ], swiftSettings: strict),
         // Test support: the fault-injecting TCP proxy and waiting helpers.
         .target(name: "RTMTestSupport", dependencies: [
+            "RTMLocalPostgres",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -130,8 +136,8 @@ let package = Package(
             .unsafeFlags(["-enforce-exclusivity=unchecked"]),
         ]),
         .executableTarget(name: "rtm", dependencies: [
-            // RTMTestSupport: `rtm bench cluster` starts a throwaway PostgreSQL as the tests do.
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMTestSupport",
+            // RTMLocalPostgres: `rtm bench cluster` starts a throwaway PostgreSQL as the tests do.
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMLocalPostgres",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import RTMBench
-import RTMTestSupport
+import RTMLocalPostgres
 
 extension BenchPlacement: ExpressibleByArgument {}
 
@@ -89,11 +89,11 @@ final class BenchCluster: @unchecked Sendable {
     private(set) var endpoints: [BenchEndpoint] = []
     private var processes: [ServerProcess] = []
     private var directories: [String] = []
-    private var database: PostgresTestServer?
+    private var database: LocalPostgres?
     private let postgresURL: String?
     private var loginRate: Double = 0
 
-    private init(appId: String, certificate: String, postgresURL: String?, database: PostgresTestServer?) {
+    private init(appId: String, certificate: String, postgresURL: String?, database: LocalPostgres?) {
         self.appId = appId
         self.certificate = certificate
         self.postgresURL = postgresURL
@@ -115,10 +115,10 @@ final class BenchCluster: @unchecked Sendable {
             return cluster
         }
         guard count >= 1 else { throw ValidationError("--nodes must be at least 1") }
-        var database: PostgresTestServer?
+        var database: LocalPostgres?
         var url = postgres
         if url == nil {
-            let server = try PostgresTestServer.start(durable: durable)
+            let server = try LocalPostgres.start(durable: durable)
             database = server
             url = server.url + "?sslmode=disable"
             log("started PostgreSQL on port \(server.port) (\(durable ? "fsync and synchronous commit on" : "no fsync, no synchronous commit"))")

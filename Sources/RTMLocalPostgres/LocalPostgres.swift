@@ -1,7 +1,8 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, `pg_ctl start`
+/// A throwaway PostgreSQL server for tests and benchmarks (`rtm bench cluster`): `initdb` into
+/// a temporary directory, `pg_ctl start`
 /// on a free loopback port with trust authentication, and `stop()` (or `kill()`, as a crash)
 /// that can be followed by `start()` again on the same data and port (a database that goes away
 /// under load and comes back).
@@ -9,7 +10,7 @@ import NIOConcurrencyHelpers
 /// PostgreSQL refuses to run as root, so under root (CI) the data directory is handed to the
 /// `postgres` user and every command runs through `runuser`. The binaries are looked up in
 /// `RTM_PG_BINDIR`, then the highest `/usr/lib/postgresql/*/bin`, then `PATH`.
-public final class PostgresTestServer: @unchecked Sendable {
+public final class LocalPostgres: @unchecked Sendable {
     /// The loopback port it listens on.
     public let port: Int
     /// The superuser name (trust authentication: no password).
@@ -50,9 +51,9 @@ public final class PostgresTestServer: @unchecked Sendable {
 
     /// Creates a cluster in a new temporary directory and starts it; `durable`: with fsync and
     /// synchronous commit (PostgreSQL's defaults) instead of without.
-    public static func start(durable: Bool = false) throws -> PostgresTestServer {
+    public static func start(durable: Bool = false) throws -> LocalPostgres {
         guard let bin = findBinDirectory() else {
-            throw PostgresTestServerError("PostgreSQL server binaries (initdb, pg_ctl) not found; set RTM_PG_BINDIR")
+            throw LocalPostgresError("PostgreSQL server binaries (initdb, pg_ctl) not found; set RTM_PG_BINDIR")
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -60,7 +61,7 @@ public final class PostgresTestServer: @unchecked Sendable {
         if let runAs {
             try run("/bin/chown", ["-R", runAs, directory.path])
         }
-        let server = PostgresTestServer(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
+        let server = LocalPostgres(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
         try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
         try server.start()
         return server
@@ -86,11 +87,11 @@ public final class PostgresTestServer: @unchecked Sendable {
     /// port, named `name` to the primary (`application_name`, for
     /// `synchronous_standby_names`). Replication is asynchronous unless the primary is
     /// configured otherwise.
-    public func startReplica(name: String = "replica") throws -> PostgresTestServer {
+    public func startReplica(name: String = "replica") throws -> LocalPostgres {
         let replicaDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: replicaDirectory, withIntermediateDirectories: true)
         if let runAsUser { try Self.run("/bin/chown", ["-R", runAsUser, replicaDirectory.path]) }
-        let replica = PostgresTestServer(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
+        let replica = LocalPostgres(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
                                          runAsUser: runAsUser, durable: durable)
         try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
                                       "-d", "application_name=\(name)", "--no-sync"])
@@ -142,7 +143,7 @@ public final class PostgresTestServer: @unchecked Sendable {
     private func signalAll(_ signal: Int32) throws {
         let pidFile = try String(contentsOfFile: dataPath + "/postmaster.pid", encoding: .utf8)
         guard let postmaster = pid_t(pidFile.split(separator: "\n").first ?? "") else {
-            throw PostgresTestServerError("no pid in \(dataPath)/postmaster.pid")
+            throw LocalPostgresError("no pid in \(dataPath)/postmaster.pid")
         }
         var pids = [postmaster]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
@@ -153,7 +154,7 @@ public final class PostgresTestServer: @unchecked Sendable {
             if fields.count > 1, pid_t(fields[1]) == postmaster { pids.append(pid) }
         }
         for pid in pids where Glibc.kill(pid, signal) != 0 && errno != ESRCH {
-            throw PostgresTestServerError("kill(\(pid), \(signal)) failed: errno \(errno)")
+            throw LocalPostgresError("kill(\(pid), \(signal)) failed: errno \(errno)")
         }
     }
 
@@ -204,14 +205,14 @@ public final class PostgresTestServer: @unchecked Sendable {
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw PostgresTestServerError("cannot run \(executable): \(String(cString: strerror(spawned)))") }
+        guard spawned == 0 else { throw LocalPostgresError("cannot run \(executable): \(String(cString: strerror(spawned)))") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let exited = status & 0x7f == 0
         let code = (status >> 8) & 0xff
         guard exited && code == 0 else {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            throw PostgresTestServerError("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+            throw LocalPostgresError("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
         return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
     }
@@ -235,7 +236,7 @@ public final class PostgresTestServer: @unchecked Sendable {
 }
 
 /// Why the test PostgreSQL could not be set up.
-public struct PostgresTestServerError: Error, CustomStringConvertible {
+public struct LocalPostgresError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
 }
