@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import NIOCore
+import NIOPosix
 @testable import RTMServer
 import RTMTestSupport
 import Testing
@@ -160,31 +162,75 @@ struct WebhookTests {
         #expect(receiver.received.first { $0.event.userId == "stuck" }.map { $0.attempt > 1 } == true)
     }
 
-    @Test("Webhooks: events queued when the server stops are delivered after it restarts on the same data directory")
-    func survivesRestart() async throws {
+    /// Runs `firstRun` on a server whose webhook receiver is down, stops it, starts a second run
+    /// on the same data directory with the receiver up, and returns `user`'s events as
+    /// "type/reason" once `count` of them (each once) have arrived.
+    static func acrossARestart(user: String, count: Int, _ firstRun: (Harness) async throws -> Void) async throws -> [String] {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-webhooks-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         let port = try LoopbackPort.free()   // the receiver is down during the first run
-        let first = try await Harness.start { config in
+        let start = { try await Harness.start { config in
             config.webhook = Self.webhook(port: port)
             config.dataDirectory = data
-        }
-        try await Self.session("before", on: first)
-        await first.stop()
+        } }
+        let first = try await start()
+        try await firstRun(first)
         #expect(first.server.webhookStats?.delivered == 0)
 
         let receiver = try await WebhookReceiver.start(port: port, secret: Self.secret)
-        defer { Task { await receiver.stop() } }
-        let second = try await Harness.start { config in
-            config.webhook = Self.webhook(port: port)
-            config.dataDirectory = data
-        }
-        defer { Task { await second.stop() } }
+        let second = try await start()
         let all = await receiver.wait(within: .seconds(5)) { received in
-            Set(received.filter { $0.event.userId == "before" }.map(\.event.eventId)).count >= Self.sessionEvents.count
+            Set(received.filter { $0.event.userId == user }.map(\.event.eventId)).count >= count
         }
         #expect(all, "\(receiver.received.map(\.event))")
-        #expect(Self.sequence(of: "before", in: receiver.unique) == Self.sessionEvents)
+        await second.stop()
+        await receiver.stop()
+        return Self.sequence(of: user, in: receiver.unique)
+    }
+
+    @Test("Webhooks: events queued when the server stops are delivered after it restarts on the same data directory")
+    func survivesRestart() async throws {
+        let events = try await Self.acrossARestart(user: "before", count: Self.sessionEvents.count) { first in
+            try await Self.session("before", on: first)
+            await first.stop()
+        }
+        #expect(events == Self.sessionEvents)
+    }
+
+    @Test("Webhooks: a session the server still had when it stopped ends with leaveChannel and userOffline (reason serverShutdown), delivered after the restart")
+    func openSessionEndsAtShutdown() async throws {
+        let expected = ["userOnline/login", "joinChannel/-", "leaveChannel/serverShutdown", "userOffline/serverShutdown"]
+        let events = try await Self.acrossARestart(user: "stays", count: expected.count) { first in
+            let (client, _) = try await Harness.client("stays", port: first.port)
+            _ = try await client.subscribe("room")
+            await first.stop()
+            await client.logout()
+        }
+        #expect(events == expected)
+    }
+
+    @Test("Webhooks: sessions a run left without their end (killed: its dispatcher never stopped) end when the next run opens the queue: leaveChannel and userOffline with reason serverRestart, after what was queued")
+    func unendedSessionsEndAtRestart() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-webhooks-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = (path as NSString).appendingPathComponent("webhooks.sqlite")
+        let killed = try WebhookQueueStore(path: file, maxEvents: 100)
+        let written = [WebhookEvent(eventId: "r1-1", eventType: .userOnline, appId: "app", userId: "alice", ts: 1, reason: "login"),
+                       WebhookEvent(eventId: "r1-2", eventType: .joinChannel, appId: "app", userId: "alice", ts: 2,
+                                    channelName: "room", channelType: "message")]
+        _ = try killed.append(written.map { ($0.orderingKey, $0.eventId, try JSONEncoder().encode($0)) }, presence: written)
+        #expect(try killed.presence().map(\.user.userId) == ["alice"])
+
+        let next = try WebhookDispatcher(configuration: Self.webhook(port: try LoopbackPort.free()), dataDirectory: path, fullSync: false,
+                                         group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "test"))
+        await next.stop()
+        let reopened = try WebhookQueueStore(path: file, maxEvents: 100)
+        let queued = try reopened.all().map { try JSONDecoder().decode(WebhookEvent.self, from: $0.body) }
+        #expect(queued.map { "\($0.eventType.rawValue)/\($0.reason ?? "-")" }
+                == ["userOnline/login", "joinChannel/-", "leaveChannel/serverRestart", "userOffline/serverRestart"])
+        #expect(queued[2].channelName == "room" && queued[2].channelType == "message")
+        #expect(try reopened.presence().isEmpty)
     }
 
     @Test("Webhooks: the queue is bounded: past maxQueuedEvents the oldest are dropped and counted, the newest delivered")

@@ -52,7 +52,14 @@ final class WebhookDispatcher: @unchecked Sendable {
             maxRetryDuration: configuration.maxRetryDuration, maxConcurrent: configuration.maxConcurrentDeliveries))
         let leftOver = try store.all()
         if !leftOver.isEmpty { logger.info("webhook events queued by an earlier run", metadata: ["count": "\(leftOver.count)"]) }
-        queue.async { self.run(self.scheduler.enqueue(leftOver, now: .now())) }
+        // Sessions an earlier run left without their end (it was killed, or its machine went
+        // down): they end now, after what that run had queued.
+        let unended = Self.endEvents(of: try store.presence(), reason: "serverRestart")
+        if !unended.isEmpty { logger.info("sessions of an earlier run end with their webhook events", metadata: ["events": "\(unended.count)"]) }
+        queue.async {
+            self.run(self.scheduler.enqueue(leftOver, now: .now()))
+            self.accept(unended)
+        }
     }
 
     /// Queues an event. Calls for one user must come in that user's order.
@@ -93,9 +100,29 @@ final class WebhookDispatcher: @unchecked Sendable {
             queue.async {
                 if let source = self.source { self.accept(source()) }
                 self.flush()
+                // The sessions still open end with this run: their leave and offline events
+                // are on disk, posted by the next run if not now.
+                do {
+                    self.accept(Self.endEvents(of: try self.store.presence(), reason: "serverShutdown"))
+                    self.flush()
+                } catch {
+                    self.logger.error("webhook presence unreadable: open sessions not ended", metadata: ["error": "\(error)"])
+                }
                 self.stopped = true
                 continuation.resume()
             }
+        }
+    }
+
+    /// The leave and offline events that end these sessions, with `reason`.
+    static func endEvents(of sessions: [(user: UserKey, channels: [(name: String, type: String)])], reason: String) -> [WebhookEvent] {
+        let now = Hub.wallMillis
+        return sessions.flatMap { session in
+            session.channels.map {
+                WebhookEvent(eventId: "", eventType: .leaveChannel, appId: session.user.appId, userId: session.user.userId, ts: now,
+                             channelName: $0.name, channelType: $0.type, reason: reason)
+            } + [WebhookEvent(eventId: "", eventType: .userOffline, appId: session.user.appId, userId: session.user.userId, ts: now,
+                              reason: reason)]
         }
     }
 
@@ -113,6 +140,7 @@ final class WebhookDispatcher: @unchecked Sendable {
         flushScheduled = false
         guard !unwritten.isEmpty else { return }
         var rows: [(key: String, eventId: String, body: Data)] = []
+        let written = unwritten
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         for var event in unwritten {
@@ -123,7 +151,7 @@ final class WebhookDispatcher: @unchecked Sendable {
         }
         unwritten.removeAll()
         do {
-            let (items, dropped) = try store.append(rows)
+            let (items, dropped) = try store.append(rows, presence: written)
             if !dropped.isEmpty {
                 counters.droppedQueueFull += dropped.count
                 logger.warning("webhook queue full: dropped the oldest events",

@@ -13,8 +13,10 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         case userOnline
         /// A user's session ended: `reason` is `logout`, `connectionTimeout` (lost and not back
         /// within the grace window, SPEC P-2), `remoteLogin` (the same user id logged in
-        /// elsewhere, C-6) or `kicked` (an administrator kicked or banned the user, or revoked
-        /// its token).
+        /// elsewhere, C-6), `kicked` (an administrator kicked or banned the user, or revoked
+        /// its token), `serverShutdown` (the server stopped with the session open) or
+        /// `serverRestart` (an earlier run of the server ended without stopping, killed or
+        /// its machine down; sent when the next run starts).
         case userOffline
         /// A user subscribed to a message channel (`channelType` "message") or joined a stream
         /// channel ("stream").

@@ -3,8 +3,10 @@ import GRDB
 
 /// The webhook queue on disk (`webhooks.sqlite` in the data directory; in memory without
 /// one): events wait here from their emission until a 2xx answer, so a restart delivers what
-/// was queued. Bounded: past `maxEvents` the oldest rows go. Used only from the dispatcher's
-/// queue (hence `@unchecked Sendable`).
+/// was queued. Bounded: past `maxEvents` the oldest rows go. It also keeps who the events say
+/// is online and in which channels (`webhook_presence`, changed in the same transaction as the
+/// events), so that the sessions a server run leaves behind end with their events in the next
+/// run. Used only from the dispatcher's queue (hence `@unchecked Sendable`).
 final class WebhookQueueStore: @unchecked Sendable {
     private let db: DatabaseQueue
     private let maxEvents: Int
@@ -22,6 +24,14 @@ final class WebhookQueueStore: @unchecked Sendable {
                     ordering_key TEXT NOT NULL, event_id TEXT NOT NULL, body BLOB NOT NULL);
                 """)
         }
+        migrator.registerMigration("v2-webhook-presence") { db in
+            // channel '' and channel_type '': the user is online.
+            try db.execute(sql: """
+                CREATE TABLE webhook_presence (
+                    app TEXT NOT NULL, user TEXT NOT NULL, channel TEXT NOT NULL, channel_type TEXT NOT NULL,
+                    PRIMARY KEY (app, user, channel, channel_type));
+                """)
+        }
         try migrator.migrate(db)
         count = try db.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM webhook_event") } ?? 0
     }
@@ -37,9 +47,12 @@ final class WebhookQueueStore: @unchecked Sendable {
 
     /// Appends events in one transaction; when the table then holds more than the bound, the
     /// oldest rows go. Returns the new items (with their ids) and the ids dropped.
-    func append(_ events: [(key: String, eventId: String, body: Data)]) throws -> (items: [WebhookScheduler.Item], dropped: [Int64]) {
+    /// `presence` are the events' changes of who is online where, applied in the same transaction.
+    func append(_ events: [(key: String, eventId: String, body: Data)],
+                presence: [WebhookEvent] = []) throws -> (items: [WebhookScheduler.Item], dropped: [Int64]) {
         let maxEvents = self.maxEvents
         let result = try db.write { db -> ([WebhookScheduler.Item], [Int64]) in
+            for event in presence { try Self.apply(event, db) }
             var items: [WebhookScheduler.Item] = []
             let insert = try db.cachedStatement(sql: "INSERT INTO webhook_event(ordering_key, event_id, body) VALUES (?, ?, ?)")
             for event in events {
@@ -56,6 +69,37 @@ final class WebhookQueueStore: @unchecked Sendable {
         }
         count = min(count + events.count, maxEvents)
         return result
+    }
+
+    /// Who the events written so far say is online, and in which channels: by user, its
+    /// channels (name and type) in name order.
+    func presence() throws -> [(user: UserKey, channels: [(name: String, type: String)])] {
+        try db.read { db in
+            var byUser: [UserKey: [(name: String, type: String)]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT app, user, channel, channel_type FROM webhook_presence ORDER BY app, user, channel") {
+                let key = UserKey(appId: row["app"], userId: row["user"])
+                let channel: String = row["channel"]
+                if channel.isEmpty { byUser[key, default: []] += [] } else { byUser[key, default: []].append((channel, row["channel_type"])) }
+            }
+            return byUser.sorted { ($0.key.appId, $0.key.userId) < ($1.key.appId, $1.key.userId) }.map { ($0.key, $0.value) }
+        }
+    }
+
+    private static func apply(_ event: WebhookEvent, _ db: Database) throws {
+        switch event.eventType {
+        case .userOnline:
+            try db.execute(sql: "INSERT OR IGNORE INTO webhook_presence VALUES (?, ?, '', '')", arguments: [event.appId, event.userId])
+        case .userOffline:
+            try db.execute(sql: "DELETE FROM webhook_presence WHERE app = ? AND user = ?", arguments: [event.appId, event.userId])
+        case .joinChannel:
+            try db.execute(sql: "INSERT OR IGNORE INTO webhook_presence VALUES (?, ?, ?, ?)",
+                           arguments: [event.appId, event.userId, event.channelName ?? "", event.channelType ?? ""])
+        case .leaveChannel:
+            try db.execute(sql: "DELETE FROM webhook_presence WHERE app = ? AND user = ? AND channel = ? AND channel_type = ?",
+                           arguments: [event.appId, event.userId, event.channelName ?? "", event.channelType ?? ""])
+        case .userMessageUndeliverable:
+            break
+        }
     }
 
     /// Removes delivered (or expired) events.
