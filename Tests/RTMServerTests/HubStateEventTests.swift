@@ -220,4 +220,24 @@ struct HubStateEventTests {
         let again = state.onEndSessionByAdmin(alice, code: .kickedOutByServer, reason: "again", now: start, wallMillis: 3_000)
         #expect(again == nil)
     }
+
+    @Test("§1.8: the callee's session ends (logout; grace window over) → its live invitations fail at once, remoteOffline to the caller; a new login of the callee gets them again instead")
+    func calleeGoneEndsInvitations() throws {
+        var state = Self.state()
+        let caller = Self.connection(1), callee = Self.connection(2)
+        _ = login(&state, alice, caller)
+        _ = login(&state, bob, callee)
+        let invite = { (id: String) in Frame(type: .invite, userId: "bob", text: "hi").with { $0.invitationId = id } }
+        _ = state.invitationRequest(invite("kept"), user: alice, now: start)
+        // A new login of bob (another client): it gets "kept" again, which stays live.
+        let (_, relogin) = login(&state, bob, Self.connection(3), at: start + .seconds(1))
+        #expect(relogin.contains { if case .send(let frame, _) = $0 { frame.invitationId == "kept" && frame.type == .remoteInvitation } else { false } })
+        _ = state.invitationRequest(invite("ended"), user: alice, now: start + .seconds(2))
+        // bob logs out: both fail at once, told to alice.
+        let actions = state.onLogout(try #require(state.connection(of: bob)), now: start + .seconds(3), wallMillis: 3_000)
+        let toAlice = actions.compactMap { if case .send(let frame, caller) = $0, frame.type == .localInvitation { frame } else { nil } }
+        #expect(toAlice.map { $0.invitationId ?? "" }.sorted() == ["ended", "kept"])
+        #expect(toAlice.allSatisfy { $0.event == LocalInvitationState.failure.name && $0.code == LocalInvitationError.remoteOffline.rawValue })
+        #expect(Self.timers(actions).map(\.timer).contains(.forgetInvitation(InvitationTable.Key(appId: "app", id: "kept"))))
+    }
 }

@@ -57,7 +57,7 @@ extension HubState {
             actions.append(.kick(connection, user: key, code: code, reason: reason))
         }
         actions.append(.closeStreams(key, reason: reason))
-        actions += signalingSessionChanged(key, loggedIn: false, now: now)
+        actions += signalingSessionEnded(key, now: now)
         actions.append(.log(.info, "admin: session ended", ["user": "\(key.userId)", "code": "\(code)", "reason": "\(reason)"]))
         return actions
     }

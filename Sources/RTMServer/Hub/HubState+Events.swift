@@ -73,7 +73,7 @@ extension HubState {
         actions += [.wakeCluster, .wakeWebhooks]
         if let key {
             actions.append(.lockOwner(key, .loggedOut(connection)))
-            actions += signalingSessionChanged(key, loggedIn: false, now: now)
+            actions += signalingSessionEnded(key, now: now)
         }
         return actions
     }

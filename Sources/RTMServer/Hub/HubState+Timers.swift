@@ -87,7 +87,8 @@ extension HubState {
     private mutating func graceTimerFired(_ timer: GraceTimer, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
         let channels = sessions[timer.key]?.channels
         let broadcasts = graceExpired(timer, wallMillis: wallMillis)
-        let ended = sessions[timer.key] == nil
+        // This timer ended it (a stale one finds it resumed, or already ended otherwise).
+        let ended = channels != nil && sessions[timer.key] == nil
         var actions: [HubAction] = []
         if ended, let channels {
             webhooks.sessionEnded(timer.key, channels: channels, reason: "connectionTimeout", ts: wallMillis)
@@ -99,7 +100,7 @@ extension HubState {
         if ended {
             // The STREAM connections ride on the MESSAGE session (K-3): it is over.
             actions.append(.closeStreams(timer.key, reason: "the user's session timed out"))
-            actions += signalingSessionChanged(timer.key, loggedIn: false, now: now)   // offline (§1.7)
+            actions += signalingSessionEnded(timer.key, now: now)   // offline (§1.7), its calls end (§1.8)
         }
         return actions
     }

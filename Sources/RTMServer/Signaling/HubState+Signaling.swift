@@ -17,6 +17,15 @@ extension HubState {
         return actions
     }
 
+    /// A session of `key` ended for good (logout, grace window over, an administrator): as
+    /// `signalingSessionChanged(loggedIn: false)`, and the invitations it was called with fail
+    /// at once (§1.8; a new login would get them again instead).
+    mutating func signalingSessionEnded(_ key: UserKey, now: NIODeadline) -> [HubAction] {
+        var actions = signalingSessionChanged(key, loggedIn: false, now: now)
+        for outcome in invitations.calleeGone(key, now: now) { actions += invitationActions(outcome) }
+        return actions
+    }
+
     /// One invitation request of `user`: the reply, and what follows.
     mutating func invitationRequest(_ frame: Frame, user: UserKey, now: NIODeadline)
         -> (reply: Result<Frame, InvitationStateMachine.Refusal>, actions: [HubAction]) {

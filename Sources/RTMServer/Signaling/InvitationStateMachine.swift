@@ -114,6 +114,19 @@ struct InvitationStateMachine {
         }
     }
 
+    /// The callee's session ended (logout, or its grace window ran out) while it could still
+    /// act on the invitation: it fails at once, `remoteOffline` to the caller (who would
+    /// otherwise ring until a timer). Its SDK forgot it at logout.
+    mutating func calleeGone() -> Notice {
+        switch state {
+        case .pending, .received:
+            state = .failed(.remoteOffline)
+            return Notice(caller: callerView)
+        default:
+            return Notice()
+        }
+    }
+
     /// The callee's SDK acknowledged it: the caller hears `receivedByRemote` (once).
     mutating func acknowledged() -> Notice {
         guard case .pending = state else { return Notice() }

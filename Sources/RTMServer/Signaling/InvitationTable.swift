@@ -138,6 +138,18 @@ struct InvitationTable {
         (byCaller[caller] ?? []).sorted { $0.id < $1.id }.map { key in cancel(key.id, caller: caller, now: now) }
     }
 
+    /// The callee's session ended (logout, or its grace window ran out; not a new login, which
+    /// gets its live invitations again): its live invitations fail at once, `remoteOffline` to
+    /// their callers.
+    mutating func calleeGone(_ callee: UserKey, now: NIODeadline) -> [Outcome] {
+        (byCallee[callee] ?? []).sorted { $0.id < $1.id }.compactMap { key in
+            guard var invitation = invitations[key] else { return nil }
+            let notice = invitation.machine.calleeGone()
+            invitations[key] = invitation
+            return finish(notice, invitation, key: key, now: now, reply: .success(Frame(type: .ok)))
+        }
+    }
+
     /// Forgets an ended invitation (its linger time is over).
     mutating func forget(_ key: Key) {
         guard let invitation = invitations[key], invitation.machine.isFinal else { return }
