@@ -142,4 +142,20 @@ struct InvitationTableTests {
         #expect(gone.allSatisfy { $0.forgetAt != nil })
         #expect(table.invite(Self.invite("c"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.failureCode == nil)
     }
+
+    @Test("§1.8: invite applies the name rules to the callee's id and the channel: -16101 naming the field")
+    func inviteNameRules() {
+        var table = InvitationTable(timing: .init(), maxContentBytes: 100)
+        let badCallee = Frame(type: .invite, userId: "bad/id", text: "hi").with { $0.invitationId = "a" }
+        let badChannel = Frame(type: .invite, userId: "bob", text: "hi").with { $0.invitationId = "b"; $0.channel = String(repeating: "c", count: 65) }
+        let slash = Frame(type: .invite, userId: "bob", text: "hi").with { $0.invitationId = "c"; $0.channel = "bad/chan" }
+        for frame in [badCallee, badChannel, slash] {
+            let reply = table.invite(frame, caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply
+            #expect(reply.failureCode == .invitationInvalidArgument)
+        }
+        #expect("\(table.invite(badCallee, caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply)".contains("callee's userId contains '/'"))
+        #expect(table.invitations.isEmpty)
+        let good = Frame(type: .invite, userId: "bob", text: "hi").with { $0.invitationId = "d"; $0.channel = "room-1" }
+        #expect((try? table.invite(good, caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.get()) != nil)
+    }
 }

@@ -37,6 +37,8 @@ struct InvitationTable {
 
     let timing: InvitationStateMachine.Timing
     let maxContentBytes: Int
+    /// The name rules the callee's id and the channel follow.
+    var limits = Limits()
     /// Live (not ended) invitations one caller may have at once.
     var maxLivePerCaller = 100
     private(set) var invitations: [Key: Invitation] = [:]
@@ -55,6 +57,7 @@ struct InvitationTable {
                                 noResponse: configuration.invitationNoResponseTimeout, expire: configuration.invitationExpiry),
                   maxContentBytes: configuration.limits.maxPayloadBytes)
         maxLivePerCaller = configuration.invitationMaxOpenPerCaller
+        limits = configuration.limits
     }
 
     /// The caller sends (or re-sends after a reconnection) invitation `id`.
@@ -72,6 +75,12 @@ struct InvitationTable {
         }
         guard let calleeId = frame.userId, calleeId != caller.userId else {
             return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "invite needs a callee userId other than the caller's")))
+        }
+        if let problem = limits.nameProblem(calleeId, kind: "the callee's userId") {
+            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: problem)))
+        }
+        if let channel = frame.channel, let problem = limits.nameProblem(channel, kind: "channel") {
+            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: problem)))
         }
         let content = frame.text ?? ""
         guard content.utf8.count <= maxContentBytes else {
