@@ -109,6 +109,15 @@ struct PresenceTests {
         let second = try await bob.whoNow(channel: "room", page: next)
         #expect(second.nextPage == nil)
         #expect(Set(first.users + second.users).count == 122)
+        // A cursor we never gave (not a user id) is refused, naming it; a member's id that has
+        // left still pages on after it.
+        do {
+            _ = try await bob.whoNow(channel: "room", page: "bad/cursor")
+            Issue.record("a page that is no user id was accepted")
+        } catch {
+            #expect(error.code == .invalidParameter && error.reason.contains("page"), "\(error)")
+        }
+        #expect(try await bob.whoNow(channel: "room", page: "zz").users.isEmpty)
         #expect(first.states["alice"] == ["b": "2"])
         // A big channel's subscribe snapshot lists the first page only, with the full count.
         let (late, lateEvents) = try await Harness.client("zz-late", port: harness.port)

@@ -338,6 +338,11 @@ extension ConnectionHandler {
 
     private func whoNow(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context) else { return }
+        // The cursor is a user id (the previous page's last); anything else is no cursor we gave.
+        if let page = frame.page, let problem = hub.configuration.limits.nameProblem(page, kind: "page (the previous reply's cursor)") {
+            send(.error(id: frame.id, .invalidParameter, problem), context: context)
+            return
+        }
         let (snapshot, next, total) = hub.whoNow(appId: key.appId, channel: channel, after: frame.page)
         send(Frame(type: .ok, id: frame.id, channel: channel, users: snapshot.users, count: total,
                    states: frame.includeState == true ? snapshot.states : nil, page: next), context: context)
