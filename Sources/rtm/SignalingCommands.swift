@@ -51,10 +51,14 @@ struct CallCommand: AsyncParsableCommand {
         abstract: "Send, accept, refuse or cancel call invitations, printing every state change live.",
         discussion: """
             Examples:
-              rtm call invite bob --content "video?" --channel call-42   # until answered; Ctrl-C cancels
+              rtm call invite bob --content "video?" --channel call-42   # until answered; type cancel (or Ctrl-C) to cancel
               rtm call accept --response "on my way"     # waits for an invitation (--from, --id) and accepts it
               rtm call refuse --from alice --response busy
-              rtm call cancel 3k9x2f1q                   # an invitation you sent, by id
+              rtm call cancel 3k9x2f1q                   # an invitation you sent, by id, from another terminal
+            One user has one session (a new login ends the other, C-6): `rtm call cancel` from
+            another terminal logs in as you, which ends the `rtm call invite` session and every
+            invitation it sent (each callee is told it was canceled). To cancel one invitation and
+            keep the session, type `cancel` in the `rtm call invite` window.
             The callee gets an invitation as soon as it is online; the caller's fails with
             remoteOffline if the callee stays offline for 30 s, remoteNoResponse if it never
             acknowledged within 30 s, expire if nobody acted on it within 60 s.
@@ -84,10 +88,20 @@ struct CallCommand: AsyncParsableCommand {
         case .invite:
             let invitation = try await client.sendLocalInvitation(calleeId: target!, content: content, channelId: channel)
             EventPrinter.say("invitation \(invitation.id) sent to \(invitation.calleeId)")
+            EventPrinter.say("type cancel (or press Ctrl-C) to cancel it")
             let id = invitation.id
             Task {
                 await Interrupt.wait()
                 try? await client.cancelLocalInvitation(id)
+            }
+            Task {
+                for await line in Self.standardInputLines() where line.trimmingCharacters(in: .whitespaces) == "cancel" {
+                    do {
+                        try await client.cancelLocalInvitation(id)
+                    } catch {
+                        EventPrinter.say("could not cancel: \(error)")
+                    }
+                }
             }
             for await event in events {
                 if case .call(.local(let local)) = event, local.id == id, local.state.isFinal { break }
@@ -111,9 +125,26 @@ struct CallCommand: AsyncParsableCommand {
                 try await client.refuseRemoteInvitation(remote.id, response: response)
             }
         case .cancel:
-            try await client.cancelLocalInvitation(target!)
+            do {
+                try await client.cancelLocalInvitation(target!)
+            } catch {
+                // This login ended the session that sent it (one session per user), and with it
+                // its invitations: canceled, as asked.
+                guard error.code == .invitationAlreadyEnd, error.reason.contains("already canceled") else { throw error }
+            }
             EventPrinter.say("invitation \(target!) canceled")
         }
         await client.logout()
+    }
+
+    /// The lines typed on standard input (read on a thread of their own: reading blocks).
+    static func standardInputLines() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            let reader = Thread {
+                while let line = readLine() { continuation.yield(line) }
+                continuation.finish()
+            }
+            reader.start()
+        }
     }
 }

@@ -75,4 +75,43 @@ struct SignalingCLITests {
         await bob.logout()
         await harness.stop()
     }
+
+    @Test("rtm call cancel as users run it: typing cancel in the rtm call invite window cancels that invitation (the callee told) and the command ends; rtm call cancel ID from another terminal succeeds too")
+    func cancelAsUsersRunIt() async throws {
+        let harness = try await Harness.start()
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let input = Pipe()
+        let caller = try RTMProcess(arguments: ["call", "invite", "bob", "--url", "ws://127.0.0.1:\(harness.port)", "--user", "alice",
+                                                "--app-id", Harness.appId, "--app-certificate", Harness.certificate], input: input)
+        defer { caller.stop() }
+        #expect(await caller.waitForLine(containing: "type cancel") != nil, "\(caller.output)")
+        let received = await bobEvents.first(within: soon) { event in
+            if case .call(.remote(let i)) = event { i.callerId == "alice" && i.state == .invitationReceived } else { false }
+        }
+        guard case .call(.remote(let first))? = received else { Issue.record("bob got nothing: \(caller.output)"); return }
+        input.fileHandleForWriting.write(Data("cancel\n".utf8))
+        let canceled = await bobEvents.first(within: soon) { event in
+            if case .call(.remote(let i)) = event { i.id == first.id && i.state == .canceled } else { false }
+        }
+        #expect(canceled != nil, "\(caller.output)")
+        #expect(await Self.waitForExit(caller) == 0)
+        #expect(await caller.waitForLine(containing: "canceled(") != nil, "\(caller.output)")
+
+        // From another terminal, by id.
+        let second = try Self.rtm(["call", "invite", "bob"], user: "carol", port: harness.port)
+        defer { second.stop() }
+        let again = await bobEvents.first(within: soon) { event in
+            if case .call(.remote(let i)) = event { i.callerId == "carol" && i.state == .invitationReceived } else { false }
+        }
+        guard case .call(.remote(let invitation))? = again else { Issue.record("bob got nothing: \(second.output)"); return }
+        let cancel = try Self.rtm(["call", "cancel", invitation.id], user: "carol", port: harness.port)
+        #expect(await Self.waitForExit(cancel) == 0, "\(cancel.output)")
+        #expect(await cancel.waitForLine(containing: "invitation \(invitation.id) canceled") != nil, "\(cancel.output)")
+        let told = await bobEvents.first(within: soon) { event in
+            if case .call(.remote(let i)) = event { i.id == invitation.id && i.state == .canceled } else { false }
+        }
+        #expect(told != nil)
+        await bob.logout()
+        await harness.stop()
+    }
 }
