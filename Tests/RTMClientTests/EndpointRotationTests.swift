@@ -3,12 +3,12 @@ import RTMProtocol
 import Testing
 @testable import RTMClient
 
-/// Several endpoints (issue 13 item 6): a shuffled order, the next one per attempt; and the
-/// link machine's answer to `goaway` (issue 14).
+/// Several endpoints: a shuffled order, the next one per attempt; and the
+/// link machine's answer to `goaway`.
 struct EndpointRotationTests {
     static let endpoints = (1...4).map { ClientTransport.Endpoint("ws://node\($0):9600")! }
 
-    @Test("issue 13 item 6: the first attempt takes the first of a seeded shuffle, each later attempt the next, round the list")
+    @Test("The first attempt takes the first of a seeded shuffle, each later attempt the next, round the list")
     func rotation() {
         var rotation = EndpointRotation(Self.endpoints, seed: 7)
         #expect(Set(rotation.order.map(\.host)) == Set(Self.endpoints.map(\.host)))
@@ -22,13 +22,13 @@ struct EndpointRotationTests {
         #expect(firsts.count > 1)
     }
 
-    @Test("issue 13 item 6: one endpoint: every attempt goes there")
+    @Test("One endpoint: every attempt goes there")
     func single() {
         var rotation = EndpointRotation([Self.endpoints[0]], seed: 1)
         for _ in 0..<3 { #expect(rotation.nextAttempt() == Self.endpoints[0]) }
     }
 
-    @Test("issue 14: goaway on a connected link → disconnected (reason serverGoingAway, op serverReject), retry within the server's spread")
+    @Test("Goaway on a connected link → disconnected (reason serverGoingAway, op serverReject), retry within the server's spread")
     func goAwayOnConnected() {
         var machine = LinkStateMachineTests.connected()
         let now = LinkStateMachineTests.t(10)

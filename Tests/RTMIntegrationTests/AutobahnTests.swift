@@ -9,7 +9,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Autobahn|Testsuite against both WebSocket sides (issue 12): its `fuzzingclient` against the
+/// Autobahn|Testsuite against both WebSocket sides: its `fuzzingclient` against the
 /// server's upgrader and frame decoder, its `fuzzingserver` against the SDK's transport, each
 /// behind a test-only echo handler. Every case but 12.* and 13.* (compression, which we do not
 /// negotiate) must end OK, NON-STRICT or INFORMATIONAL, its closing handshake too.

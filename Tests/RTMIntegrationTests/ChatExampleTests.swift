@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import RTMClient
 
-/// Issue 14 item 7: the example app (`rtm-chat-example`, public SDK API only) chats with an SDK
+/// The example app (`rtm-chat-example`, public SDK API only) chats with an SDK
 /// client and shows presence.
 @Suite(.serialized)
 struct ChatExampleTests {

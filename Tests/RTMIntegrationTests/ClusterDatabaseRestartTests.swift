@@ -6,7 +6,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMClient
 
-/// Issue 13 item 5: the database stopped and started again under load, two real node processes.
+/// The database stopped and started again under load, two real node processes.
 extension ClusterTests {
     /// What the publishers of a load saw: the texts acknowledged (channel publishes, user
     /// messages) and the errors of the refused ones.
@@ -87,7 +87,7 @@ extension ClusterTests {
         return nil
     }
 
-    @Test("issue 13 item 5, M-1, M-3: PostgreSQL stopped (pg_ctl stop -m fast) and started again under a steady load through two node processes: every acknowledged publish and user message delivered exactly once to the subscribers and receivers on both nodes, the refused ones answered by the server with their request id, /health and rtm_database_up down then up")
+    @Test("M-1, M-3: PostgreSQL stopped (pg_ctl stop -m fast) and started again under a steady load through two node processes: every acknowledged publish and user message delivered exactly once to the subscribers and receivers on both nodes, the refused ones answered by the server with their request id, /health and rtm_database_up down then up")
     func databaseRestartUnderLoad() async throws {
         try await RTMProcess.withClusterNodes(["a", "b"]) { database, nodes in
             let (a, b) = (nodes[0].port, nodes[1].port)

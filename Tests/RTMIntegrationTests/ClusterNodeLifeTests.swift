@@ -8,7 +8,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13: gaps across nodes (M-2), and the database link in /health, /metrics and replies.
+/// Gaps across nodes (M-2), and the database link in /health, /metrics and replies.
 extension ClusterTests {
     /// Runs SQL on the test database.
     private static func sql(_ database: PostgresTestServer, _ body: (PostgresClient) async throws -> Void) async throws {
@@ -19,7 +19,7 @@ extension ClusterTests {
         try await body(client)
     }
 
-    @Test("issue 13, M-2: a number the cluster never delivers becomes a gap notice to the subscribers on every node, and the channel moves past it")
+    @Test("M-2: a number the cluster never delivers becomes a gap notice to the subscribers on every node, and the channel moves past it")
     func gapAcrossNodes() async throws {
         try await withCluster(options: Self.options { $0.holdback = .milliseconds(200) }) { database, a, b in
             let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
@@ -71,7 +71,7 @@ extension ClusterTests {
         return false
     }
 
-    @Test("issue 13 item 3, C-6, H-2: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout, and the link stays up")
+    @Test("C-6, H-2: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout, and the link stays up")
     func loginWhileDatabaseDown() async throws {
         try await withCluster(configure: { _, _, _, config in config.clusterLoginTimeout = .milliseconds(300) }) { database, _, b in
             try database.stop()
@@ -90,7 +90,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 7: the database stopped under two nodes: rtm_database_up 0, /health says so, a publish gets an error reply; back: 1, publishes work, nothing delivered twice")
+    @Test("The database stopped under two nodes: rtm_database_up 0, /health says so, a publish gets an error reply; back: 1, publishes work, nothing delivered twice")
     func databaseLinkDownAndBack() async throws {
         try await withCluster { database, a, b in
             let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
@@ -138,7 +138,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 5: the database stopped and started 8 times under two nodes, a publish refused during each outage: after each restart the next publish reaches the other node (no follower left waiting on a dead pooled connection), each once, in order")
+    @Test("The database stopped and started 8 times under two nodes, a publish refused during each outage: after each restart the next publish reaches the other node (no follower left waiting on a dead pooled connection), each once, in order")
     func repeatedDatabaseRestarts() async throws {
         try await withCluster { database, a, b in
             let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
@@ -172,7 +172,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 5: nodes hold leases; rtm_cluster_nodes counts them and a node that stops renewing is declared dead by the other")
+    @Test("Nodes hold leases; rtm_cluster_nodes counts them and a node that stops renewing is declared dead by the other")
     func nodeLeasesInCluster() async throws {
         try await withCluster { _, a, b in
             for node in [a, b] {

@@ -2,10 +2,10 @@ import RTMBench
 import Testing
 @testable import RTMServer
 
-/// Issue 13, SPEC M-3 across nodes: a publisher's pipelined publishes keep their order through
+/// SPEC M-3 across nodes: a publisher's pipelined publishes keep their order through
 /// the database.
 extension ClusterTests {
-    @Test("issue 13, M-3: a connection's runs of one channel go to the backplane in read order, one call at a time; runs read meanwhile go together in the next; channels are independent")
+    @Test("M-3: a connection's runs of one channel go to the backplane in read order, one call at a time; runs read meanwhile go together in the next; channels are independent")
     func clusterPublishQueueOrder() {
         var queue = ClusterPublishQueue<Int>()
         #expect(queue.add(1, channel: "a") == [1])
@@ -20,7 +20,7 @@ extension ClusterTests {
         #expect(queue.add(5, channel: "a") == [5])
     }
 
-    @Test("issue 13, M-3: rtm bench's publishers pipeline binary publishes at full speed into two nodes; the subscribers on the other node get each publisher's messages in its order, none lost, none twice")
+    @Test("M-3: rtm bench's publishers pipeline binary publishes at full speed into two nodes; the subscribers on the other node get each publisher's messages in its order, none lost, none twice")
     func pipelinedPublishesKeepTheirOrderAcrossNodes() async throws {
         // (The race this guards against, two runs of one connection entering the database in
         // the wrong order, showed in release builds under `rtm bench cluster`; here the test

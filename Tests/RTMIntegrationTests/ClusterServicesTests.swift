@@ -8,7 +8,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13 item 4: metadata CAS, storage events, history and locks (fencing tokens, waiters,
+/// Metadata CAS, storage events, history and locks (fencing tokens, waiters,
 /// TTL after a node's death) across two real nodes sharing a real PostgreSQL, real SDK clients.
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterServicesTests {
@@ -43,7 +43,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.11: two nodes write a channel's metadata with the same expected revision at once: exactly one wins, the other gets storageOutdatedRevision; both nodes read the winner")
+    @Test("§2.11: two nodes write a channel's metadata with the same expected revision at once: exactly one wins, the other gets storageOutdatedRevision; both nodes read the winner")
     func metadataCASAcrossNodes() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -70,7 +70,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.11: a lock-guarded metadata write checks the lock's owner across nodes (storageLockNotAcquired for the others)")
+    @Test("§2.11: a lock-guarded metadata write checks the lock's owner across nodes (storageLockNotAcquired for the others)")
     func lockGuardedWriteAcrossNodes() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -91,7 +91,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.11: a metadata change on node A reaches subscribers on node B as a storage event (channel members withMetadata, user-metadata watchers)")
+    @Test("§2.11: a metadata change on node A reaches subscribers on node B as a storage event (channel members withMetadata, user-metadata watchers)")
     func storageEventsAcrossNodes() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -124,7 +124,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.8: a message stored in history on node A is served by node B")
+    @Test("§2.8: a message stored in history on node A is served by node B")
     func historyFromAnyNode() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -138,7 +138,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: two nodes acquire one lock at once: exactly one owner each round, and fencing tokens increase across nodes")
+    @Test("§2.12: two nodes acquire one lock at once: exactly one owner each round, and fencing tokens increase across nodes")
     func lockAcquireAcrossNodes() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -169,7 +169,7 @@ struct ClusterServicesTests {
         do { return .ok(try await client.acquireLock(channel: "doc", lockName: "L", retry: retry)) } catch { return .failed(error.code) }
     }
 
-    @Test("issue 13, §2.12: a waiter (retry) on node B gets the lock released on node A, with a larger token; members on both nodes see the events")
+    @Test("§2.12: a waiter (retry) on node B gets the lock released on node A, with a larger token; members on both nodes see the events")
     func waiterOnOtherNode() async throws {
         try await withCluster { a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
@@ -194,7 +194,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: locks of a node that dies abruptly are released TTL after the survivors declare it dead; the next owner gets a larger token")
+    @Test("§2.12: locks of a node that dies abruptly are released TTL after the survivors declare it dead; the next owner gets a larger token")
     func deadNodeLocksReleased() async throws {
         try await withCluster { a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
@@ -221,7 +221,7 @@ struct ClusterServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: `rtm serve --postgres` processes: the node of a lock's owner killed with SIGKILL: the lock is released TTL after the survivor declares it dead, and the next owner's token is larger")
+    @Test("§2.12: `rtm serve --postgres` processes: the node of a lock's owner killed with SIGKILL: the lock is released TTL after the survivor declares it dead, and the next owner's token is larger")
     func killedNodeProcessReleasesLocks() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "0.5", "--test-lock-ttl-min", "1"]) { _, nodes in
             let (alice, aliceEvents) = try await Harness.client("alice", port: nodes[0].port)

@@ -6,10 +6,10 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13 items 3–5: sessions and presence across nodes over a real PostgreSQL, real nodes
+/// Sessions and presence across nodes over a real PostgreSQL, real nodes
 /// on loopback (in-process, and `rtm serve` processes for kill -9), real SDK clients.
 extension ClusterTests {
-    @Test("issue 13 item 4, P-3: presence is cluster-wide: joins, states and leaves on node B reach subscribers on node A; whoNow, whereNow and getState answer the same on both nodes")
+    @Test("P-3: presence is cluster-wide: joins, states and leaves on node B reach subscribers on node A; whoNow, whereNow and getState answer the same on both nodes")
     func presenceAcrossNodes() async throws {
         try await withCluster { _, a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
@@ -52,7 +52,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 3, C-6: a login on node B kicks the same user's session on node A (told sameUidLogin, never back by itself) before B answers it; others see it leave, then the new one join")
+    @Test("C-6: a login on node B kicks the same user's session on node A (told sameUidLogin, never back by itself) before B answers it; others see it leave, then the new one join")
     func crossNodeKick() async throws {
         try await withCluster { _, a, b in
             let (observer, observerEvents) = try await Harness.client("observer", port: b.port)
@@ -84,7 +84,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 3, C-6: two logins of one user on two nodes at once: exactly one session survives, on both nodes' view")
+    @Test("C-6: two logins of one user on two nodes at once: exactly one session survives, on both nodes' view")
     func concurrentLoginsOnTwoNodes() async throws {
         try await withCluster { _, a, b in
             for round in 1...4 {
@@ -116,7 +116,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13, §1.7: peer online status is cluster-wide: a watcher on node A sees bob come online on node B and go offline at his logout; a query on A says the same")
+    @Test("§1.7: peer online status is cluster-wide: a watcher on node A sees bob come online on node B and go offline at his logout; a query on A says the same")
     func peerStatusAcrossNodes() async throws {
         try await withCluster { _, a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
@@ -144,7 +144,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 3, P-1: a client that loses node A and reconnects to node B within its grace window resumes there (isResumed, channels and state kept); nobody sees it leave or join")
+    @Test("P-1: a client that loses node A and reconnects to node B within its grace window resumes there (isResumed, channels and state kept); nobody sees it leave or join")
     func resumeOnAnotherNode() async throws {
         try await withCluster { _, a, b in
             let toA = try await FaultProxy.start(targetPort: a.port)
@@ -185,7 +185,7 @@ extension ClusterTests {
         }
     }
 
-    @Test("issue 13 item 5, P-2: after kill -9 of a node, its users time out for the others after the grace window, unless they resumed on another node")
+    @Test("P-2: after kill -9 of a node, its users time out for the others after the grace window, unless they resumed on another node")
     func deadNodeUsersTimeOut() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "0.5", "--heartbeat-slack", "0.2"]) { _, nodes in
             let (first, second) = (nodes[0].port, nodes[1].port)

@@ -7,7 +7,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13 item 4: stream channels across nodes over a real PostgreSQL, two real servers and
+/// Stream channels across nodes over a real PostgreSQL, two real servers and
 /// real SDK clients. Topic messages cross nodes through the backplane's log.
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterStreamTests {
@@ -22,7 +22,7 @@ struct ClusterStreamTests {
         for index in 0..<count { try await channel.publishTopicMessage(topic: "moves", message: "\(prefix)\(index)") }
     }
 
-    @Test("issue 13, §2.9: topic messages of publishers on both nodes reach subscribers on both, each once, in each publisher's order, through their publisher filters")
+    @Test("§2.9: topic messages of publishers on both nodes reach subscribers on both, each once, in each publisher's order, through their publisher filters")
     func topicMessagesAcrossNodes() async throws {
         try await ClusterTests().withCluster { _, a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)   // publisher on A
@@ -109,7 +109,7 @@ struct ClusterStreamTests {
         }
     }
 
-    @Test("issue 13, §2.9: stream presence and topic publishers are cluster-wide: snapshots list every node's members, remote joins, topic changes and leaves are events, a node started later learns the members, a dead node's members time out, a stopping node's members leave")
+    @Test("§2.9: stream presence and topic publishers are cluster-wide: snapshots list every node's members, remote joins, topic changes and leaves are events, a node started later learns the members, a dead node's members time out, a stopping node's members leave")
     func membershipAcrossNodes() async throws {
         try await ClusterTests().withCluster { database, a, b in
             let (carol, carolEvents) = try await Harness.client("carol", port: b.port)
@@ -169,7 +169,7 @@ struct ClusterStreamTests {
         }
     }
 
-    @Test("issue 13 item 5: stream membership changes made while the database was down reach the other nodes when it is back (a sync of the node's members)")
+    @Test("Stream membership changes made while the database was down reach the other nodes when it is back (a sync of the node's members)")
     func membershipAfterDatabaseOutage() async throws {
         try await ClusterTests().withCluster { database, a, b in
             let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
@@ -196,7 +196,7 @@ struct ClusterStreamTests {
         }
     }
 
-    @Test("issue 13: a node's mirror of remote stream members as a pure value: join, topic changes, a stale leave, a sync that reconciles")
+    @Test("A node's mirror of remote stream members as a pure value: join, topic changes, a stale leave, a sync that reconciles")
     func mirrorAsAValue() {
         var members: [String: RemoteStreamMember] = [:]
         func event(_ op: StreamClusterEvent.Op, _ user: String?, instance: String = "a1", _ fill: (inout StreamClusterEvent) -> Void = { _ in }) -> StreamClusterEvent {
@@ -224,7 +224,7 @@ struct ClusterStreamTests {
         #expect(kinds(change) == ["remoteJoinTopic[\"v\"],remoteLeaveTopic[\"u\"]"])
     }
 
-    @Test("issue 13: the reserved log channel names of stream channels cannot be a user channel's and parse back")
+    @Test("The reserved log channel names of stream channels cannot be a user channel's and parse back")
     func topicLogChannelNames() {
         let name = Hub.topicLogChannel("game", topic: "moves")
         #expect(name == "/stream/game/moves")

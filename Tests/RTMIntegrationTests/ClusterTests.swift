@@ -8,7 +8,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13, first slice: channel messages across nodes over a real PostgreSQL (started by the
+/// Channel messages across nodes over a real PostgreSQL (started by the
 /// test), two real servers on loopback, real SDK clients.
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
@@ -58,7 +58,7 @@ struct ClusterTests {
         await events.matching { $0.messageEvent?.channelName == channel }.compactMap(\.messageEvent)
     }
 
-    @Test("issue 13, M-2: publishes on both nodes reach subscribers on both, each once, in one order per channel, with the acknowledged numbers and one epoch")
+    @Test("M-2: publishes on both nodes reach subscribers on both, each once, in one order per channel, with the acknowledged numbers and one epoch")
     func crossNodeFanout() async throws {
         try await withCluster { _, a, b in
             let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
@@ -97,7 +97,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13, M-2: a subscriber that loses node A and reconnects to node B gets what it missed from B's replay, once, in order")
+    @Test("M-2: a subscriber that loses node A and reconnects to node B gets what it missed from B's replay, once, in order")
     func replayOnAnotherNode() async throws {
         try await withCluster { _, a, b in
             let toA = try await FaultProxy.start(targetPort: a.port)
@@ -133,7 +133,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13, M-3 across nodes: a resend of a committed client message id, on the same node or through another, is acknowledged with its first number and not stored again; one committed twice (a resend that overtook the first) is delivered once and never replayed")
+    @Test("M-3 across nodes: a resend of a committed client message id, on the same node or through another, is acknowledged with its first number and not stored again; one committed twice (a resend that overtook the first) is delivered once and never replayed")
     func resendNotStoredTwice() async throws {
         try await withCluster { _, a, b in
             let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
@@ -181,7 +181,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("issue 13: two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL and a bad --lease-seconds are refused by name")
+    @Test("Two `rtm serve --postgres URL --node-id` processes on one database carry a channel message across; a bad URL and a bad --lease-seconds are refused by name")
     func serveProcesses() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"], extraArguments: ["--lease-seconds", "5", "--log-retention-hours", "1"]) { database, nodes in
             let url = database.url + "?sslmode=disable"

@@ -8,7 +8,7 @@ import Testing
 @testable import RTMClient
 @testable import RTMServer
 
-/// Issue 13, item 3 (first part): user messages across nodes over a real PostgreSQL (started by
+/// User messages across nodes over a real PostgreSQL (started by
 /// the test), two real servers on loopback sharing it, real SDK clients.
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterUserMessageTests {
@@ -60,7 +60,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: alice on node A sends to bob on node B: stored before her reply (receiverOnline: bob is logged in on B), delivered once in order, acked, not re-delivered after bob moves to A")
+    @Test("M-1: alice on node A sends to bob on node B: stored before her reply (receiverOnline: bob is logged in on B), delivered once in order, acked, not re-delivered after bob moves to A")
     func crossNodeDelivery() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -96,7 +96,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: messages for an offline receiver wait in PostgreSQL; it logs in on the other node and gets them once, in order")
+    @Test("M-1: messages for an offline receiver wait in PostgreSQL; it logs in on the other node and gets them once, in order")
     func offlineReceiverLogsInElsewhere() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -114,7 +114,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-3: a sendUser resent through the other node (same msgId after a reconnection) gets the first receipt and is delivered once")
+    @Test("M-3: a sendUser resent through the other node (same msgId after a reconnection) gets the first receipt and is delivered once")
     func resendThroughOtherNode() async throws {
         try await withCluster { a, b in
             let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
@@ -141,7 +141,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: senders on both nodes write to one receiver at once: it gets every message once, in its id order")
+    @Test("M-1: senders on both nodes write to one receiver at once: it gets every message once, in its id order")
     func sendersOnBothNodes() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -164,7 +164,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: node A stopped right after its replies: nothing acknowledged to alice is lost (bob online on B, and bob logging in later)")
+    @Test("M-1: node A stopped right after its replies: nothing acknowledged to alice is lost (bob online on B, and bob logging in later)")
     func senderNodeStopped() async throws {
         try await withCluster { a, b in
             let (alice, _) = try await Harness.client("alice", port: a.port)
@@ -183,7 +183,7 @@ struct ClusterUserMessageTests {
         }
     }
 
-    @Test("issue 13, M-1: `rtm serve --postgres` processes: a node killed with SIGKILL right after its replies loses nothing acknowledged; the receivers get it on the other node")
+    @Test("M-1: `rtm serve --postgres` processes: a node killed with SIGKILL right after its replies loses nothing acknowledged; the receivers get it on the other node")
     func killedNodeProcess() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"]) { _, nodes in
             let (alice, _) = try await Harness.client("alice", port: nodes[0].port)

@@ -165,7 +165,7 @@ struct ConnectionTests {
         let last = "n\(sent - 1)"
         #expect(await bobEvents.first(within: soon) { $0.messageEvent?.customType == last } != nil)
         #expect(await bobEvents.matching { $0.messageEvent != nil }.count == sent)
-        // Issue 14: counted, once, with its disconnect reason.
+        // counted, once, with its disconnect reason.
         let metrics = try await MetricsTests.scrape(harness.port)
         #expect(metrics["rtm_slow_consumers_dropped_total"] == 1)
         #expect(metrics["rtm_disconnects_total{reason=\"slow_consumer\"}"] == 1)

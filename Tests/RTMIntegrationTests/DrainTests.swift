@@ -6,7 +6,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMClient
 
-/// Graceful drain (issue 14): `/ready` goes false, new WebSocket upgrades are refused, every
+/// Graceful drain: `/ready` goes false, new WebSocket upgrades are refused, every
 /// client gets `goaway` in paced batches, sessions keep their grace window, and SDK clients land
 /// on another endpoint by themselves.
 @Suite(.serialized)
@@ -33,7 +33,7 @@ struct DrainTests {
         return peers
     }
 
-    @Test("issue 14 drain, P-1: 2,000 clients get goaway in paced batches (500/s: spread over ~4 s, never a spike), /ready 503, upgrades refused, sessions keep their grace window")
+    @Test("Drain, P-1: 2,000 clients get goaway in paced batches (500/s: spread over ~4 s, never a spike), /ready 503, upgrades refused, sessions keep their grace window")
     func pacedDrainOf2000() async throws {
         let harness = try await Harness.start {
             $0.apps = [Harness.appId: nil]   // no token check: 2,000 logins stay cheap
@@ -88,7 +88,7 @@ struct DrainTests {
         await harness.stop()
     }
 
-    @Test("issue 14 drain, issue 13 item 6, R-1: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")
+    @Test("Drain, R-1: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")
     func sdkLandsOnOtherEndpoint() async throws {
         let a = try await Harness.start { $0.drainBatchInterval = .milliseconds(10) }
         let b = try await Harness.start()
@@ -112,7 +112,7 @@ struct DrainTests {
         await b.stop()
     }
 
-    @Test("issue 13 item 6, R-1: endpoints fail over when the one in use dies (two servers behind fault proxies, the used one cut and refusing)")
+    @Test("R-1: endpoints fail over when the one in use dies (two servers behind fault proxies, the used one cut and refusing)")
     func endpointsFailOver() async throws {
         let a = try await Harness.start()
         let b = try await Harness.start()
@@ -137,7 +137,7 @@ struct DrainTests {
         await b.stop()
     }
 
-    @Test("issue 14 drain: SIGTERM drains an `rtm serve` process (paced goaway at --drain-rate, /ready 503 meanwhile), then it exits")
+    @Test("Drain: SIGTERM drains an `rtm serve` process (paced goaway at --drain-rate, /ready 503 meanwhile), then it exits")
     func sigtermDrainsProcess() async throws {
         let port = try LoopbackPort.free()
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-drain-\(UUID().uuidString)").path
@@ -171,7 +171,7 @@ struct DrainTests {
         #expect(!server.process.isRunning)
     }
 
-    @Test("issue 13 item 6: the single endpoint still works; endpoints are validated one by one")
+    @Test("The single endpoint still works; endpoints are validated one by one")
     func endpointsConfig() throws {
         var config = Harness.clientConfig("fay", port: 1)
         #expect(config.allEndpoints == ["ws://127.0.0.1:1"])

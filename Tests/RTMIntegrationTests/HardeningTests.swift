@@ -6,7 +6,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMServer
 
-/// A hostile world (issue 12): peers that never log in, trickle bytes, send garbage, flood, or
+/// A hostile world: peers that never log in, trickle bytes, send garbage, flood, or
 /// connect and disconnect thousands of times, against a real server over real sockets.
 @Suite(.serialized)
 struct HardeningTests {
@@ -15,7 +15,7 @@ struct HardeningTests {
         RawPeer.text(#"{"type":"login","id":\#(id),"appId":"\#(Harness.appId)","userId":"\#(user)","token":"\#(Harness.token(user))","heartbeatInterval":\#(heartbeat),"presenceTimeout":\#(presenceTimeout)}"#)
     }
 
-    @Test("T-1 (server side), issue 12: every connection that does not log in is closed at the login deadline, counted from the accept, whatever it does meanwhile")
+    @Test("T-1 (server side), every connection that does not log in is closed at the login deadline, counted from the accept, whatever it does meanwhile")
     func loginDeadlineInEveryState() async throws {
         let harness = try await Harness.start { $0.loginDeadline = .milliseconds(400) }
         let started = ContinuousClock.now
@@ -141,7 +141,7 @@ struct HardeningTests {
         return last
     }
 
-    @Test("R-4/T-2 (server side), issue 12: 10,000 connect/upgrade/close and 10,000 connect/login/logout cycles leave nothing behind (handlers freed, no watch, no session)")
+    @Test("R-4/T-2 (server side), 10,000 connect/upgrade/close and 10,000 connect/login/logout cycles leave nothing behind (handlers freed, no watch, no session)")
     func noLeakOverChurn() async throws {
         let harness = try await Harness.start { $0.loginRatePerSecond = 0 }
         // Upgrade, then a masked close frame: the server answers the close and frees everything.
@@ -170,7 +170,7 @@ struct HardeningTests {
         await harness.stop()
     }
 
-    @Test("T-9, issue 12: a connection flooding rejected publishes is closed (1008) after its error budget; a healthy neighbour's latency does not move")
+    @Test("T-9, a connection flooding rejected publishes is closed (1008) after its error budget; a healthy neighbour's latency does not move")
     func floodContained() async throws {
         let harness = try await Harness.start {
             $0.publishRatePerSecond = 60
@@ -266,7 +266,7 @@ struct HardeningTests {
         await harness.stop()
     }
 
-    @Test("Issue 12: a request whose id can be read gets its error with that id, naming the real problem")
+    @Test("A request whose id can be read gets its error with that id, naming the real problem")
     func errorsKeepTheirID() async throws {
         let harness = try await Harness.start()
         let raw = try await RawConnection.open(port: harness.port)

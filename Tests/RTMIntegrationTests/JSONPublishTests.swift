@@ -5,7 +5,7 @@ import RTMProtocol
 import Testing
 @testable import RTMServer
 
-/// JSON publishes travel like binary ones (PROTOCOL.md §2.3, issue 11): the publishes of one
+/// JSON publishes travel like binary ones (PROTOCOL.md §2.3): the publishes of one
 /// read, whichever way they were sent, are delivered together in `message` frames, and each JSON
 /// one is answered with its JSON `ok`.
 struct JSONPublishTests {

@@ -99,7 +99,7 @@ struct MessageBatchTests {
 }
 
 /// The load generator against a real server: it reads batched frames, and its loss counter
-/// works (issue 5: a message the server deliberately drops is reported as lost).
+/// works (a message the server deliberately drops is reported as lost).
 struct BenchCounterTests {
     /// A 0.1 s warm-up and 0.3 s measured run against the test server, quiet.
     static func shortRun(port: Int) -> LoadOptions {

@@ -6,7 +6,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMClient
 
-/// `GET /metrics` (issue 14): scraped over HTTP from a real server while real clients publish,
+/// `GET /metrics`: scraped over HTTP from a real server while real clients publish,
 /// send user messages, log in with bad tokens and leave; the Prometheus text is parsed and the
 /// values must move by what the traffic did.
 @Suite(.serialized)
@@ -35,7 +35,7 @@ struct MetricsTests {
         try Scrape(try await StreamTests.httpGet("/metrics", port: port))
     }
 
-    @Test("issue 14: metric values move as traffic flows (connections, logins, messages in/out by kind, bytes, deliveries, request durations, store commits, disconnects)")
+    @Test("Metric values move as traffic flows (connections, logins, messages in/out by kind, bytes, deliveries, request durations, store commits, disconnects)")
     func valuesMoveWithTraffic() async throws {
         let harness = try await Harness.start()
         let (alice, _) = try await Harness.client("alice", port: harness.port)
@@ -85,7 +85,7 @@ struct MetricsTests {
         await harness.stop()
     }
 
-    @Test("issue 14: topic messages on STREAM connections count as messages of kind stream, in and out")
+    @Test("Topic messages on STREAM connections count as messages of kind stream, in and out")
     func streamMessagesCounted() async throws {
         let harness = try await Harness.start()
         let (alice, _) = try await Harness.client("alice", port: harness.port)
@@ -109,7 +109,7 @@ struct MetricsTests {
         await harness.stop()
     }
 
-    @Test("issue 14, M-2: a subscription from a position of an unknown epoch counts a replay with a gap")
+    @Test("M-2: a subscription from a position of an unknown epoch counts a replay with a gap")
     func replayAndGapCounted() async throws {
         let harness = try await Harness.start()
         let peer = try await RawPeer.connect(port: harness.port)

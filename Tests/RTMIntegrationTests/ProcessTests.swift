@@ -192,7 +192,7 @@ struct ProcessTests {
         await harness.stop()
     }
 
-    @Test("K-1/K-2, issue 12: the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
+    @Test("K-1/K-2, the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
     func unprivileged() async throws {
         guard let ordinary = try OrdinaryUser.prepare() else { return }
         defer { ordinary.remove() }
@@ -238,7 +238,7 @@ struct OrdinaryUser {
     /// The copy of `rtm` in it.
     let binary: URL
 
-    /// nil, with the test failed, when running as root without `runuser`.
+    /// Nil, with the test failed, when running as root without `runuser`.
     static func prepare() throws -> OrdinaryUser? {
         let user: String? = getuid() == 0 ? "nobody" : nil
         if user != nil, !FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") {

@@ -99,7 +99,7 @@ struct ServerFrameDecoderTests {
         buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) ... UInt(bitPattern: $0.baseAddress) + UInt($0.count) }
     }
 
-    @Test("Masked frames decode in linear time: 1,000 pipelined masked frames in one read share one copy of the read at most (issue 11)")
+    @Test("Masked frames decode in linear time: 1,000 pipelined masked frames in one read share one copy of the read at most")
     func maskedFramesAreNotCopiedPerFrame() throws {
         // The old decoder unmasked each frame in the read buffer after earlier frames' payloads
         // had been sliced from it, so every masked frame copied the whole buffer (quadratic).
@@ -198,7 +198,7 @@ struct ServerFrameDecoderTests {
         #expect(try Self.answer(sixtyFour) == nil)
     }
 
-    @Test("RFC 6455 §5.1: an unmasked client frame is refused with 1002 (issue 12); the frames before it are delivered")
+    @Test("RFC 6455 §5.1: an unmasked client frame is refused with 1002; the frames before it are delivered")
     func unmaskedFramesAreRefused() throws {
         #expect(try Self.answer(Self.frame(0x2, Array("x".utf8), key: nil)) == 1002)
         #expect(try Self.answer(Self.frame(0x1, Array("{}".utf8), key: nil)) == 1002)
@@ -210,7 +210,7 @@ struct ServerFrameDecoderTests {
         #expect(try Self.reads(channel) == ["binary[one]"])
     }
 
-    @Test("RFC 6455 §8.1: a text message that is not UTF-8 is answered with 1007, whole or fragmented; fragments fail at the bad one (issue 12)")
+    @Test("RFC 6455 §8.1: a text message that is not UTF-8 is answered with 1007, whole or fragmented; fragments fail at the bad one")
     func invalidUTF8IsRefused() throws {
         let invalid: [[UInt8]] = [[0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x61, 0xE2, 0x82], [0x80]]
         for bytes in invalid {
@@ -237,7 +237,7 @@ struct ServerFrameDecoderTests {
         #expect(try Self.reads(ok).first == "text:€")
     }
 
-    @Test("RFC 6455 §5.5.1/§7.4: close frames with a 1-byte payload, an invalid code or a reason that is not UTF-8 get 1002; valid ones reach the handler and nothing after them does (issue 12)")
+    @Test("RFC 6455 §5.5.1/§7.4: close frames with a 1-byte payload, an invalid code or a reason that is not UTF-8 get 1002; valid ones reach the handler and nothing after them does")
     func closePayloads() throws {
         func close(_ code: UInt16?, reason: [UInt8] = []) -> ByteBuffer {
             var payload: [UInt8] = []

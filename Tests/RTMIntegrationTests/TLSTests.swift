@@ -5,7 +5,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMClient
 
-/// Issue 14 item 4: `wss://` with a certificate made at test time; a plain client to the TLS
+/// `wss://` with a certificate made at test time; a plain client to the TLS
 /// port and a client that does not trust the CA fail at once with a typed error; a reload swaps
 /// the certificate for new connections only.
 @Suite(.serialized, .enabled(if: runsWhen(program(named: "openssl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),

@@ -7,7 +7,7 @@ import RTMWebSocket
 import Testing
 @testable import RTMClient
 
-/// RFC 6455 to the letter (issue 12): the shared rules (`RTMWebSocket`), the SDK's side of
+/// RFC 6455 to the letter: the shared rules (`RTMWebSocket`), the SDK's side of
 /// them, and the real server answering violations and close frames over TCP.
 struct WebSocketRulesTests {
     /// Valid UTF-8 is what round-trips through the standard library's repairing decoder.
@@ -83,7 +83,7 @@ struct ClientWebSocketRulesTests {
         return payload.readInteger(as: UInt16.self).map(Int.init)
     }
 
-    @Test("The SDK answers violations by the server with a masked close frame: 1002 for masked frames (RFC 6455 §5.1), reserved bits, unknown opcodes, bad fragments, bad close frames; 1007 for invalid UTF-8 (issue 12)")
+    @Test("The SDK answers violations by the server with a masked close frame: 1002 for masked frames (RFC 6455 §5.1), reserved bits, unknown opcodes, bad fragments, bad close frames; 1007 for invalid UTF-8")
     func clientViolations() throws {
         #expect(try Self.answer(Self.frame(0x1, Array("hi".utf8), key: [1, 2, 3, 4])) == 1002)
         #expect(try Self.answer(Self.frame(0x2, [1], rsv: 0x40)) == 1002)
@@ -109,7 +109,7 @@ struct ClientWebSocketRulesTests {
     }
 }
 
-/// The real server over TCP: close frames before the TCP close (issue 12).
+/// The real server over TCP: close frames before the TCP close.
 @Suite(.serialized)
 struct ServerCloseHandshakeTests {
     /// Upgrades a raw connection to the real server, sends `frames`, and returns the close
@@ -138,7 +138,7 @@ struct ServerCloseHandshakeTests {
         return frame.readInteger(as: UInt16.self).map(Int.init)
     }
 
-    @Test("The server echoes a client's close code, then closes (RFC 6455 §5.5.1); it answers violations with 1002, 1007, 1009 before closing (issue 12)")
+    @Test("The server echoes a client's close code, then closes (RFC 6455 §5.5.1); it answers violations with 1002, 1007, 1009 before closing")
     func closeCodesOverTCP() async throws {
         let frame = ServerFrameDecoderTests.frame
         #expect(try await Self.closeCode(after: frame(0x8, [0x0F, 0xA0] + Array("going".utf8), true, [9, 9, 9, 9], 0)) == 4000)

@@ -7,7 +7,7 @@ import RTMTestSupport
 import Testing
 @testable import RTMClient
 
-/// Issue 14 item 6: webhook events POSTed to a real HTTP receiver, signed, in order per user,
+/// Webhook events POSTed to a real HTTP receiver, signed, in order per user,
 /// at least once through a receiver outage and a server restart, with a bounded queue.
 @Suite(.serialized)
 struct WebhookTests {

@@ -32,7 +32,7 @@ struct BoundedCallTests {
         }
     }
 
-    @Test("issue 13 item 5: a call that never ends fails with TimedOut at its deadline; a quick one returns its value; an error passes through")
+    @Test("A call that never ends fails with TimedOut at its deadline; a quick one returns its value; an error passes through")
     func deadline() async throws {
         let stuck = Stuck()
         defer { stuck.release() }
@@ -46,7 +46,7 @@ struct BoundedCallTests {
         }
     }
 
-    @Test("issue 13 item 5: cancelling the caller ends a call that never ends at once (a backplane can be stopped)")
+    @Test("Cancelling the caller ends a call that never ends at once (a backplane can be stopped)")
     func cancellation() async throws {
         let stuck = Stuck()
         defer { stuck.release() }

@@ -8,9 +8,9 @@ import RTMServer
 import RTMTestSupport
 import Testing
 
-/// Node leases and the log's retention on a real PostgreSQL (issue 13 items 5 and 7).
+/// Node leases and the log's retention on a real PostgreSQL (items 5 and 7).
 extension PostgresChannelLogTests {
-    @Test("issue 13: a node that stops renewing its lease (cancelled like kill -9) is declared dead by the other within lease + one interval")
+    @Test("A node that stops renewing its lease (cancelled like kill -9) is declared dead by the other within lease + one interval")
     func deadNodeDeclared() async throws {
         try await withDatabase(clients: 2) { _, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)
@@ -49,7 +49,7 @@ extension PostgresChannelLogTests {
         }
     }
 
-    @Test("issue 13: retention trims messages older than the horizon, once per period for all nodes, and the follower keeps working")
+    @Test("Retention trims messages older than the horizon, once per period for all nodes, and the follower keeps working")
     func retentionTrimsOldRows() async throws {
         try await withDatabase(clients: 2) { server, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)

@@ -213,7 +213,7 @@ struct PostgresChannelLogTests {
         }
     }
 
-    @Test("issue 13 item 7: a database gone before the follower's first listening connection is reported down (the node assumes up at start), and up once it is back")
+    @Test("A database gone before the follower's first listening connection is reported down (the node assumes up at start), and up once it is back")
     func followerReportsDownBeforeFirstConnection() async throws {
         try await withDatabase { server, clients in
             let (_, follower) = try await Self.follower(server, clients, pollInterval: .milliseconds(100))

@@ -7,7 +7,7 @@ import RTMServer
 import RTMTestSupport
 import Testing
 
-/// The cluster's metadata, history and locks store (issue 13 item 4) on a real PostgreSQL
+/// The cluster's metadata, history and locks store on a real PostgreSQL
 /// started for the test, used by two nodes at once.
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresServicesTests {
@@ -28,7 +28,7 @@ struct PostgresServicesTests {
 
     private struct Outdated: Error {}
 
-    @Test("issue 13, §2.11: two nodes' read-check-write of one set, made to overlap: the second runs after the first committed and sees its revision")
+    @Test("§2.11: two nodes' read-check-write of one set, made to overlap: the second runs after the first committed and sees its revision")
     func metadataWritesExcludeEachOther() async throws {
         try await withServices { a, b in
             let key = StorageKey(appId: "app", type: .channel, target: "doc")
@@ -53,7 +53,7 @@ struct PostgresServicesTests {
         }
     }
 
-    @Test("issue 13, §2.11: a lock-guarded write is refused in its transaction unless the writer holds the lock")
+    @Test("§2.11: a lock-guarded write is refused in its transaction unless the writer holds the lock")
     func lockGuard() async throws {
         try await withServices { a, b in
             let key = StorageKey(appId: "app", type: .channel, target: "doc")
@@ -71,7 +71,7 @@ struct PostgresServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: a lock request to a database that stopped answering (frozen with SIGSTOP) is refused at callTimeout instead of waiting for ever; once it answers again, locks work")
+    @Test("§2.12: a lock request to a database that stopped answering (frozen with SIGSTOP) is refused at callTimeout instead of waiting for ever; once it answers again, locks work")
     func lockCallBoundedWhenDatabaseHangs() async throws {
         let server = try PostgresTestServer.start()
         defer { server.destroy() }
@@ -110,7 +110,7 @@ struct PostgresServicesTests {
         await services.stop()
     }
 
-    @Test("issue 13, §2.8: two nodes append to one channel's history at the same millisecond: every message stored once, timestamps unique")
+    @Test("§2.8: two nodes append to one channel's history at the same millisecond: every message stored once, timestamps unique")
     func historyAcrossNodes() async throws {
         try await withServices { a, b in
             @Sendable func append(_ store: PostgresServices, _ prefix: String) async throws {
@@ -133,7 +133,7 @@ struct PostgresServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: an owner offline through node a and back on node b keeps its lock; node b declared dead: released TTL later by a sweep on a")
+    @Test("§2.12: an owner offline through node a and back on node b keeps its lock; node b declared dead: released TTL later by a sweep on a")
     func lockTTLAcrossNodes() async throws {
         try await withServices { a, b in
             _ = try await a.perform(.set(ttl: 1, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")
@@ -166,7 +166,7 @@ struct PostgresServicesTests {
         }
     }
 
-    @Test("issue 13, §2.12: a node restarted under the same id (before being declared dead) lets the locks of its previous run go after their TTL")
+    @Test("§2.12: a node restarted under the same id (before being declared dead) lets the locks of its previous run go after their TTL")
     func restartedNodeReleasesItsOldLocks() async throws {
         try await withServices { a, b in
             _ = try await a.perform(.set(ttl: 1, maxLocks: 32), appId: "app", channel: "doc", name: "L", user: "alice")

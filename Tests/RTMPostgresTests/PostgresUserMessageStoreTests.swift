@@ -30,7 +30,7 @@ struct PostgresUserMessageStoreTests {
                           clientMsgId: clientMsgId)
     }
 
-    @Test("issue 13, M-1: ids are per receiver and dense across nodes; one epoch; every field read back; acks delete up to an id")
+    @Test("M-1: ids are per receiver and dense across nodes; one epoch; every field read back; acks delete up to an id")
     func idsFieldsAcks() async throws {
         try await withStores { a, b in
             #expect(a.epoch == b.epoch && !a.epoch.isEmpty)
@@ -53,7 +53,7 @@ struct PostgresUserMessageStoreTests {
         }
     }
 
-    @Test("issue 13, M-1: the cap drops the oldest and the age limit the expired, both counted once for the receiver's next login")
+    @Test("M-1: the cap drops the oldest and the age limit the expired, both counted once for the receiver's next login")
     func capAndAge() async throws {
         try await withStores { a, b in
             let batch = (1...5).map { message(to: "bob", "m\($0)", ts: $0 <= 2 ? 10 : 5_000) }
@@ -71,7 +71,7 @@ struct PostgresUserMessageStoreTests {
         }
     }
 
-    @Test("issue 13: a commit on one node wakes the other node's follower with its receivers; its own commits do not")
+    @Test("A commit on one node wakes the other node's follower with its receivers; its own commits do not")
     func notifiesOtherNodes() async throws {
         try await withStores { a, b in
             let seenByB = NIOLockedValueBox<[UserMessageReceiver]>([])
@@ -90,7 +90,7 @@ struct PostgresUserMessageStoreTests {
         }
     }
 
-    @Test("issue 13, M-3: a resend (same sender, same msgId) through either node, in one batch, or committed on two nodes at once is stored once and answered with the first id")
+    @Test("M-3: a resend (same sender, same msgId) through either node, in one batch, or committed on two nodes at once is stored once and answered with the first id")
     func resendsStoredOnce() async throws {
         try await withStores { a, b in
             let first = try await call { try a.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r1", clientMsgId: 7)],

@@ -5,7 +5,7 @@ import Testing
 
 /// The JSON `publish` fast path (`FrameCodec.readPublish`, `writePublishOK`) against the general
 /// codec, which stays the reference: whatever the fast reader accepts, the decoder reads the same
-/// way; whatever it is unsure of, it leaves to the decoder (issue 11).
+/// way; whatever it is unsure of, it leaves to the decoder.
 struct PublishFastPathTests {
     /// The fast reading of `json` and the general decoder's agree; returns whether the fast path took it.
     @discardableResult

@@ -3,7 +3,7 @@ import RTMProtocol
 import Testing
 @testable import RTMServer
 
-/// Issue 13, M-2 across nodes: numbers the backplane gave up on, applied to a node's channel
+/// M-2 across nodes: numbers the backplane gave up on, applied to a node's channel
 /// state as a pure value.
 struct ClusterGapTests {
     private func message(_ seq: UInt64, epoch: String = "E") -> BackplaneMessage {

@@ -4,7 +4,7 @@ import RTMProtocol
 import Testing
 @testable import RTMServer
 
-/// Issue 13 items 3–5: the cluster's session and presence events applied to `HubState` as a
+/// The cluster's session and presence events applied to `HubState` as a
 /// pure value: the log's one order decides every race the same way on every node.
 struct ClusterReplicaTests {
     static let app = "app"
@@ -31,7 +31,7 @@ struct ClusterReplicaTests {
     /// A connection for a local session (never written to here).
     static func connection(_ id: UInt64) -> ConnectionRef { ConnectionRef(id: id, channel: EmbeddedChannel(), loopIndex: 0) }
 
-    @Test("issue 13, P-3: another node's session and members join this node's channels; its leave, state and end are applied in log order")
+    @Test("P-3: another node's session and members join this node's channels; its leave, state and end are applied in log order")
     func remoteSessionLifecycle() {
         var b = Self.node("b#1")
         let key = UserKey(appId: Self.app, userId: "alice")
@@ -58,7 +58,7 @@ struct ClusterReplicaTests {
         #expect(out.broadcasts.isEmpty)
     }
 
-    @Test("issue 13, C-6: a newer login in the log ends the user's earlier session, local (kicked) or remote (leave); a local login not yet confirmed is the newer one and stays")
+    @Test("C-6: a newer login in the log ends the user's earlier session, local (kicked) or remote (leave); a local login not yet confirmed is the newer one and stays")
     func laterLoginInTheLogWins() {
         var a = Self.node("a#1")
         let key = UserKey(appId: Self.app, userId: "alice")
@@ -86,7 +86,7 @@ struct ClusterReplicaTests {
         #expect(a.sessions[key] == nil && a.cluster.remote[key]?.session.id == 9)
     }
 
-    @Test("issue 13 item 3, C-6: a new login's reply waits until its own started came back and the user's session on another node ended there (or the node is gone)")
+    @Test("C-6: a new login's reply waits until its own started came back and the user's session on another node ended there (or the node is gone)")
     func loginWaitsForTheOtherNodesKick() {
         var a = Self.node("a#1"), b = Self.node("b#1")
         let key = UserKey(appId: Self.app, userId: "alice")
@@ -128,7 +128,7 @@ struct ClusterReplicaTests {
         #expect(c.cluster.takeReadyLogins() == [third.sessionID])
     }
 
-    @Test("issue 13, P-1: a session moves here with its token (channels and states kept, no event); the node that had it lets it go quietly")
+    @Test("P-1: a session moves here with its token (channels and states kept, no event); the node that had it lets it go quietly")
     func resumeMovesTheSession() {
         var b = Self.node("b#1")
         var a = Self.node("a#1")
@@ -155,7 +155,7 @@ struct ClusterReplicaTests {
         #expect(a.sessions[key] == nil && a.cluster.remote[key]?.owner == "b#1")
     }
 
-    @Test("issue 13 item 5, P-2: a dead node's sessions get their grace window; at its end they time out unless they moved or the node came back")
+    @Test("P-2: a dead node's sessions get their grace window; at its end they time out unless they moved or the node came back")
     func deadNodeSessionsTimeOut() {
         var b = Self.node("b#1")
         _ = b.applyCluster([Self.event("a#1", .started(Self.session("dave", id: 1))),

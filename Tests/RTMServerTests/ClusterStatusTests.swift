@@ -3,7 +3,7 @@ import NIOCore
 @testable import RTMServer
 import Testing
 
-/// What a node says of its database link (issue 13 item 7): `rtm_database_up`, `/health`.
+/// What a node says of its database link: `rtm_database_up`, `/health`.
 struct ClusterStatusTests {
     /// `rtm_database_up` as `/metrics` renders it.
     private func gauge(_ metrics: ServerMetrics) -> Double? {
@@ -11,7 +11,7 @@ struct ClusterStatusTests {
             .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
     }
 
-    @Test("issue 13 item 7: while the listening connection is lost, a commit that ends late does not bring the link back up; the listener's return does; a failed commit takes it down, a later success with the listener up brings it back")
+    @Test("While the listening connection is lost, a commit that ends late does not bring the link back up; the listener's return does; a failed commit takes it down, a later success with the listener up brings it back")
     func listenerIsTheAuthorityWhileLost() {
         let metrics = ServerMetrics()
         let status = ClusterStatus(metrics: metrics, enabled: true, logger: Logger(label: "test"))

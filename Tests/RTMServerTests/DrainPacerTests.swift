@@ -4,7 +4,7 @@ import Testing
 
 /// The drain's pacing as a pure value: how many `goaway`s each tick sends, in which order.
 struct DrainPacerTests {
-    @Test("issue 14 drain: 500/s at 100 ms ticks → batches of 50, lowest id first, each connection once")
+    @Test("Drain: 500/s at 100 ms ticks → batches of 50, lowest id first, each connection once")
     func batchesAtRate() {
         var pacer = DrainPacer(rate: 500, interval: .milliseconds(100))
         let open = Array((1...120).map(UInt64.init).reversed())
@@ -15,7 +15,7 @@ struct DrainPacerTests {
         #expect(pacer.sentCount == 120)
     }
 
-    @Test("issue 14 drain: a fraction per tick is carried over (1/s at 100 ms → one every tenth tick); idle ticks do not hoard credit")
+    @Test("Drain: a fraction per tick is carried over (1/s at 100 ms → one every tenth tick); idle ticks do not hoard credit")
     func fractionalRate() {
         var pacer = DrainPacer(rate: 1, interval: .milliseconds(100))
         var sentAt: [Int] = []
@@ -26,7 +26,7 @@ struct DrainPacerTests {
         #expect(idle.tick(open: (1...100).map(UInt64.init)).count == 10)   // no burst after idling
     }
 
-    @Test("issue 14 drain: a connection that appears during the drain gets its turn")
+    @Test("Drain: a connection that appears during the drain gets its turn")
     func lateConnection() {
         var pacer = DrainPacer(rate: 20, interval: .milliseconds(100))
         #expect(pacer.tick(open: [5, 6]) == [5, 6])

@@ -15,7 +15,7 @@ struct ServerConnectionStateMachineTests {
         ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts)
     }
 
-    @Test("Issue 12: before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
+    @Test("Before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
     func loginDeadlineFromAccept() {
         var m = machine()
         // Bytes trickling in (a slowloris) or pings move `lastRead`, not the deadline.
@@ -33,14 +33,14 @@ struct ServerConnectionStateMachineTests {
         #expect(m.deadline(lastRead: Self.t0) == nil)
     }
 
-    @Test("Issue 12: a connection that never finishes its HTTP request is dropped at the login deadline")
+    @Test("A connection that never finishes its HTTP request is dropped at the login deadline")
     func httpDeadline() {
         var m = machine()
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(12)) == .dropConnection)
         #expect(m.socketClosed() == nil)
     }
 
-    @Test("Issue 12: a plain HTTP answer moves to ending; NIO's 400 for a malformed request needs the close, ours closes itself")
+    @Test("A plain HTTP answer moves to ending; NIO's 400 for a malformed request needs the close, ours closes itself")
     func httpAnswered() {
         var ours = machine()
         #expect(ours.httpAnswered(now: Self.t0, closesItself: true) == .none)

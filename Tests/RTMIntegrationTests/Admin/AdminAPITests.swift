@@ -5,7 +5,7 @@ import RTMServer
 import Testing
 @testable import RTMClient
 
-/// The admin HTTP API against a real server and real SDK clients (issue 14, item 2).
+/// The admin HTTP API against a real server and real SDK clients.
 @Suite("Admin API", .serialized)
 struct AdminAPITests {
     @Test("admin: a missing or wrong key is refused with 401 and logged; the key is compared whole")
