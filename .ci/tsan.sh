@@ -17,7 +17,7 @@ filter+='|EndToEndProcessTests'
 skip='ClusterPublishOrderTests'
 log=$(mktemp)
 status=0
-TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 history_size=4" \
+TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 history_size=4 suppressions=$PWD/.ci/tsan.supp" \
     swift test --skip-build --sanitize thread --scratch-path .build-tsan --no-parallel --filter "$filter" --skip "$skip" 2>&1 | tee "$log" || status=$?
 if grep -q "ThreadSanitizer" "$log"; then
     echo "ThreadSanitizer reported a problem (see above)"
