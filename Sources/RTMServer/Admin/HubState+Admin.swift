@@ -32,14 +32,6 @@ extension HubState {
         }.sorted { ($0.appId, $0.userId) < ($1.appId, $1.userId) }
     }
 
-    /// Ends a user's session by the administrator's will (kick, ban, revoke), online or within
-    /// its grace window: the members see it leave (as after a logout, P-4). Returns the
-    /// presence events and the connection that served it, if online.
-    mutating func endSessionByAdmin(_ key: UserKey, wallMillis: Int64) -> (broadcasts: [Broadcast], connection: ConnectionRef?, existed: Bool) {
-        guard let session = sessions[key] else { return ([], nil, false) }
-        return (endSession(key, event: .remoteLeave, wallMillis: wallMillis), session.connection, true)
-    }
-
     /// The administrator ends a user's session (kick, ban, revoke): members see it leave (P-4),
     /// its locks are released, its MESSAGE connection gets `kicked` with `code` and `reason`,
     /// its STREAM connections close (K-4), it is offline to peers at once (§1.7) and its
@@ -47,17 +39,10 @@ extension HubState {
     /// user had no session.
     mutating func onEndSessionByAdmin(_ key: UserKey, code: LinkStateChangeReason, reason: String, now: NIODeadline,
                                       wallMillis: Int64) -> [HubAction]? {
-        let channels = sessions[key]?.channels
-        let locks = releaseLocks(of: key, wallMillis: wallMillis)
-        let ended = endSessionByAdmin(key, wallMillis: wallMillis)
-        guard ended.existed else { return nil }
-        if let channels { webhooks.sessionEnded(key, channels: channels, reason: "kicked", ts: wallMillis) }
-        var actions = ended.broadcasts.map { HubAction.broadcast($0) } + locks.actions + [.wakeCluster, .wakeWebhooks]
-        if let connection = ended.connection {
-            actions.append(.kick(connection, user: key, code: code, reason: reason))
-        }
+        guard let ended = endSessionForGood(key, reason: "kicked", now: now, wallMillis: wallMillis) else { return nil }
+        var actions = ended.actions
+        if let connection = ended.connection { actions.append(.kick(connection, user: key, code: code, reason: reason)) }
         actions.append(.closeStreams(key, reason: reason))
-        actions += signalingSessionEnded(key, now: now)
         actions.append(.log(.info, "admin: session ended", ["user": "\(key.userId)", "code": "\(code)", "reason": "\(reason)"]))
         return actions
     }

@@ -63,9 +63,9 @@ extension Hub {
         guard !changes.isEmpty else { return }
         if local { locks.store.announce(changes) }
         let wallMillis = Self.wallMillis
-        run(state.withLockedValue { state in
+        modify { state in
             changes.map { .broadcast(state.lockEvent($0.kind, ChannelKey(appId: $0.appId, name: $0.channel), [$0.detail], wallMillis)) }
-        })
+        }
         for change in changes {
             let key = ClusterLocks.LockKey(appId: change.appId, channel: change.channel, name: change.detail.lockName)
             switch change.kind {

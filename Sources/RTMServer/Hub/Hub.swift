@@ -109,7 +109,6 @@ final class Hub: Sendable {
 
     // MARK: connections
 
-    /// Registers a new connection on its event loop.
     /// The fan-out table (and liveness sweep) of an event loop.
     func fanout(for loop: any EventLoop) -> LoopFanout {
         fanoutByLoop[ObjectIdentifier(loop)]!
@@ -309,7 +308,7 @@ final class Hub: Sendable {
     /// watchers, get the whole new set.
     private func storageChanged(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata, notifyAll: Bool) {
         let frame = Self.storageEvent(key, kind: kind, metadata: metadata)
-        run(state.withLockedValue { $0.storageChanged(key, frame: frame, notifyAll: notifyAll) })
+        modify { $0.storageChanged(key, frame: frame, notifyAll: notifyAll) }
     }
 
     static func storageEvent(_ key: StorageKey, kind: StorageEventKind, metadata: Metadata) -> Frame {

@@ -63,19 +63,24 @@ extension HubState {
     /// An explicit logout (SPEC P-4, H-4): members are told at once, the user's locks are
     /// released, it is offline to peers at once (§1.7).
     mutating func onLogout(_ connection: ConnectionRef, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
-        let key = userKey(of: connection)
-        let locks = key.map { releaseLocks(of: $0, wallMillis: wallMillis) } ?? LockOutcome()
-        if let key, let channels = sessions[key]?.channels {
-            webhooks.sessionEnded(key, channels: channels, reason: "logout", ts: wallMillis)
-        }
-        var actions = logout(connection, wallMillis: wallMillis).map { HubAction.broadcast($0) }
-        actions += locks.actions
-        actions += [.wakeCluster, .wakeWebhooks]
-        if let key {
-            actions.append(.lockOwner(key, .loggedOut(connection)))
-            actions += signalingSessionEnded(key, now: now)
-        }
-        return actions
+        guard let key = userKey(of: connection),
+              let ended = endSessionForGood(key, reason: "logout", now: now, wallMillis: wallMillis) else { return [] }
+        return ended.actions + [.lockOwner(key, .loggedOut(connection))]
+    }
+
+    /// Ends `key`'s session for good (a logout, an administrator): members are told at once
+    /// (P-4), its locks are released (§2.12), webhooks get its leaves and `userOffline` with
+    /// `reason`, it is offline to peers at once and its calls end (§1.7, §1.8). Returns the
+    /// connection that served it (nil within its grace window), or nil without a session.
+    mutating func endSessionForGood(_ key: UserKey, reason: String, now: NIODeadline, wallMillis: Int64)
+        -> (connection: ConnectionRef?, actions: [HubAction])? {
+        guard let session = sessions[key] else { return nil }
+        let locks = releaseLocks(of: key, wallMillis: wallMillis)
+        webhooks.sessionEnded(key, channels: session.channels, reason: reason, ts: wallMillis)
+        var actions = endSession(key, event: .remoteLeave, wallMillis: wallMillis).map { HubAction.broadcast($0) }
+        actions += locks.actions + [.wakeCluster, .wakeWebhooks]
+        actions += signalingSessionEnded(key, now: now)
+        return (session.connection, actions)
     }
 
     /// A subscribe (or a repeated one changing its options).

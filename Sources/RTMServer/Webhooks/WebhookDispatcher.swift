@@ -117,13 +117,7 @@ final class WebhookDispatcher: @unchecked Sendable {
     /// The leave and offline events that end these sessions, with `reason`.
     static func endEvents(of sessions: [(user: UserKey, channels: [(name: String, type: String)])], reason: String) -> [WebhookEvent] {
         let now = Hub.wallMillis
-        return sessions.flatMap { session in
-            session.channels.map {
-                WebhookEvent(eventId: "", eventType: .leaveChannel, appId: session.user.appId, userId: session.user.userId, ts: now,
-                             channelName: $0.name, channelType: $0.type, reason: reason)
-            } + [WebhookEvent(eventId: "", eventType: .userOffline, appId: session.user.appId, userId: session.user.userId, ts: now,
-                              reason: reason)]
-        }
+        return sessions.flatMap { WebhookEvent.sessionEnd($0.user, channels: $0.channels, reason: reason, ts: now) }
     }
 
     // MARK: on the queue

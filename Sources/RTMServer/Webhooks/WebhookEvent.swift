@@ -54,6 +54,15 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         self.channelName = channelName; self.channelType = channelType; self.reason = reason; self.count = count
     }
 
+    /// The events that end a session: `leaveChannel` for each channel (name and type, in the
+    /// order given), then `userOffline`, all with `reason`.
+    static func sessionEnd(_ user: UserKey, channels: [(name: String, type: String)], reason: String, ts: Int64) -> [WebhookEvent] {
+        channels.map {
+            WebhookEvent(eventId: "", eventType: .leaveChannel, appId: user.appId, userId: user.userId, ts: ts,
+                         channelName: $0.name, channelType: $0.type, reason: reason)
+        } + [WebhookEvent(eventId: "", eventType: .userOffline, appId: user.appId, userId: user.userId, ts: ts, reason: reason)]
+    }
+
     /// The ordering key: events with the same key are delivered one at a time, in order.
     var orderingKey: String { "\(appId)/\(userId)" }
 }

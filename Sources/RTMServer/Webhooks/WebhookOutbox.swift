@@ -18,8 +18,7 @@ struct WebhookOutbox {
     /// A session ended (`logout`, `connectionTimeout`, `remoteLogin`): it left every channel.
     mutating func sessionEnded(_ key: UserKey, channels: Set<String>, reason: String, ts: Int64) {
         guard isEnabled else { return }
-        for channel in channels.sorted() { channelChanged(.leaveChannel, key, channel: channel, reason: reason, ts: ts) }
-        add(.userOffline, key, reason: reason, ts: ts)
+        events += WebhookEvent.sessionEnd(key, channels: channels.sorted().map { ($0, "message") }, reason: reason, ts: ts)
     }
 
     /// A message channel joined (subscribed) or left.
