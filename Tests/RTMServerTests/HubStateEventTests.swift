@@ -196,7 +196,7 @@ struct HubStateEventTests {
         #expect(forever.timerFired(.historyTrim, now: start, wallMillis: 0).isEmpty)
     }
 
-    @Test("A cluster login's timeout handed back after the cluster answered it finds no waiter and does nothing")
+    @Test("C-6 across nodes: a cluster login's timeout handed back after the cluster answered it finds no waiter and does nothing")
     func clusterLoginTimeoutWithoutWaiter() {
         var state = Self.state()
         #expect(state.timerFired(.clusterLogin(session: 42, user: alice), now: start, wallMillis: 0).isEmpty)
