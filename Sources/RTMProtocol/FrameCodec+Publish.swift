@@ -59,6 +59,63 @@ extension FrameCodec {
         buffer.writeStaticString(#","type":"ok"}"#)
     }
 
+    /// Appends an error reply, `{"code":…,"id":…,"reason":"…","type":"error"}`: the same bytes
+    /// as `encode(.error(id:…))` (sorted keys, the reason escaped as the JSON encoder does),
+    /// without the encoder's cost, for refusals that come by the thousand (a flood).
+    public static func writeError(id: UInt64?, code: Int, reason: String, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString(#"{"code":"#)
+        if code < 0 { buffer.writeInteger(UInt8(ascii: "-")) }
+        writeDecimal(UInt64(code.magnitude), into: &buffer)
+        if let id {
+            buffer.writeStaticString(#","id":"#)
+            writeDecimal(id, into: &buffer)
+        }
+        buffer.writeStaticString(#","reason":""#)
+        writeEscaped(reason, into: &buffer)
+        buffer.writeStaticString(#"","type":"error"}"#)
+    }
+
+    /// The length of `writeError`'s output.
+    public static func errorLength(id: UInt64?, code: Int, reason: String) -> Int {
+        var length = 36 + decimalDigits(UInt64(code.magnitude)) + (code < 0 ? 1 : 0)
+        if let id { length += 6 + decimalDigits(id) }
+        for byte in reason.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "/"), 0x08, 0x0C, 0x0A, 0x0D, 0x09: length += 2
+            case ..<0x20: length += 6
+            default: length += 1
+            }
+        }
+        return length
+    }
+
+    /// A JSON string's content: `"` and `\` and `/` escaped, control characters as the short
+    /// escapes or `\u00xx` (what Foundation's JSON encoder writes).
+    static func writeEscaped(_ string: String, into buffer: inout ByteBuffer) {
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "/") }) {
+            buffer.writeString(string)
+            return
+        }
+        let hex: StaticString = "0123456789abcdef"
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"): buffer.writeStaticString(#"\\"#)
+            case UInt8(ascii: "\""): buffer.writeStaticString(#"\""#)
+            case UInt8(ascii: "/"): buffer.writeStaticString(#"\/"#)
+            case 0x08: buffer.writeStaticString(#"\b"#)
+            case 0x0C: buffer.writeStaticString(#"\f"#)
+            case 0x0A: buffer.writeStaticString(#"\n"#)
+            case 0x0D: buffer.writeStaticString(#"\r"#)
+            case 0x09: buffer.writeStaticString(#"\t"#)
+            case ..<0x20:
+                buffer.writeStaticString(#"\u00"#)
+                buffer.writeInteger(hex.utf8Start[Int(byte >> 4)])
+                buffer.writeInteger(hex.utf8Start[Int(byte & 0xF)])
+            default: buffer.writeInteger(byte)
+            }
+        }
+    }
+
     /// The length of `writePublishOK`'s output.
     public static func publishOKLength(id: UInt64, seq: UInt64) -> Int {
         26 + decimalDigits(id) + decimalDigits(seq)

@@ -52,7 +52,10 @@ public final class RTMServer: Service, Sendable {
         let store = try store ?? SQLiteUserMessageStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("rtm.sqlite") },
             fullSync: configuration.storeFullSync)
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(configuration.threads, 64)))
+        // Each loop's ticks are counted (LoopTicks): deadlines and the publish rate limit then
+        // tell the server's own lateness from a client's silence or burst.
+        let ticks = TickObserver()
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, min(configuration.threads, 64)), metricsDelegate: ticks)
         var loops: [any EventLoop] = []
         var iterator = group.makeIterator()
         while let loop = iterator.next() { loops.append(loop) }
@@ -66,6 +69,7 @@ public final class RTMServer: Service, Sendable {
         }
         self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger,
                        webhooks: webhooks)
+        ticks.install(Dictionary(uniqueKeysWithValues: hub.fanouts.map { (ObjectIdentifier($0.eventLoop), $0.liveness.ticks) }))
     }
 
     /// The bound port, once started.

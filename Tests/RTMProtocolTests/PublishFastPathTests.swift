@@ -163,4 +163,21 @@ struct PublishFastPathTests {
             #expect(buffer.readableBytes == FrameCodec.publishOKLength(id: id, seq: seq))
         }
     }
+
+    @Test("The error reply written by hand has the general encoder's bytes")
+    func errorReply() {
+        var awkward = "tab\there, slash / quote \" backslash \\ é 中 \u{1F600}"
+        for byte in UInt8(0)..<0x20 { awkward.unicodeScalars.append(Unicode.Scalar(byte)) }
+        let reasons = ["more than 60 messages per second", "", awkward, "line\nbreak\r\u{08}\u{0C}"]
+        for reason in reasons {
+            for id in [nil, UInt64(0), 42, UInt64.max] {
+                for code in [RTMErrorCode.channelPublishMessageTooFrequent, .invalidChannelName, .channelMessageLengthExceedLimitation] {
+                    var buffer = ByteBuffer()
+                    FrameCodec.writeError(id: id, code: code.rawValue, reason: reason, into: &buffer)
+                    #expect(String(buffer: buffer) == String(buffer: FrameCodec.encode(.error(id: id, code, reason))), "reason \(reason.debugDescription)")
+                    #expect(buffer.readableBytes == FrameCodec.errorLength(id: id, code: code.rawValue, reason: reason))
+                }
+            }
+        }
+    }
 }

@@ -95,12 +95,13 @@ extension ConnectionHandler {
         // array's subscript, copied it (three references retained and released per message).
         batch.withUnsafeBufferPointer { batch in
             for pending in batch.indices {
+                // Closing (say, the flood of refusals spent the error budget): the rest is dropped.
+                guard lifecycle.maySend else { break }
                 let publish = UnsafePointer(batch.baseAddress! + pending)
                 guard let channel = publishChannel(publish.pointee.publish, context: context) else { continue }
-                if let problem = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
+                if let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
                     publishRun()
-                    writeReplies(&replies, context: context)
-                    send(.error(id: publish.pointee.publish.requestID, problem.0, problem.1), context: context)
+                    guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
                     continue
                 }
                 if channel != runChannel { publishRun(); runChannel = channel }
@@ -116,7 +117,7 @@ extension ConnectionHandler {
 
     /// Acknowledges binary publishes, all in one binary ack frame.
     func writePublishAcks(_ acks: [(requestID: UInt64, seq: UInt64)], context: ChannelHandlerContext) {
-        guard !acks.isEmpty else { return }
+        guard !acks.isEmpty, lifecycle.maySend else { return }   // nothing after our close frame
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         fanout.stats.bytesOut &+= buffer.readableBytes
@@ -138,6 +139,7 @@ extension ConnectionHandler {
     func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
         guard let buffer = replies else { return }
         replies = nil
+        guard lifecycle.maySend else { return }   // nothing after our close frame
         fanout.stats.bytesOut &+= buffer.readableBytes
         (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
     }
@@ -165,19 +167,40 @@ extension ConnectionHandler {
         return (name, problem)
     }
 
-    /// Payload limits and the publish rate (SPEC §8); the error to answer, or nil.
-    func payloadProblem(size: Int, customType: String?) -> (RTMErrorCode, String)? {
+    /// Payload limits and the publish rate (SPEC §8); the refusal to answer, or nil.
+    func payloadProblem(size: Int, customType: String?) -> RequestRefusal? {
         let limits = hub.configuration.limits
         if size > limits.maxPayloadBytes {
-            return (.channelMessageLengthExceedLimitation, "payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)")
+            return RequestRefusal(code: .channelMessageLengthExceedLimitation, reason: "payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)")
         }
         if let customType, customType.count > limits.maxCustomTypeLength {
-            return (.channelCustomTypeLengthOverflow, "customType is longer than \(limits.maxCustomTypeLength) characters")
+            return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
-        if !publishLimiter.tryAcquire(now: lastRead) {
-            return (.channelPublishMessageTooFrequent, "more than \(Int(hub.configuration.publishRatePerSecond)) messages per second")
+        if !publishLimiter.tryAcquire(now: lastRead, lateness: fanout.liveness.ticks.lateness(now: lastRead)) {
+            return hub.publishRateRefusal
         }
         return nil
+    }
+
+    /// Answers a refused publish of the batch in `replies` (in order with the batch's JSON
+    /// `ok`s), written by hand: a flood brings refusals by the thousand. Charges the error
+    /// budget; false when it is spent and the connection is closing (the rest of the batch is
+    /// dropped).
+    func appendRefusal(_ refusal: RequestRefusal, id: UInt64, to replies: inout ByteBuffer?, expected: Int,
+                       context: ChannelHandlerContext) -> Bool {
+        guard lifecycle.maySend else { return false }
+        lastErrorCode = refusal.code.rawValue
+        guard errorBudget.tryAcquire(now: lastRead) else {
+            writeReplies(&replies, context: context)
+            hub.logger.warning("closing a connection that keeps sending rejected requests", metadata: ["connection": "\(connection?.id ?? 0)"])
+            closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
+            return false
+        }
+        let length = FrameCodec.errorLength(id: id, code: refusal.code.rawValue, reason: refusal.reason)
+        if replies == nil { replies = context.channel.allocator.buffer(capacity: (length + 4) * min(expected, 64)) }
+        BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
+        FrameCodec.writeError(id: id, code: refusal.code.rawValue, reason: refusal.reason, into: &replies!)
+        return true
     }
 
     /// Byte equality by memcmp (the generic `elementsEqual` walks byte by byte).

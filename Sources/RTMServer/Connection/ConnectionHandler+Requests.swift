@@ -380,8 +380,8 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .channelInvalidMessage, "a message needs exactly one of text or data"), context: context)
             return false
         }
-        if let (code, problem) = payloadProblem(size: frame.payloadSize, customType: frame.customType) {
-            send(.error(id: frame.id, code, problem), context: context)
+        if let refusal = payloadProblem(size: frame.payloadSize, customType: frame.customType) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return false
         }
         return true

@@ -22,8 +22,8 @@ extension ConnectionHandler {
             return
         }
         guard let receiver = receiverName(request, context: context) else { return }
-        if let (code, problem) = payloadProblem(size: request.payload.readableBytes, customType: request.customType) {
-            send(.error(id: request.requestID, code, problem), context: context)
+        if let refusal = payloadProblem(size: request.payload.readableBytes, customType: request.customType) {
+            send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
             return
         }
         var body = request.payload

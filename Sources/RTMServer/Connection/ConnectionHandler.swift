@@ -78,7 +78,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
-        self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond)
+        self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond, start: .now())
         self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond, burst: config.errorReplyBurst)
         hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
@@ -325,7 +325,16 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
             return
         }
-        let buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
+        let buffer: ByteBuffer
+        if frame.type == .error, let code = frame.code, let reason = frame.reason, frame == Frame(type: .error, id: frame.id, code: code, reason: reason) {
+            // A refusal: written by hand (a flood gets thousands; the JSON encoder cost more
+            // than everything else the server did for them).
+            var out = context.channel.allocator.buffer(capacity: 64 + reason.utf8.count)
+            FrameCodec.writeError(id: frame.id, code: code, reason: reason, into: &out)
+            buffer = out
+        } else {
+            buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
+        }
         fanout.stats.bytesOut &+= buffer.readableBytes
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
     }

@@ -21,6 +21,8 @@ final class Hub: Sendable {
     let liveHandlers = ManagedAtomic(0)
     private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
     let configuration: ServerConfiguration
+    /// The refusal of a publish over the rate (SPEC §8), built once: a flood gets it by the thousand.
+    let publishRateRefusal: RequestRefusal
     let logger: Logger
     /// User messages: durable, acknowledged, re-delivered (SPEC M-1).
     let mailbox: UserMailbox
@@ -48,6 +50,8 @@ final class Hub: Sendable {
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
         self.configuration = configuration
+        self.publishRateRefusal = RequestRefusal(code: .channelPublishMessageTooFrequent,
+                                                 reason: "more than \(Int(configuration.publishRatePerSecond)) messages per second")
         self.logger = logger
         self.webhooks = webhooks
         self.backplane = configuration.backplane
