@@ -35,6 +35,8 @@ public final class RTMServer: Service, Sendable {
     let logger: Logger
     private let serverChannel = NIOLockedValueBox<(any Channel)?>(nil)
     private let admin = AdminHTTPServer()
+    /// Gives freed memory back to the system when load ends.
+    let memoryTrimmer: MemoryTrimmer
     private let tls: ServerTLS?
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
@@ -43,6 +45,7 @@ public final class RTMServer: Service, Sendable {
                 logger: Logger = Logger(label: "rtm.server")) throws {
         self.configuration = configuration
         self.logger = logger
+        self.memoryTrimmer = MemoryTrimmer(interval: configuration.memoryTrimInterval, logger: logger)
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
         case (nil, nil): self.tls = nil
         case (let certificate?, let key?): self.tls = try ServerTLS(certificatePath: certificate, keyPath: key)
@@ -139,6 +142,7 @@ public final class RTMServer: Service, Sendable {
         hub.followClusterLocks()   // cluster mode: other nodes' lock changes
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startTimers()   // sweeps, interval presence, history retention; cluster mode: due locks
+        memoryTrimmer.start()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])
@@ -232,6 +236,7 @@ public final class RTMServer: Service, Sendable {
         }
         await Self.bounded(bound, "webhooks", logger) { await self.hub.webhooks?.stop() }   // what is queued stays on disk
         await Self.bounded(bound, "cluster backplane", logger) { await self.configuration.backplane?.stop() }
+        memoryTrimmer.stop()
         try await group.shutdownGracefully()
         logger.info("stopped")
     }

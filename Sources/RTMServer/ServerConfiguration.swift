@@ -106,6 +106,10 @@ public struct ServerConfiguration: Sendable {
     /// How often each event loop checks its connections' read deadlines (heartbeat timeout,
     /// stream timeout): a silent connection is dropped at most this long after its timeout.
     public var livenessCheckInterval: TimeAmount = .milliseconds(250)
+    /// How often the server checks whether it holds memory it no longer uses (its resident size
+    /// grew by 16 MiB since the last check that trimmed) and gives it back to the system;
+    /// zero: never (default 10 s).
+    public var memoryTrimInterval: TimeAmount = .seconds(10)
     /// Test flag: the channel message with this sequence number is acknowledged but never
     /// delivered, so a benchmark can show that it counts a lost message. Never set in production.
     public var testDropSeq: UInt64?

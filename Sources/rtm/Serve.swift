@@ -27,6 +27,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
     @Option(help: "Seconds from a connection's TCP accept to its login (or join), whatever it sends meanwhile; then it is closed.") var loginDeadline: Double = 12
+    @Option(help: "Seconds between checks that give unused memory back to the system (after a flood, slow consumers or many closed connections); 0: never.") var memoryTrimInterval: Double = 10
     @Option(help: "Error replies per second per connection after --error-reply-burst; a connection that keeps sending rejected requests past it is closed (1008). 0 = unlimited.") var errorReplyRate: Double = 100
     @Option(help: "Error replies one connection may get at once before --error-reply-rate applies.") var errorReplyBurst: Double = 1000
     @Option(help: "Drain (SIGTERM/SIGINT): clients sent goaway per second, in batches every 100 ms.") var drainRate: Double = 1000
@@ -79,6 +80,7 @@ struct Serve: AsyncParsableCommand {
             config.maxConnections = maxConnections
         }
         config.loginDeadline = .nanoseconds(Int64(loginDeadline * 1e9))
+        config.memoryTrimInterval = .nanoseconds(Int64(max(0, memoryTrimInterval) * 1e9))
         config.errorReplyRatePerSecond = errorReplyRate
         config.errorReplyBurst = errorReplyBurst
         guard drainRate > 0, drainTimeout >= 0, drainReconnectSpread >= 0 else {
