@@ -35,6 +35,22 @@ struct MetricsTests {
         try Scrape(try await StreamTests.httpGet("/metrics", port: port))
     }
 
+    @Test("Every metric family has a # HELP line right before its # TYPE line (the Prometheus text format, promtool)")
+    func everyFamilyHasHelp() async throws {
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        _ = try await alice.subscribe("room")
+        let lines = try await Self.scrape(harness.port).text.split(separator: "\n")
+        let families = lines.filter { $0.hasPrefix("# TYPE ") }
+        #expect(families.count >= 20)
+        for (index, line) in lines.enumerated() where line.hasPrefix("# TYPE ") {
+            let name = line.dropFirst(7).split(separator: " ")[0]
+            #expect(index > 0 && lines[index - 1].hasPrefix("# HELP \(name) "), "no HELP for \(name)")
+        }
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("Metric values move as traffic flows (connections, logins, messages in/out by kind, bytes, deliveries, request durations, store commits, disconnects)")
     func valuesMoveWithTraffic() async throws {
         let harness = try await Harness.start()

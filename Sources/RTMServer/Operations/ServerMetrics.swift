@@ -138,7 +138,7 @@ final class ServerMetrics: Sendable {
     }
 
     /// The Prometheus text exposition of every metric.
-    func render() -> String { registry.emitToString() }
+    func render() -> String { MetricHelp.annotate(registry.emitToString()) }
 
     // MARK: events
 
