@@ -46,18 +46,18 @@ extension PostgresServices {
             for try await (ttl, owner, token) in try await connection.query("""
                 SELECT ttl, owner, token FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) AND name = \(name) FOR UPDATE
                 """, logger: logger).decode((Int, String?, Int64).self) { row = Row(ttl: ttl, owner: owner, token: token) }
-            let missing = SharedLockResult.refused(.lockNotExist, "no lock '\(name)' in channel '\(channel)'")
+            let missing = SharedLockResult.refused(RequestRefusal(code: .lockNotExist, reason: "no lock '\(name)' in channel '\(channel)'"))
             switch operation {
             case .set(let ttl, let maxLocks):
                 if let row {
                     return row.ttl == ttl ? .done(row.detail(name), change: nil)
-                        : .refused(.lockAlreadyExist, "lock '\(name)' exists with ttl \(row.ttl) s")
+                        : .refused(RequestRefusal(code: .lockAlreadyExist, reason: "lock '\(name)' exists with ttl \(row.ttl) s"))
                 }
                 var count = 0
                 for try await value in try await connection.query("""
                     SELECT count(*) FROM rtm_lock WHERE app = \(appId) AND channel = \(channel)
                     """, logger: logger).decode(Int.self) { count = value }
-                guard count < maxLocks else { return .refused(.lockOperationFailed, "channel '\(channel)' has \(maxLocks) locks, the limit") }
+                guard count < maxLocks else { return .refused(RequestRefusal(code: .lockOperationFailed, reason: "channel '\(channel)' has \(maxLocks) locks, the limit")) }
                 try await connection.query("""
                     INSERT INTO rtm_lock (app, channel, name, ttl) VALUES (\(appId), \(channel), \(name), \(ttl))
                     """, logger: logger)
@@ -72,7 +72,7 @@ extension PostgresServices {
                         """, logger: logger)
                     return .done(row.detail(name), change: nil)
                 case let holder?:
-                    return .refused(.lockAcquireFailed, "lock '\(name)' is held by '\(holder)'")
+                    return .refused(RequestRefusal(code: .lockAcquireFailed, reason: "lock '\(name)' is held by '\(holder)'"))
                 case nil:
                     var token: Int64 = 0
                     for try await value in try await connection.query("""
@@ -85,7 +85,7 @@ extension PostgresServices {
                 guard let row else { return missing }
                 let owner: String
                 if case .revoke(let named) = operation { owner = named } else { owner = user }
-                guard row.owner == owner else { return .refused(.lockNotAcquired, "lock '\(name)' is not held by '\(owner)'") }
+                guard row.owner == owner else { return .refused(RequestRefusal(code: .lockNotAcquired, reason: "lock '\(name)' is not held by '\(owner)'")) }
                 try await connection.query("""
                     UPDATE rtm_lock SET owner = NULL, owner_node = NULL, due_at = NULL WHERE app = \(appId) AND channel = \(channel) AND name = \(name)
                     """, logger: logger)

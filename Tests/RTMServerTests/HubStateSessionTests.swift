@@ -117,13 +117,13 @@ struct HubStateSessionTests {
         var state = Self.state { $0.loginRatePerSecond = 2 }
         #expect(login(&state, alice, Self.connection(1)) != nil)
         #expect(login(&state, bob, Self.connection(2)) != nil)
-        guard case .rejected(let code, _) = state.login(key: UserKey(appId: "app", userId: "carol"), connection: Self.connection(3),
+        guard case .rejected(let refusal) = state.login(key: UserKey(appId: "app", userId: "carol"), connection: Self.connection(3),
                                                         resumeToken: nil, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
                                                         now: start, wallMillis: 0) else {
             Issue.record("a third login in the same instant was admitted")
             return
         }
-        #expect(code == .loginNoServerResources)
+        #expect(refusal.code == .loginNoServerResources)
         #expect(login(&state, UserKey(appId: "app", userId: "carol"), Self.connection(3), at: start + .seconds(1)) != nil)
     }
 }

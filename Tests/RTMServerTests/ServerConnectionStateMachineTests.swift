@@ -54,13 +54,13 @@ struct ServerConnectionStateMachineTests {
     func heartbeatDeadline() {
         var m = machine()
         m.upgraded()
-        #expect(m.admit(.publish) == .rejected(.notLogin, "'publish' needs a login first"))
+        #expect(m.admit(.publish) == .rejected(RequestRefusal(code: .notLogin, reason: "'publish' needs a login first")))
         m.loggedIn(Self.alice, readTimeout: .seconds(15))
         #expect(m.session == Self.alice)
         #expect(m.deadline(lastRead: Self.t0 + .seconds(100)) == Self.t0 + .seconds(115))
         #expect(m.admit(.publish) == .allowed)
-        #expect(m.admit(.login) == .rejected(.duplicateOperation, "already logged in on this connection"))
-        if case .rejected(let code, _) = m.admit(.join) { #expect(code == .invalidFrame) } else { Issue.record("join admitted") }
+        #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
+        if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(115)) == .dropConnection)
         #expect(m.socketClosed() == Self.alice)   // lost: grace window (P-1)
     }

@@ -9,7 +9,7 @@ final class Moderation: Sendable {
 
     /// Why `token` may not log `user` in (or renew), or nil; on nil the connection is recorded
     /// as using the token.
-    func admit(_ user: UserKey, token: String?, connection: UInt64) -> (RTMErrorCode, String)? {
+    func admit(_ user: UserKey, token: String?, connection: UInt64) -> RequestRefusal? {
         let token = token ?? ""
         let session = ModerationState.SessionToken(user: user, digest: ModerationState.digest(token),
                                                    issuedAt: ModerationState.issuedAt(token))

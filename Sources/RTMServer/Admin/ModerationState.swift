@@ -32,17 +32,17 @@ struct ModerationState {
     private(set) var sessionTokens: [UInt64: SessionToken] = [:]
 
     /// Why a login (or token renewal) is refused, or nil to admit it.
-    mutating func refusal(_ user: UserKey, token: SessionToken, nowMillis: Int64) -> (RTMErrorCode, String)? {
+    mutating func refusal(_ user: UserKey, token: SessionToken, nowMillis: Int64) -> RequestRefusal? {
         forgetExpired(nowMillis: nowMillis)
         if let ban = bans[user] {
             let seconds = (ban.until - nowMillis + 999) / 1000
-            return (.loginRejected, "user '\(user.userId)' is banned for \(seconds) more s: \(ban.reason)")
+            return RequestRefusal(code: .loginRejected, reason: "user '\(user.userId)' is banned for \(seconds) more s: \(ban.reason)")
         }
         if revokedTokens[token.digest] != nil {
-            return (.invalidToken, "token rejected: the token was revoked")
+            return RequestRefusal(code: .invalidToken, reason: "token rejected: the token was revoked")
         }
         if let before = revokedBefore[user], let issuedAt = token.issuedAt, issuedAt < before {
-            return (.invalidToken, "token rejected: tokens of '\(user.userId)' issued before \(before) (Unix s) were revoked; get a new one")
+            return RequestRefusal(code: .invalidToken, reason: "token rejected: tokens of '\(user.userId)' issued before \(before) (Unix s) were revoked; get a new one")
         }
         return nil
     }

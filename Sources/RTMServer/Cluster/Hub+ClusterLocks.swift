@@ -37,14 +37,14 @@ extension Hub {
             case .done(let detail, let change):
                 if let change { await lockChanged([change], locks: locks, local: true) }
                 Self.send(Self.lockReply(requestID, channel: channel.name, detail: shared == .acquire ? detail : nil), on: connection.channel)
-            case .refused(.lockAcquireFailed, _) where retry:
+            case .refused(let refusal) where refusal.code == .lockAcquireFailed && retry:
                 let waiter = HubState.LockWaiter(connection: connection, userId: user.userId, requestID: requestID)
                 if let superseded = locks.wait(waiter, for: key) {
                     Self.send(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
                               on: superseded.connection.channel)
                 }
-            case .refused(let code, let reason):
-                Self.send(.error(id: requestID, code, reason), on: connection.channel)
+            case .refused(let refusal):
+                Self.send(.error(id: requestID, refusal.code, refusal.reason), on: connection.channel)
             }
         }
     }
@@ -96,9 +96,9 @@ extension Hub {
                 if let change { await lockChanged([change], locks: locks, local: true) }
                 Self.send(Self.lockReply(waiter.requestID, channel: key.channel, detail: detail), on: waiter.connection.channel)
                 return
-            case .refused(.lockNotExist, let reason)?:
+            case .refused(let refusal)? where refusal.code == .lockNotExist:
                 locks.removeFirst(waiter, of: key)
-                Self.send(.error(id: waiter.requestID, .lockNotExist, reason), on: waiter.connection.channel)
+                Self.send(.error(id: waiter.requestID, .lockNotExist, refusal.reason), on: waiter.connection.channel)
             default:
                 return   // held again (or the store is unreachable): the waits go on
             }

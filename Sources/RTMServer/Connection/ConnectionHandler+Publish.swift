@@ -46,7 +46,7 @@ extension ConnectionHandler {
     /// (before login: notLogin; closing: nothing), or notLogin on a STREAM connection.
     func refuseBinary(_ type: FrameType, requestID: UInt64?, context: ChannelHandlerContext) {
         switch lifecycle.admit(type) {
-        case .rejected(let code, let reason): send(.error(id: requestID, code, reason), context: context)
+        case .rejected(let refusal): send(.error(id: requestID, refusal.code, refusal.reason), context: context)
         case .allowed: send(.error(id: requestID, .notLogin, "binary '\(type)' needs a MESSAGE session (login), not a STREAM connection"), context: context)
         case .ignored: break
         }

@@ -10,8 +10,8 @@ extension ConnectionHandler {
         // Which requests the connection's state admits is the state machine's call.
         switch lifecycle.admit(frame.type) {
         case .allowed: break
-        case .rejected(let code, let reason):
-            send(.error(id: frame.id, code, reason), context: context)
+        case .rejected(let refusal):
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         case .ignored:
             return
@@ -92,15 +92,15 @@ extension ConnectionHandler {
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)
         let key = UserKey(appId: appId, userId: userId)
         // Bans and revoked tokens (the admin API).
-        if let (code, reason) = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
-            send(.error(id: frame.id, code, reason), context: context)
+        if let refusal = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
         let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
                                               heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence))
         switch decision {
-        case .rejected(let code, let reason):
-            send(.error(id: frame.id, code, reason), context: context)
+        case .rejected(let refusal):
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .admitted(let admission):
             guard let confirmed else {
                 return loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
@@ -153,8 +153,8 @@ extension ConnectionHandler {
     private func renewToken(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         let certificate = hub.configuration.apps[key.appId] ?? nil
         guard case .success(let expiresAt) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context) else { return }
-        if let (code, reason) = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
-            send(.error(id: frame.id, code, reason), context: context)
+        if let refusal = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
         scheduleTokenExpiry(expiresAt, context: context)
@@ -197,8 +197,8 @@ extension ConnectionHandler {
         guard let channel = validChannel(frame, context: context) else { return }
         let features = ChannelFeatures(frame)
         switch hub.subscribe(connection, channel: channel, quiet: frame.beQuiet ?? false, features: features) {
-        case .rejected(let code, let reason):
-            send(.error(id: frame.id, code, reason), context: context)
+        case .rejected(let refusal):
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .subscribed(let snapshot, _):
             // Where the channel is *before* this connection joins its fan-out; everything after
             // that point is replayed (from the client's own position if it sent one, M-2) or
@@ -319,8 +319,8 @@ extension ConnectionHandler {
         let set = frame.type == .setState ? (frame.state ?? [:]) : [:]
         let remove = frame.type == .removeState ? (frame.keys ?? []) : []
         switch hub.changeState(connection, channel: channel, set: set, remove: remove) {
-        case .rejected(let code, let reason):
-            send(.error(id: frame.id, code, reason), context: context)
+        case .rejected(let refusal):
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .changed(let state, _):
             send(Frame(type: .ok, id: frame.id, channel: channel, state: state), context: context)
         }

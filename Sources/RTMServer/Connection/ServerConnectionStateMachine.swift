@@ -62,7 +62,7 @@ struct ServerConnectionStateMachine {
     enum Admission: Equatable {
         case allowed
         /// Answer with this error (the request's `id` attached).
-        case rejected(RTMErrorCode, String)
+        case rejected(RequestRefusal)
         /// Closing: no answer (nothing is sent after the close frame).
         case ignored
     }
@@ -238,11 +238,11 @@ struct ServerConnectionStateMachine {
         case (.upgraded, .ping), (.upgraded, .login), (.upgraded, .join):
             return .allowed
         case (.upgraded, _), (.accepted, _):
-            return .rejected(.notLogin, "'\(type)' needs a login first")
+            return .rejected(RequestRefusal(code: .notLogin, reason: "'\(type)' needs a login first"))
         case (.loggedIn, .login):
-            return .rejected(.duplicateOperation, "already logged in on this connection")
+            return .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection"))
         case (.loggedIn, .join):
-            return .rejected(.invalidFrame, "'join' opens a STREAM connection: it must be the first request of a new connection")
+            return .rejected(RequestRefusal(code: .invalidFrame, reason: "'join' opens a STREAM connection: it must be the first request of a new connection"))
         case (.loggedIn, _), (.joined, _):
             return .allowed
         case (.ending, _), (.closed, _):

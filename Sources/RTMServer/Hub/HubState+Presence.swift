@@ -130,21 +130,21 @@ extension HubState {
     }
 
     enum StateDecision {
-        case rejected(RTMErrorCode, String)
+        case rejected(RequestRefusal)
         case changed([String: String], Broadcast?)
     }
 
     /// setState (merge `set`) / removeState (`remove`) for the connection's user in a channel.
     mutating func changeState(_ connection: ConnectionRef, channel name: String, set: [String: String], remove: [String],
                               limits: Limits, wallMillis: Int64) -> StateDecision {
-        guard let key = sessionByConnection[connection.id] else { return .rejected(.notLogin, "not logged in") }
+        guard let key = sessionByConnection[connection.id] else { return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in")) }
         let channelKey = ChannelKey(appId: key.appId, name: name)
         guard var state = channels[channelKey], var member = state.members[key.userId] else {
-            return .rejected(.presenceNotConnected, "not subscribed to '\(name)': subscribe first (the SDK caches state until then)")
+            return .rejected(RequestRefusal(code: .presenceNotConnected, reason: "not subscribed to '\(name)': subscribe first (the SDK caches state until then)"))
         }
         var merged = member.state.merging(set) { _, new in new }
         for key in remove { merged[key] = nil }
-        if let (code, problem) = limits.stateProblem(merged) { return .rejected(code, problem) }
+        if let (code, problem) = limits.stateProblem(merged) { return .rejected(RequestRefusal(code: code, reason: problem)) }
         member.state = merged
         state.members[key.userId] = member
         channels[channelKey] = state

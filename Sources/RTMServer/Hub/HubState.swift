@@ -63,7 +63,7 @@ struct HubState {
     }
 
     enum LoginDecision {
-        case rejected(RTMErrorCode, String)
+        case rejected(RequestRefusal)
         case admitted(Admission)
     }
 
@@ -84,7 +84,7 @@ struct HubState {
     }
 
     enum SubscribeDecision {
-        case rejected(RTMErrorCode, String)
+        case rejected(RequestRefusal)
         case subscribed(snapshot: Snapshot, join: Broadcast?)
     }
 
@@ -174,7 +174,7 @@ struct HubState {
     ) -> LoginDecision {
         guard loginLimiter.tryAcquire(now: now) else {
             // SPEC T-9: admission control; clients back off and retry.
-            return .rejected(.loginNoServerResources, "server busy: too many logins per second; retry later")
+            return .rejected(RequestRefusal(code: .loginNoServerResources, reason: "server busy: too many logins per second; retry later"))
         }
         if var session = sessions[key] {
             if let resumeToken, resumeToken == session.resumeToken {
@@ -282,7 +282,7 @@ struct HubState {
 
     mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, features: ChannelFeatures, wallMillis: Int64) -> SubscribeDecision {
         guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
-            return .rejected(.notLogin, "not logged in")
+            return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in"))
         }
         let channelKey = ChannelKey(appId: key.appId, name: name)
         var state = channels[channelKey] ?? newChannel()
@@ -297,7 +297,7 @@ struct HubState {
             return .subscribed(snapshot: snapshot(state), join: nil)
         }
         guard session.channels.count < maxChannels else {
-            return .rejected(.channelInstanceExceedLimitation, "already subscribed to \(maxChannels) channels, the limit per client")
+            return .rejected(RequestRefusal(code: .channelInstanceExceedLimitation, reason: "already subscribed to \(maxChannels) channels, the limit per client"))
         }
         session.channels.insert(name)
         sessions[key] = session

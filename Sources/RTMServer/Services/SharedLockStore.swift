@@ -58,7 +58,7 @@ public enum SharedLockResult: Sendable, Equatable {
     /// nothing changed, e.g. the holder acquiring again).
     case done(LockDetail, change: SharedLockChange?)
     /// Refused, with the reference's code and a reason.
-    case refused(RTMErrorCode, String)
+    case refused(RequestRefusal)
 }
 
 /// A change of one lock, as the channel's members are told (a lock event).
