@@ -194,6 +194,30 @@ struct ClusterServicesTests {
         }
     }
 
+    @Test("§2.12: an administrator's kick releases the user's locks cluster-wide at once, as a logout does: a waiter on the other node gets the lock")
+    func adminKickReleasesClusterLocks() async throws {
+        try await withCluster { a, b in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))
+            try await alice.setLock(channel: "doc", lockName: "L", ttl: 300)   // a TTL the test would not wait out
+            #expect(await bobEvents.first(within: soon, where: Self.lock(.lockSet)) != nil)
+            let first = try await alice.acquireLock(channel: "doc", lockName: "L")
+            #expect(await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "alice")) != nil)
+            let waited = Task { await Self.acquire(bob, retry: true) }
+            #expect(await Self.waitUntil { b.server.hub.clusterLocks?.awaited.isEmpty == false })
+            #expect(a.server.hub.endSession(UserKey(appId: Harness.appId, userId: "alice"), code: .kickedOutByServer, reason: "test kick"))
+            let acquired = await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob"))
+            #expect(acquired != nil, "the kicked user's lock was not released on the other node")
+            guard acquired != nil else { waited.cancel(); await bob.logout(); return }
+            let second = try #require(await waited.value.value)
+            #expect(second > first)
+            #expect(try await bob.getLocks(channel: "doc") == [LockDetail(lockName: "L", owner: "bob", ttl: 300, fencingToken: second)])
+            await bob.logout()
+        }
+    }
+
     @Test("§2.12: locks of a node that dies abruptly are released TTL after the survivors declare it dead; the next owner gets a larger token")
     func deadNodeLocksReleased() async throws {
         try await withCluster { a, b in

@@ -168,13 +168,14 @@ extension Hub {
         }
     }
 
-    /// Logout (H-4): the user's locks are released at once, its waits end.
-    private func clusterLockOwnerLoggedOut(_ connection: ConnectionRef, user: UserKey) {
+    /// Logout (H-4) or an administrator's kick: the user's locks are released at once, the
+    /// waits of the connection that served it end.
+    private func clusterLockOwnerLoggedOut(_ connection: ConnectionRef?, user: UserKey) {
         guard let locks = clusterLocks else { return }
-        locks.endWaits { $0.connection == connection }
+        if let connection { locks.endWaits { $0.connection == connection } }
         locks.enqueue { [self] in
             do { await lockChanged(try await locks.store.releaseAll(appId: user.appId, user: user.userId), locks: locks, local: true) } catch {
-                logger.warning("could not release the locks of a user who logged out", metadata: ["user": "\(user.userId)", "error": "\(error)"])
+                logger.warning("could not release the locks of a user whose session ended", metadata: ["user": "\(user.userId)", "error": "\(error)"])
             }
         }
     }

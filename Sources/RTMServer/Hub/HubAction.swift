@@ -40,8 +40,9 @@ enum HubAction {
         case lost(ConnectionRef)
         /// It logged in or resumed here.
         case online
-        /// It logged out: its locks are released, its waits end.
-        case loggedOut(ConnectionRef)
+        /// Its session ended for good (a logout, an administrator): its locks are released,
+        /// the waits of the connection that served it (nil: none, it was in its grace window) end.
+        case loggedOut(ConnectionRef?)
     }
 }
 

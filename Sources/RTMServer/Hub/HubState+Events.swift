@@ -65,7 +65,7 @@ extension HubState {
     mutating func onLogout(_ connection: ConnectionRef, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
         guard let key = userKey(of: connection),
               let ended = endSessionForGood(key, reason: "logout", now: now, wallMillis: wallMillis) else { return [] }
-        return ended.actions + [.lockOwner(key, .loggedOut(connection))]
+        return ended.actions
     }
 
     /// Ends `key`'s session for good (a logout, an administrator): members are told at once
@@ -80,6 +80,7 @@ extension HubState {
         var actions = endSession(key, event: .remoteLeave, wallMillis: wallMillis).map { HubAction.broadcast($0) }
         actions += locks.actions + [.wakeCluster, .wakeWebhooks]
         actions += signalingSessionEnded(key, now: now)
+        actions.append(.lockOwner(key, .loggedOut(session.connection)))   // cluster mode: the shared lock store too
         return (session.connection, actions)
     }
 
