@@ -123,4 +123,28 @@ struct ServerConnectionStateMachineTests {
         var early = machine()
         #expect(early.socketClosed() == nil)
     }
+
+    @Test("C-6 across nodes: a login waiting for the cluster admits only pings, refuses a second login, keeps the login deadline, and its admitted session gets its grace window if the connection goes")
+    func awaitingCluster() {
+        var m = machine()
+        m.upgraded()
+        m.awaitCluster(Self.alice)
+        #expect(m.state == .awaitingCluster(Self.alice))
+        #expect(m.session == nil)   // not logged in: no request of a session runs yet
+        #expect(m.admit(.ping) == .allowed)
+        #expect(m.admit(.login) == .rejected(RequestRefusal(code: .loginCanceled, reason: "a login on this connection is still waiting for the cluster")))
+        #expect(m.admit(.subscribe) == .rejected(RequestRefusal(code: .notLogin, reason: "'subscribe' needs a login first")))
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        // The cluster never confirmed within the login deadline: a close frame, and the session
+        // the hub admitted is handed over as lost when the socket closes.
+        var late = m
+        #expect(late.deadlinePassed(now: Self.t0 + .seconds(12)) == .closeWebSocket(code: .policyViolation, reason: "login deadline passed"))
+        #expect(late.socketClosed() == Self.alice)
+        // The peer went away meanwhile: the same.
+        var gone = m
+        #expect(gone.socketClosed() == Self.alice)
+        // Confirmed: logged in.
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        #expect(m.session == Self.alice)
+    }
 }

@@ -19,17 +19,18 @@ extension ConnectionHandler {
         switch (lifecycle.state, frame.type) {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
-        case (.upgraded, .login) where awaitingCluster:
-            send(.error(id: frame.id, .loginCanceled, "a login on this connection is still waiting for the cluster"), context: context)
         case (.upgraded, .login):
             lastErrorCode = nil
             login(frame, context: context)
-            if lifecycle.session == nil, !awaitingCluster { noteLoginRejected(code: lastErrorCode) }
+            switch lifecycle.state {
+            case .loggedIn, .awaitingCluster: break
+            default: noteLoginRejected(code: lastErrorCode)
+            }
         case (.upgraded, .join):
             joinStream(frame, context: context)
         case (.joined(let membership), _):
             handleStream(frame, membership: membership, context: context)
-        case (.accepted, _), (.upgraded, _), (.ending, _), (.closed, _):
+        case (.accepted, _), (.upgraded, _), (.awaitingCluster, _), (.ending, _), (.closed, _):
             preconditionFailure("invalid state: admitted '\(frame.type)' in \(lifecycle.state)")
         case (.loggedIn(let key), .subscribe):
             subscribe(frame, key: key, context: context)
@@ -107,11 +108,11 @@ extension ConnectionHandler {
             }
             // Cluster mode, a new session: answered once the user's sessions on other nodes
             // have ended (C-6 across nodes). Meanwhile the connection is not logged in: its
-            // requests are refused (`notLogin`) and a second login is `loginCanceled`.
-            awaitingCluster = true
+            // requests are refused (`notLogin`) and a second login is `loginCanceled`; losing
+            // the connection gives the admitted session its grace window.
+            lifecycle.awaitCluster(key)
             confirmed.assumeIsolated().whenComplete { [self] _ in
-                awaitingCluster = false
-                guard case .upgraded = lifecycle.state, context.channel.isActive else { return }
+                guard case .awaitingCluster = lifecycle.state, context.channel.isActive else { return }
                 loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
         }

@@ -273,7 +273,7 @@ extension ConnectionHandler {
         case .joined(let membership):
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
             stream = nil
-        case .accepted, .upgraded, .ending, .closed:
+        case .accepted, .upgraded, .awaitingCluster, .ending, .closed:
             return
         }
         hub.logger.info("token expired", metadata: ["connection": "\(connection.id)"])

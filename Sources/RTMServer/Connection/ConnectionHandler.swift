@@ -68,8 +68,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
     var lastErrorCode: Int?
-    /// A login admitted in cluster mode whose reply waits for the cluster (C-6 across nodes).
-    var awaitingCluster = false
 
     enum Counted { case none, message, stream }
 

@@ -8,6 +8,7 @@ import RTMProtocol
 ///
 /// ```
 ///  accepted ──upgrade──▶ upgraded ──login──▶ loggedIn (MESSAGE) ──┐
+///     │                     ├──login (cluster)──▶ awaitingCluster ─┤ (then loggedIn)
 ///     │                     └──────join───▶ joined (STREAM) ─────┤
 ///     │                                                          ▼
 ///     └──HTTP request answered / deadline / error ─────────▶ ending ──socket closed──▶ closed
@@ -20,6 +21,7 @@ import RTMProtocol
 /// |------------|-------------------------------------------|-------------------------------------------------|------------------------------------------------|
 /// | `accepted` | an HTTP request (upgrade, /health, /metrics) | accept + `loginDeadline` (however slowly bytes trickle in) | socket closed (no WebSocket to speak on) |
 /// | `upgraded` | `login`, `join`, `ping`; anything else `-10002` notLogin | accept + `loginDeadline` (pings do not extend it) | close frame 1008 "login deadline passed" |
+/// | `awaitingCluster` | `ping`; `login` `-10015` loginCanceled; anything else `-10002` notLogin | accept + `loginDeadline` | close frame 1008 "login deadline passed"; the admitted session gets its grace window |
 /// | `loggedIn` | everything but `login` (`-10017`) and `join` | last read + heartbeat + `heartbeatSlack` (SPEC H-2) | socket closed; the session enters its grace window |
 /// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3)      | socket closed; the member leaves                |
 /// | `ending`   | none: ignored, nothing is sent after a close frame (RFC 6455 §5.5.1) | entered + `closeTimeout` | socket closed (a peer that does not read never holds it, SPEC T-2) |
@@ -35,6 +37,10 @@ struct ServerConnectionStateMachine {
         case accepted
         /// A WebSocket; no `login` or `join` yet.
         case upgraded
+        /// Cluster mode: a `login` the hub admitted, whose reply waits until the user's sessions
+        /// on other nodes have ended (C-6 across nodes). Not logged in yet, but the session
+        /// exists: losing the connection now gives it its grace window.
+        case awaitingCluster(UserKey)
         /// A MESSAGE connection with its session.
         case loggedIn(UserKey)
         /// A STREAM connection, member of one stream channel.
@@ -92,6 +98,15 @@ struct ServerConnectionStateMachine {
         return nil
     }
 
+    /// The session the hub holds for this connection: logged in, or admitted and waiting for
+    /// the cluster (losing the connection gives it its grace window).
+    private var admittedSession: UserKey? {
+        switch state {
+        case .loggedIn(let key), .awaitingCluster(let key): key
+        default: nil
+        }
+    }
+
     /// The stream membership, if joined.
     var membership: StreamMembership? {
         if case .joined(let membership) = state { return membership }
@@ -103,7 +118,7 @@ struct ServerConnectionStateMachine {
     /// When the connection is due, given when it last read anything; nil once closed.
     func deadline(lastRead: NIODeadline) -> NIODeadline? {
         switch state {
-        case .accepted, .upgraded: acceptedAt + timeouts.login
+        case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
         case .loggedIn, .joined: lastRead + readTimeout
         case .ending(let since, _): since + timeouts.close
         case .closed: nil
@@ -119,6 +134,10 @@ struct ServerConnectionStateMachine {
         case .upgraded:
             // T-1 on the server side: no login (or join) within the login deadline.
             state = .ending(since: now, lostSession: nil)
+            return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
+        case .awaitingCluster(let key):
+            // The cluster did not confirm in time: no reply; the admitted session is lost.
+            state = .ending(since: now, lostSession: key)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
         case .loggedIn(let key):
             // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
@@ -152,9 +171,20 @@ struct ServerConnectionStateMachine {
         return closesItself ? .none : .closeAfterFlush
     }
 
-    /// `login` succeeded: from now on the deadline follows the client's heartbeat.
-    mutating func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
+    /// Cluster mode: the hub admitted `login`; its reply waits for the cluster.
+    mutating func awaitCluster(_ key: UserKey) {
         guard case .upgraded = state else { preconditionFailure("invalid state: login in \(state)") }
+        state = .awaitingCluster(key)
+    }
+
+    /// `login` succeeded (at once, or once the cluster confirmed it): from now on the deadline
+    /// follows the client's heartbeat.
+    mutating func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
+        switch state {
+        case .upgraded: break
+        case .awaitingCluster(let admitted) where admitted == key: break
+        default: preconditionFailure("invalid state: login in \(state)")
+        }
         self.readTimeout = readTimeout
         state = .loggedIn(key)
     }
@@ -175,8 +205,8 @@ struct ServerConnectionStateMachine {
         case .accepted:
             state = .ending(since: now, lostSession: nil)
             return .dropConnection
-        case .upgraded, .loggedIn, .joined:
-            state = .ending(since: now, lostSession: session)
+        case .upgraded, .awaitingCluster, .loggedIn, .joined:
+            state = .ending(since: now, lostSession: admittedSession)
             guard let code else { return .dropConnection }
             return .closeWebSocket(code: code, reason: reason)
         case .ending, .closed:
@@ -188,8 +218,8 @@ struct ServerConnectionStateMachine {
     /// itself: nothing more is sent; a logged-in session is lost (grace window).
     mutating func violationAnswered(now: NIODeadline) {
         switch state {
-        case .upgraded, .loggedIn, .joined:
-            state = .ending(since: now, lostSession: session)
+        case .upgraded, .awaitingCluster, .loggedIn, .joined:
+            state = .ending(since: now, lostSession: admittedSession)
         case .accepted, .ending, .closed:
             break   // benign: already closing
         }
@@ -199,7 +229,7 @@ struct ServerConnectionStateMachine {
     /// logged-in session keeps its grace window.
     mutating func lost(now: NIODeadline) -> Action {
         switch state {
-        case .loggedIn(let key):
+        case .loggedIn(let key), .awaitingCluster(let key):
             state = .ending(since: now, lostSession: key)
             return .dropConnection
         case .accepted, .upgraded, .joined:
@@ -215,7 +245,7 @@ struct ServerConnectionStateMachine {
     mutating func socketClosed() -> UserKey? {
         defer { state = .closed }
         switch state {
-        case .loggedIn(let key): return key
+        case .loggedIn(let key), .awaitingCluster(let key): return key
         case .ending(_, let lost): return lost
         case .accepted, .upgraded, .joined, .closed: return nil
         }
@@ -228,7 +258,7 @@ struct ServerConnectionStateMachine {
     var maySend: Bool {
         switch state {
         case .ending, .closed: false
-        case .accepted, .upgraded, .loggedIn, .joined: true
+        case .accepted, .upgraded, .awaitingCluster, .loggedIn, .joined: true
         }
     }
 
@@ -237,7 +267,11 @@ struct ServerConnectionStateMachine {
         switch (state, type) {
         case (.upgraded, .ping), (.upgraded, .login), (.upgraded, .join):
             return .allowed
-        case (.upgraded, _), (.accepted, _):
+        case (.awaitingCluster, .ping):
+            return .allowed
+        case (.awaitingCluster, .login):
+            return .rejected(RequestRefusal(code: .loginCanceled, reason: "a login on this connection is still waiting for the cluster"))
+        case (.upgraded, _), (.accepted, _), (.awaitingCluster, _):
             return .rejected(RequestRefusal(code: .notLogin, reason: "'\(type)' needs a login first"))
         case (.loggedIn, .login):
             return .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection"))
