@@ -8,19 +8,16 @@ final class SQLiteInvitationStore: InvitationStore {
 
     /// Opens (creating if needed) the database at `path`; nil = in memory.
     init(path: String?, fullSync: Bool) throws {
-        db = try SQLiteFile.open(path: path, fullSync: fullSync)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-invitations") { db in
-            try db.execute(sql: """
+        db = try SQLiteFile.open(path: path, fullSync: fullSync, migrations: [
+            "v1-invitations": """
                 CREATE TABLE invitation (
                     app TEXT NOT NULL, id TEXT NOT NULL, caller TEXT NOT NULL, callee TEXT NOT NULL,
                     content TEXT NOT NULL, channel TEXT, sent_at INTEGER NOT NULL, stage TEXT NOT NULL,
                     failure INTEGER, response TEXT, ended_at INTEGER, caller_window INTEGER NOT NULL,
                     revision INTEGER NOT NULL,
                     PRIMARY KEY (app, id));
-                """)
-        }
-        try migrator.migrate(db)
+                """,
+        ])
     }
 
     /// Every row; one whose stage this version does not know is skipped (a newer server wrote it).
