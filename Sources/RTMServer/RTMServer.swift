@@ -70,9 +70,19 @@ public final class RTMServer: Service, Sendable {
             try WebhookDispatcher(configuration: $0, dataDirectory: configuration.dataDirectory, fullSync: configuration.storeFullSync,
                                   group: group, logger: logger)
         }
-        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore, logger: logger,
-                       webhooks: webhooks)
+        self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore,
+                       invitationStore: try Self.invitationStore(configuration), logger: logger, webhooks: webhooks)
         ticks.install(Dictionary(uniqueKeysWithValues: hub.fanouts.map { (ObjectIdentifier($0.eventLoop), $0.liveness.ticks) }))
+    }
+
+    /// Where call invitations are kept (§1.8): the configured store; on a single node with a
+    /// data directory, `invitations.sqlite` in it; otherwise (no data directory, or a cluster
+    /// node, whose invitations are per node) in memory.
+    private static func invitationStore(_ configuration: ServerConfiguration) throws -> any InvitationStore {
+        if let store = configuration.invitationStore { return store }
+        guard configuration.backplane == nil, let directory = configuration.dataDirectory else { return InMemoryInvitationStore() }
+        return try SQLiteInvitationStore(path: (directory as NSString).appendingPathComponent("invitations.sqlite"),
+                                         fullSync: configuration.storeFullSync)
     }
 
     /// The bound port, once started.
@@ -140,6 +150,7 @@ public final class RTMServer: Service, Sendable {
         hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
         hub.storage.followOtherNodes()   // cluster mode: other nodes' metadata changes
         hub.followClusterLocks()   // cluster mode: other nodes' lock changes
+        try hub.restoreInvitations()   // the call invitations of the last run, before anyone can ask for them
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startTimers()   // sweeps, interval presence, history retention; cluster mode: due locks
         memoryTrimmer.start()
@@ -230,6 +241,7 @@ public final class RTMServer: Service, Sendable {
             await self.hub.mailbox.stopFollowing()
         }
         await Self.bounded(bound, "storage", logger) { await self.hub.storage.drain() }
+        await Self.bounded(bound, "invitations", logger) { await self.hub.invitationWriter.drain() }
         await Self.bounded(bound, "cluster locks and metadata", logger) {
             await self.hub.clusterLocks?.stop()
             await self.configuration.sharedServices?.stop()

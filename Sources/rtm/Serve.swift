@@ -20,7 +20,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(name: .shortAndLong, help: "Port to bind (0 = any free port).") var port = 9600
-    @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite).") var dataDir = "rtm-data"
+    @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite, invitations.sqlite).") var dataDir = "rtm-data"
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
@@ -44,6 +44,9 @@ struct Serve: AsyncParsableCommand {
     /// Tests' shorter lock TTLs (seconds; the reference's minimum is 10), so that a release after
     /// the TTL is seen in a second.
     @Option(help: .hidden) var testLockTtlMin: Int?
+    /// Tests' shorter call invitation expiry (seconds; 60 by default), so that a test across a
+    /// restart sees it in seconds.
+    @Option(help: .hidden) var testInvitationExpiry: Double?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
     @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
@@ -105,6 +108,7 @@ struct Serve: AsyncParsableCommand {
         }
         config.testDropSeq = testDropSeq
         if let testLockTtlMin { config.lockTTLRange = max(1, testLockTtlMin)...config.lockTTLRange.upperBound }
+        if let testInvitationExpiry { config.invitationExpiry = .nanoseconds(Int64(max(0.01, testInvitationExpiry) * 1e9)) }
         try configureAdmin(&config)
         let cluster = try configureCluster(&config, logger: logger)
         if let appId {

@@ -104,11 +104,11 @@ final class RTMProcess: Sendable {
 
 
     /// `rtm serve` on `port` with the test app and a data directory.
-    static func server(port: Int, dataDir: String) throws -> RTMProcess {
+    static func server(port: Int, dataDir: String, extraArguments: [String] = []) throws -> RTMProcess {
         let server = try RTMProcess(arguments: [
             "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", Harness.appId,
             "--app-certificate", Harness.certificate, "--heartbeat-slack", "0.2", "--publish-rate", "0",
-        ])
+        ] + extraArguments)
         return server
     }
 }
@@ -119,18 +119,23 @@ final class DurableServer: @unchecked Sendable {
     let port: Int
     let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-kill9-\(UUID().uuidString)").path
     private(set) var process: RTMProcess
+    /// More `rtm serve` options, at every start.
+    private let extraArguments: [String]
 
     /// Started and listening.
-    init() async throws {
+    init(extraArguments: [String] = []) async throws {
         port = try LoopbackPort.free()
-        process = try RTMProcess.server(port: port, dataDir: dataDir)
+        self.extraArguments = extraArguments
+        process = try RTMProcess.server(port: port, dataDir: dataDir, extraArguments: extraArguments)
         try await listening()
     }
 
-    /// Kills it at once (no shutdown code runs) and starts it again on the same directory.
-    func killAndRestart() async throws {
+    /// Kills it at once (no shutdown code runs) and starts it again on the same directory,
+    /// `outage` later.
+    func killAndRestart(outage: Duration = .zero) async throws {
         process.kill9()
-        process = try RTMProcess.server(port: port, dataDir: dataDir)
+        if outage > .zero { try await Task.sleep(for: outage) }   // the length of the fault, not a wait for a result
+        process = try RTMProcess.server(port: port, dataDir: dataDir, extraArguments: extraArguments)
         try await listening()
     }
 

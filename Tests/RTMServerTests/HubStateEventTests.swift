@@ -156,7 +156,10 @@ struct HubStateEventTests {
         let forget = try #require(Self.timers(fired).first)
         #expect(forget.timer == .forgetInvitation(InvitationTable.Key(appId: "app", id: "call-1")))
         #expect(state.invitations.invitations.count == 1)
-        #expect(state.timerFired(forget.timer, now: forget.at, wallMillis: 91_000).isEmpty)
+        // Forgotten: nobody is told; only the store deletes it.
+        let forgotten = state.timerFired(forget.timer, now: forget.at, wallMillis: 91_000)
+        #expect(forgotten.count == 1)
+        if case .storeInvitation(let change)? = forgotten.first { #expect(change.invitation == nil && change.key.id == "call-1") } else { Issue.record("no deletion for the store") }
         #expect(state.invitations.invitations.isEmpty)
     }
 

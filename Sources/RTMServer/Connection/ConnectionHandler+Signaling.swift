@@ -35,12 +35,15 @@ extension ConnectionHandler {
         case .getChannelMemberCount:
             getChannelMemberCount(frame, key: key, context: context)
         case .invite, .ackInvitation, .acceptInvitation, .refuseInvitation, .cancelInvitation:
-            switch hub.invitationRequest(frame, user: key) {
-            case .success(var reply):
-                reply.id = frame.id
-                send(reply, context: context)
-            case .failure(let refusal):
-                send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            // Answered once the change is stored (at once when nothing changed).
+            hub.invitationRequest(frame, user: key, on: context.eventLoop).assumeIsolated().whenSuccess { [self] result in
+                switch result {
+                case .success(var reply):
+                    reply.id = frame.id
+                    send(reply, context: context)
+                case .failure(let refusal):
+                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                }
             }
         default:
             return false

@@ -45,6 +45,8 @@ extension Hub {
                 storage.trimHistory(olderThan: before)
             case .sweepClusterLocks:
                 sweepClusterLocks()
+            case .storeInvitation(let change):
+                storeInvitation(change)
             case .log(let level, let message, let metadata):
                 logger.log(level: level, message, metadata: metadata)
             }

@@ -46,12 +46,16 @@ final class Hub: Sendable {
     let clusterSender: ClusterSender?
     /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
     let clusterLocks: ClusterLocks?
+    /// Call invitations' changes to their store (Hub+Invitations, §1.8).
+    let invitationWriter: InvitationWriter
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
-         serviceStore: any ServiceStore, logger: Logger, webhooks: WebhookDispatcher? = nil) {
+         serviceStore: any ServiceStore, invitationStore: any InvitationStore = InMemoryInvitationStore(), logger: Logger,
+         webhooks: WebhookDispatcher? = nil) {
         self.configuration = configuration
         self.publishRateRefusal = RequestRefusal(code: .channelPublishMessageTooFrequent,
                                                  reason: "more than \(Int(configuration.publishRatePerSecond)) messages per second")
+        self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks
         self.backplane = configuration.backplane

@@ -5,7 +5,7 @@ import RTMProtocol
 /// One effect of a `HubState` event. Events return them in order; `Hub.run` performs them
 /// after releasing the state lock (writes are hops to event loops, store calls go to their own
 /// queues, timers come back as events).
-enum HubAction {
+enum HubAction: Sendable {
     /// A frame to a channel's subscribers (presence, lock and storage events, gaps).
     case broadcast(HubState.Broadcast)
     /// A frame to one connection.
@@ -31,6 +31,8 @@ enum HubAction {
     case trimHistory(olderThanMillis: Int64)
     /// Cluster mode: sweep the shared locks.
     case sweepClusterLocks
+    /// A call invitation changed (or is forgotten): the invitation store is told (§1.8).
+    case storeInvitation(InvitationTable.Change)
     /// A line for the server's log.
     case log(Logger.Level, Logger.Message, Logger.Metadata)
 

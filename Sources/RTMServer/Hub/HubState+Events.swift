@@ -39,8 +39,9 @@ extension HubState {
         actions += admission.broadcasts.map { .broadcast($0) }
         actions.append(.wakeCluster)
         actions.append(.lockOwner(key, .online))
-        // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls.
-        if !admission.resumed { actions += signalingSessionChanged(key, loggedIn: false, now: now) }
+        // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls
+        // (not those of a session that a server restart cut).
+        if !admission.resumed { actions += signalingNewSession(key, now: now) }
         actions += signalingSessionChanged(key, loggedIn: true, now: now)
         return (decision, confirmed, actions)
     }

@@ -51,8 +51,9 @@ extension HubState {
         case .invitation(let key):
             return invitationActions(invitations.timerFired(key, now: now))
         case .forgetInvitation(let key):
-            invitations.forget(key)
-            return []
+            return invitations.forget(key).map { [.storeInvitation($0)] } ?? []
+        case .invitationCaller(let caller):
+            return invitations.callerWindowEnded(caller, now: now).flatMap { invitationActions($0) }
         case .peerUnreachable(let key, let generation):
             return peerLostThresholdPassed(key, generation: generation).map { .send($0.frame, to: $0.connection) }
         case .orphan(let orphan):

@@ -9,10 +9,8 @@ final class SQLiteServiceStore: ServiceStore {
 
     /// Opens (creating if needed) the database at `path`; nil = in memory.
     init(path: String?, fullSync: Bool) throws {
-        db = try SQLiteFile.open(path: path, fullSync: fullSync)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-metadata-history") { db in
-            try db.execute(sql: """
+        db = try SQLiteFile.open(path: path, fullSync: fullSync, migrations: [
+            "v1-metadata-history": """
                 CREATE TABLE metadata (
                     app TEXT NOT NULL, type TEXT NOT NULL, target TEXT NOT NULL, body BLOB NOT NULL,
                     PRIMARY KEY (app, type, target));
@@ -23,9 +21,8 @@ final class SQLiteServiceStore: ServiceStore {
                 CREATE UNIQUE INDEX history_dedup ON history(app, channel_type, channel, dedup);
                 CREATE UNIQUE INDEX history_channel_ts ON history(app, channel_type, channel, ts);
                 CREATE INDEX history_ts ON history(ts);
-                """)
-        }
-        try migrator.migrate(db)
+                """,
+        ])
     }
 
     func loadMetadata(_ key: StorageKey) throws -> Metadata? {

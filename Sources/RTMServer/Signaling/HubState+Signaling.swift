@@ -1,19 +1,25 @@
 import NIOCore
 import RTMProtocol
 
-/// Peer online status (§1.7) and call invitations (§1.8) as hub events: the frames they send
-/// and the timers they arm, as actions.
+/// Peer online status (§1.7) and call invitations (§1.8) as hub events: the frames they send,
+/// the timers they arm and the invitation changes to store, as actions.
 extension HubState {
     /// A session of `key` started or resumed (`loggedIn`), or ended: the peer status follows
     /// (§1.7); a callee that came online gets its live invitations again, and the invitations
     /// of a caller whose session ended are canceled (§1.8).
     mutating func signalingSessionChanged(_ key: UserKey, loggedIn: Bool, now: NIODeadline) -> [HubAction] {
         var actions = peerSessionChanged(key, spoke: loggedIn).map { HubAction.send($0.frame, to: $0.connection) }
-        if loggedIn {
-            actions += invitationSends(invitations.calleeOnline(key))
-        } else {
-            for outcome in invitations.callerGone(key, now: now) { actions += invitationActions(outcome) }
-        }
+        let outcomes = loggedIn ? invitations.calleeOnline(key, now: now) : invitations.callerGone(key, now: now)
+        for outcome in outcomes { actions += invitationActions(outcome) }
+        return actions
+    }
+
+    /// A new session of `key` (a login that resumed none) ends the earlier one: as
+    /// `signalingSessionChanged(loggedIn: false)`, except that a caller whose session a server
+    /// restart cut keeps its restored invitations (§1.8; `InvitationTable.callerNewSession`).
+    mutating func signalingNewSession(_ key: UserKey, now: NIODeadline) -> [HubAction] {
+        var actions = peerSessionChanged(key, spoke: false).map { HubAction.send($0.frame, to: $0.connection) }
+        for outcome in invitations.callerNewSession(key, now: now) { actions += invitationActions(outcome) }
         return actions
     }
 
@@ -33,7 +39,10 @@ extension HubState {
         switch frame.type {
         case .invite:
             let sessions = self.sessions   // read while `invitations` changes (copy on write: no copy)
-            outcome = invitations.invite(frame, caller: user, calleeOnline: { sessions[$0]?.connection != nil }, now: now)
+            // After a restart the caller has its session's grace window to come back (P-1).
+            let window = sessions[user].map { $0.heartbeat + heartbeatSlack + $0.presenceTimeout } ?? .zero
+            outcome = invitations.invite(frame, caller: user, callerWindow: window, calleeOnline: { sessions[$0]?.connection != nil },
+                                         now: now)
         case .ackInvitation:
             outcome = invitations.acknowledge(frame.invitationId, callee: user, now: now)
         case .acceptInvitation, .refuseInvitation:
@@ -47,6 +56,17 @@ extension HubState {
         return (outcome.reply, invitationActions(outcome))
     }
 
+    /// The invitations a restarted server finds in its store (`now` is the loop's time of the
+    /// wall-clock instant `wallMillis`): their timers, still counted from the first invite, and
+    /// their callers' windows to log in again (§1.8).
+    mutating func restoreInvitations(_ records: [StoredInvitation], now: NIODeadline, wallMillis: Int64) -> [HubAction] {
+        let restored = invitations.restore(records, now: now, wallMillis: wallMillis)
+        var actions = restored.outcomes.flatMap { invitationActions($0) }
+        actions += restored.callerWindows.map { .schedule(.invitationCaller($0.caller), at: $0.deadline) }
+        if restored.count > 0 { actions.append(.log(.info, "call invitations restored", ["count": "\(restored.count)"])) }
+        return actions
+    }
+
     /// A session's connection closed without a logout, its last sign of life at `lastSeen`: it
     /// turns unreachable `threshold` after that unless it comes back first (then offline when
     /// its grace window ends, SPEC P-2).
@@ -55,9 +75,10 @@ extension HubState {
         return [.schedule(.peerUnreachable(key, generation: generation), at: max(now, lastSeen + threshold), loop: loop)]
     }
 
-    /// An invitation outcome's frames and timers.
+    /// An invitation outcome's store changes, frames and timers.
     func invitationActions(_ outcome: InvitationTable.Outcome) -> [HubAction] {
-        var actions = invitationSends(outcome.sends)
+        var actions = outcome.stored.map { HubAction.storeInvitation($0) }
+        actions += invitationSends(outcome.sends)
         if let timer = outcome.timer { actions.append(.schedule(.invitation(timer.key), at: timer.deadline)) }
         if let forget = outcome.forgetAt { actions.append(.schedule(.forgetInvitation(forget.key), at: forget.deadline)) }
         return actions

@@ -6,7 +6,7 @@ import RTMProtocol
 /// lock, so the first of them wins and an invitation is never accepted twice, and a cancel
 /// racing an accept has exactly one outcome, told to both sides. A plain value: events in,
 /// what to tell whom out; time is passed in.
-struct InvitationStateMachine {
+struct InvitationStateMachine: Sendable {
     /// The timers (tests shrink them).
     struct Timing: Sendable {
         /// Never delivered to an online callee this long after sending: `remoteOffline` (30 s).
@@ -18,7 +18,7 @@ struct InvitationStateMachine {
         var expire: TimeAmount = .seconds(60)
     }
 
-    enum State: Equatable {
+    enum State: Equatable, Sendable {
         /// Sent; the callee has not acknowledged it. `delivered`: it reached an online callee.
         case pending(delivered: Bool)
         /// The callee's SDK acknowledged it.
@@ -56,6 +56,14 @@ struct InvitationStateMachine {
         sentAt = now
         self.timing = timing
         state = .pending(delivered: calleeOnline)
+    }
+
+    /// An invitation brought back from the store after a restart: first sent at `sentAt` (on
+    /// this run's loop clock, so its timers still count from then), in `state`.
+    init(restoring state: State, sentAt: NIODeadline, timing: Timing) {
+        self.sentAt = sentAt
+        self.timing = timing
+        self.state = state
     }
 
     /// The first notice: deliver to the callee when it is online.

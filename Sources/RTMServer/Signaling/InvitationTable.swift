@@ -1,9 +1,10 @@
 import NIOCore
 import RTMProtocol
 
-/// Every live call invitation (AGORA_REFERENCE §1.8), each an `InvitationStateMachine`. A plain
-/// value held under one lock by `Hub`; each call returns the reply, the frames to send and the
-/// timers to arm.
+/// Every live call invitation (AGORA_REFERENCE §1.8), each an `InvitationStateMachine`, and the
+/// ended ones for their forget window. A plain value held under one lock by `Hub`; each call
+/// returns the reply, the frames to send, the timers to arm and the changes for the store
+/// (`InvitationStore`, written after the lock; InvitationTable+Stored).
 struct InvitationTable {
     struct Key: Hashable, Sendable {
         let appId: String
@@ -16,6 +17,21 @@ struct InvitationTable {
         let content: String
         let channel: String?
         var machine: InvitationStateMachine
+        /// The caller's session grace window when it sent it: after a server restart, how long
+        /// the caller has to log in again before its live invitations are canceled.
+        let callerWindow: TimeAmount
+        /// When it ended (final states): it is forgotten `timing.expire` after.
+        var endedAt: NIODeadline?
+        /// The revision of its last change given to the store.
+        var revision: UInt64 = 0
+    }
+
+    /// A change for the store: `invitation` as it is now, or (nil) the key forgotten.
+    struct Change {
+        let key: Key
+        let invitation: Invitation?
+        /// Orders the changes of one invitation (the store keeps the highest).
+        let revision: UInt64
     }
 
     /// A frame for a user (sent on its connection if it has one; otherwise it catches up when
@@ -33,6 +49,8 @@ struct InvitationTable {
         var timer: (key: Key, deadline: NIODeadline)?
         /// It just ended: forget it at this deadline (a late resend still gets its outcome until then).
         var forgetAt: (key: Key, deadline: NIODeadline)?
+        /// Changes for the store, in order.
+        var stored: [Change] = []
     }
 
     let timing: InvitationStateMachine.Timing
@@ -46,6 +64,11 @@ struct InvitationTable {
     private var byCallee: [UserKey: Set<Key>] = [:]
     /// Live invitations per caller, canceled when its session ends.
     private var byCaller: [UserKey: Set<Key>] = [:]
+    /// Callers of restored invitations whose session the server's restart cut, with the end of
+    /// their window to log in again (InvitationTable+Stored).
+    private(set) var awaitedCallers: [UserKey: NIODeadline] = [:]
+    /// The last revision given to a change (restored: the highest stored).
+    var lastRevision: UInt64 = 0
 
     init(timing: InvitationStateMachine.Timing, maxContentBytes: Int) {
         self.timing = timing
@@ -60,8 +83,10 @@ struct InvitationTable {
         limits = configuration.limits
     }
 
-    /// The caller sends (or re-sends after a reconnection) invitation `id`.
-    mutating func invite(_ frame: Frame, caller: UserKey, calleeOnline: (UserKey) -> Bool, now: NIODeadline) -> Outcome {
+    /// The caller sends (or re-sends after a reconnection, or a server restart) invitation `id`;
+    /// `callerWindow`: its session's grace window.
+    mutating func invite(_ frame: Frame, caller: UserKey, callerWindow: TimeAmount = .zero, calleeOnline: (UserKey) -> Bool,
+                         now: NIODeadline) -> Outcome {
         guard let id = frame.invitationId, !id.isEmpty, id.utf8.count <= 128 else {
             return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "invite needs an invitationId of 1 to 128 bytes")))
         }
@@ -70,7 +95,7 @@ struct InvitationTable {
             guard existing.caller == caller, existing.callee.userId == frame.userId else {
                 return Outcome(reply: .failure(.init(code: .invitationAlreadySent, reason: "invitation '\(id)' was already sent by another caller or to another callee")))
             }
-            // A resend: answered with where it stands (nothing happens twice).
+            // A resend: answered with where it stands (nothing happens twice, no timer restarts).
             return Outcome(reply: .success(callerFrame(existing, key: key, type: .ok)))
         }
         guard let calleeId = frame.userId, calleeId != caller.userId else {
@@ -92,13 +117,13 @@ struct InvitationTable {
         }
         let callee = UserKey(appId: caller.appId, userId: calleeId)
         let machine = InvitationStateMachine(now: now, timing: timing, calleeOnline: calleeOnline(callee))
-        let invitation = Invitation(caller: caller, callee: callee, content: content, channel: frame.channel, machine: machine)
-        invitations[key] = invitation
-        byCallee[callee, default: []].insert(key)
-        byCaller[caller, default: []].insert(key)
+        let invitation = Invitation(caller: caller, callee: callee, content: content, channel: frame.channel, machine: machine,
+                                    callerWindow: callerWindow)
+        insert(invitation, key: key, live: true)
         var outcome = Outcome(reply: .success(callerFrame(invitation, key: key, type: .ok)))
         outcome.sends = sends(machine.initialNotice, invitation, key: key)
         outcome.timer = machine.deadline.map { (key, $0) }
+        outcome.stored = [stamp(key)]
         return outcome
     }
 
@@ -123,28 +148,43 @@ struct InvitationTable {
     /// A timer of invitation `key` fired.
     mutating func timerFired(_ key: Key, now: NIODeadline) -> Outcome {
         guard var invitation = invitations[key] else { return Outcome() }
+        let before = invitation.machine.state
         let notice = invitation.machine.timerFired(now: now)
-        invitations[key] = invitation
-        return finish(notice, invitation, key: key, now: now, reply: .success(Frame(type: .ok)))
+        return finish(notice, invitation, before: before, key: key, now: now, reply: .success(Frame(type: .ok)))
     }
 
     /// A user came online (logged in, or its session came back): its live invitations are
     /// delivered again.
-    mutating func calleeOnline(_ callee: UserKey) -> [Send] {
-        var out: [Send] = []
-        for key in (byCallee[callee] ?? []).sorted(by: { $0.id < $1.id }) {
-            guard var invitation = invitations[key] else { continue }
+    mutating func calleeOnline(_ callee: UserKey, now: NIODeadline) -> [Outcome] {
+        (byCallee[callee] ?? []).sorted { $0.id < $1.id }.compactMap { key in
+            guard var invitation = invitations[key] else { return nil }
+            let before = invitation.machine.state
             let notice = invitation.machine.calleeOnline()
-            invitations[key] = invitation
-            out += sends(notice, invitation, key: key)
+            return finish(notice, invitation, before: before, key: key, now: now, reply: .success(Frame(type: .ok)))
         }
-        return out
     }
 
     /// The caller's session ended (logout, or its grace window ran out): its live invitations
     /// are canceled and their callees told (its SDK forgot them at logout anyway).
     mutating func callerGone(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
-        (byCaller[caller] ?? []).sorted { $0.id < $1.id }.map { key in cancel(key.id, caller: caller, now: now) }
+        awaitedCallers[caller] = nil
+        return (byCaller[caller] ?? []).sorted { $0.id < $1.id }.map { key in cancel(key.id, caller: caller, now: now) }
+    }
+
+    /// A new session of `caller` (a login that did not resume one) ends the calls of its
+    /// earlier session, as `callerGone`; but a caller whose session a server restart cut
+    /// (restored invitations) keeps its invitations: the restart was not its doing, and its
+    /// SDK re-sends them (idempotent).
+    mutating func callerNewSession(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
+        guard awaitedCallers.removeValue(forKey: caller) == nil else { return [] }
+        return callerGone(caller, now: now)
+    }
+
+    /// The window of a caller cut by a restart is over: unless it logged in meanwhile, its
+    /// live invitations are canceled, as if its session had ended then.
+    mutating func callerWindowEnded(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
+        guard let deadline = awaitedCallers[caller], now >= deadline else { return [] }
+        return callerGone(caller, now: now)
     }
 
     /// The callee's session ended (logout, or its grace window ran out; not a new login, which
@@ -153,16 +193,31 @@ struct InvitationTable {
     mutating func calleeGone(_ callee: UserKey, now: NIODeadline) -> [Outcome] {
         (byCallee[callee] ?? []).sorted { $0.id < $1.id }.compactMap { key in
             guard var invitation = invitations[key] else { return nil }
+            let before = invitation.machine.state
             let notice = invitation.machine.calleeGone()
-            invitations[key] = invitation
-            return finish(notice, invitation, key: key, now: now, reply: .success(Frame(type: .ok)))
+            return finish(notice, invitation, before: before, key: key, now: now, reply: .success(Frame(type: .ok)))
         }
     }
 
-    /// Forgets an ended invitation (its linger time is over).
-    mutating func forget(_ key: Key) {
-        guard let invitation = invitations[key], invitation.machine.isFinal else { return }
+    /// Forgets an ended invitation (its linger time is over); returns its deletion for the store.
+    mutating func forget(_ key: Key) -> Change? {
+        guard let invitation = invitations[key], invitation.machine.isFinal else { return nil }
         invitations[key] = nil
+        lastRevision += 1
+        return Change(key: key, invitation: nil, revision: lastRevision)
+    }
+
+    /// Adds an invitation (new, or restored); `live` ones are indexed by caller and callee.
+    mutating func insert(_ invitation: Invitation, key: Key, live: Bool) {
+        invitations[key] = invitation
+        guard live else { return }
+        byCallee[invitation.callee, default: []].insert(key)
+        byCaller[invitation.caller, default: []].insert(key)
+    }
+
+    /// A restored invitation's caller has until `deadline` to log in again.
+    mutating func awaitCaller(_ caller: UserKey, until deadline: NIODeadline) {
+        awaitedCallers[caller] = max(awaitedCallers[caller] ?? deadline, deadline)
     }
 
     // MARK: helpers
@@ -174,28 +229,41 @@ struct InvitationTable {
             return Outcome(reply: .failure(.init(code: .invitationNotStarted, reason: "no invitation '\(key.id)' \(asCaller ? "sent by" : "sent to") '\(user.userId)'")))
         }
         let deadline = invitation.machine.deadline
+        let before = invitation.machine.state
         switch event(&invitation.machine) {
         case .failure(let refusal):
             return Outcome(reply: .failure(refusal))
         case .success(let notice):
-            invitations[key] = invitation
             let view = asCaller ? callerFrame(invitation, key: key, type: .ok) : calleeFrame(invitation, key: key, type: .ok)
-            var outcome = finish(notice, invitation, key: key, now: now, reply: .success(view))
+            var outcome = finish(notice, invitation, before: before, key: key, now: now, reply: .success(view))
             if let next = invitation.machine.deadline, next != deadline { outcome.timer = (key, next) }
             return outcome
         }
     }
 
-    private mutating func finish(_ notice: InvitationStateMachine.Notice, _ invitation: Invitation, key: Key, now: NIODeadline,
-                                 reply: Result<Frame, InvitationStateMachine.Refusal>) -> Outcome {
+    /// Keeps an invitation after an event (`before`: its state until then): the frames its
+    /// notice sends, its forget time once it ended, and its change for the store if it changed.
+    private mutating func finish(_ notice: InvitationStateMachine.Notice, _ changed: Invitation, before: InvitationStateMachine.State,
+                                 key: Key, now: NIODeadline, reply: Result<Frame, InvitationStateMachine.Refusal>) -> Outcome {
+        var invitation = changed
         var outcome = Outcome(reply: reply, sends: sends(notice, invitation, key: key))
-        if invitation.machine.isFinal, byCallee[invitation.callee]?.remove(key) != nil {
-            if byCallee[invitation.callee]?.isEmpty == true { byCallee[invitation.callee] = nil }
+        if invitation.machine.isFinal, invitation.endedAt == nil {
+            invitation.endedAt = now
+            if byCallee[invitation.callee]?.remove(key) != nil, byCallee[invitation.callee]?.isEmpty == true { byCallee[invitation.callee] = nil }
             byCaller[invitation.caller]?.remove(key)
             if byCaller[invitation.caller]?.isEmpty == true { byCaller[invitation.caller] = nil }
             outcome.forgetAt = (key, now + timing.expire)
         }
+        invitations[key] = invitation
+        if invitation.machine.state != before { outcome.stored = [stamp(key)] }
         return outcome
+    }
+
+    /// The invitation's change for the store, with the next revision.
+    private mutating func stamp(_ key: Key) -> Change {
+        lastRevision += 1
+        invitations[key]?.revision = lastRevision
+        return Change(key: key, invitation: invitations[key], revision: lastRevision)
     }
 
     private func sends(_ notice: InvitationStateMachine.Notice, _ invitation: Invitation, key: Key) -> [Send] {

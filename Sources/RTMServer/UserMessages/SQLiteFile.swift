@@ -16,4 +16,16 @@ enum SQLiteFile {
         try DataDirectory.prepare((path as NSString).deletingLastPathComponent)
         return try DatabaseQueue(path: path, configuration: config)
     }
+
+    /// As `open(path:fullSync:)`, then brought up to date: each migration (a name and its SQL)
+    /// runs once, in order.
+    static func open(path: String?, fullSync: Bool, migrations: KeyValuePairs<String, String>) throws -> DatabaseQueue {
+        let db = try open(path: path, fullSync: fullSync)
+        var migrator = DatabaseMigrator()
+        for (name, sql) in migrations {
+            migrator.registerMigration(name) { db in try db.execute(sql: sql) }
+        }
+        try migrator.migrate(db)
+        return db
+    }
 }
