@@ -192,7 +192,7 @@ extension ConnectionHandler {
         lastErrorCode = refusal.code.rawValue
         guard errorBudget.tryAcquire(now: lastRead) else {
             writeReplies(&replies, context: context)
-            hub.logger.warning("closing a connection that keeps sending rejected requests", metadata: ["connection": "\(connection?.id ?? 0)"])
+            warnRejectedRequests()
             closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
             return false
         }

@@ -189,7 +189,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // Its backlog passed maxOutboundBytes: a close frame would only queue behind it, so
             // drop the connection now and release the memory (the client reconnects and resumes).
             guard lifecycle.maySend else { return }   // already cut off (one event per blocked write)
-            hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)"])
+            let (log, suppressed) = hub.slowConsumerLog.admit(now: .now())
+            if log {
+                hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)", "more since the last line": "\(suppressed)"])
+            }
             noteEnd(.slowConsumer)
             hub.metrics.slowConsumerDropped()
             run(lifecycle.lost(now: .now()), context: context)
@@ -319,7 +322,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             // Rejected requests past the error budget: the peer ignores its errors (a flood).
             // Closing costs it nothing legitimate and frees its neighbours.
-            hub.logger.warning("closing a connection that keeps sending rejected requests", metadata: ["connection": "\(connection?.id ?? 0)"])
+            warnRejectedRequests()
             closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
             return
         }
@@ -335,6 +338,15 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         fanout.stats.bytesOut &+= buffer.readableBytes
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
+    }
+
+    /// The warning for a connection closed for its rejected requests: one line per 10 s (a
+    /// flood's connections come by the hundred a second; `rtm_disconnects_total` counts each).
+    func warnRejectedRequests() {
+        let (log, suppressed) = hub.abuseLog.admit(now: .now())
+        guard log else { return }
+        hub.logger.warning("closing a connection that keeps sending rejected requests",
+                           metadata: ["connection": "\(connection?.id ?? 0)", "more since the last line": "\(suppressed)"])
     }
 
     /// Ends the connection by someone's will: a WebSocket close frame with `code`, then the

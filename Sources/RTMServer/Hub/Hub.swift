@@ -23,6 +23,9 @@ final class Hub: Sendable {
     let configuration: ServerConfiguration
     /// The refusal of a publish over the rate (SPEC §8), built once: a flood gets it by the thousand.
     let publishRateRefusal: RequestRefusal
+    /// One warning line per 10 s for connections closed for their rejected requests, and for
+    /// slow consumers cut (the metrics count each; a flood would fill the log).
+    let abuseLog = LogThrottle(), slowConsumerLog = LogThrottle()
     let logger: Logger
     /// User messages: durable, acknowledged, re-delivered (SPEC M-1).
     let mailbox: UserMailbox
