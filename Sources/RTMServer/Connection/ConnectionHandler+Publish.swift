@@ -191,9 +191,8 @@ extension ConnectionHandler {
         guard lifecycle.maySend else { return false }
         lastErrorCode = refusal.code.rawValue
         guard errorBudget.tryAcquire(now: lastRead) else {
-            writeReplies(&replies, context: context)
-            warnRejectedRequests()
-            closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
+            writeReplies(&replies, context: context)   // before the close frame
+            closeForRejectedRequests(context: context)
             return false
         }
         let length = FrameCodec.errorLength(id: id, code: refusal.code.rawValue, reason: refusal.reason)

@@ -320,10 +320,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard lifecycle.maySend else { return }   // nothing after our close frame
         if frame.type == .error { lastErrorCode = frame.code }
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
-            // Rejected requests past the error budget: the peer ignores its errors (a flood).
-            // Closing costs it nothing legitimate and frees its neighbours.
-            warnRejectedRequests()
-            closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
+            closeForRejectedRequests(context: context)
             return
         }
         let buffer: ByteBuffer
@@ -340,13 +337,17 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
     }
 
-    /// The warning for a connection closed for its rejected requests: one line per 10 s (a
-    /// flood's connections come by the hundred a second; `rtm_disconnects_total` counts each).
-    func warnRejectedRequests() {
+    /// The error budget is spent: the peer ignores its errors (a flood). The connection is
+    /// closed (1008) instead of answered, which costs it nothing legitimate and frees its
+    /// neighbours. The warning is one line per 10 s (a flood's connections come by the hundred
+    /// a second; `rtm_disconnects_total` counts each).
+    func closeForRejectedRequests(context: ChannelHandlerContext) {
         let (log, suppressed) = hub.abuseLog.admit(now: .now())
-        guard log else { return }
-        hub.logger.warning("closing a connection that keeps sending rejected requests",
-                           metadata: ["connection": "\(connection?.id ?? 0)", "more since the last line": "\(suppressed)"])
+        if log {
+            hub.logger.warning("closing a connection that keeps sending rejected requests",
+                               metadata: ["connection": "\(connection?.id ?? 0)", "more since the last line": "\(suppressed)"])
+        }
+        closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
     }
 
     /// Ends the connection by someone's will: a WebSocket close frame with `code`, then the

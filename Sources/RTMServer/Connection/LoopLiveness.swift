@@ -47,7 +47,7 @@ final class LoopLiveness: @unchecked Sendable {
         let now = NIODeadline.now()
         var due: [ConnectionHandler] = []
         for (id, handler) in watched {
-            if let deadline = handler.deadline, deadline <= now, confirmed(id) { due.append(handler) }
+            if Self.isDue(handler, now: now), confirmed(id) { due.append(handler) }
             if handler.silence != nil { handler.checkSilence(now: now) }   // peer online status (§1.7)
         }
         settle(now: now, due: due)
@@ -59,9 +59,14 @@ final class LoopLiveness: @unchecked Sendable {
         let now = NIODeadline.now()
         var due: [ConnectionHandler] = []
         for id in suspects.ids {
-            if let handler = watched[id], let deadline = handler.deadline, deadline <= now, confirmed(id) { due.append(handler) }
+            if let handler = watched[id], Self.isDue(handler, now: now), confirmed(id) { due.append(handler) }
         }
         settle(now: now, due: due)
+    }
+
+    /// The connection's deadline has passed.
+    private static func isDue(_ handler: ConnectionHandler, now: NIODeadline) -> Bool {
+        handler.deadline.map { $0 <= now } ?? false
     }
 
     /// Whether `id`'s passed deadline is confirmed (at once on a loop whose ticks are not observed).
@@ -73,7 +78,7 @@ final class LoopLiveness: @unchecked Sendable {
     /// Drops the suspects whose deadline moved (a frame came) or that closed, acts on the due
     /// ones, and comes back soon while suspects remain.
     private func settle(now: NIODeadline, due: [ConnectionHandler]) {
-        for id in suspects.ids where !(watched[id]?.deadline.map { $0 <= now } ?? false) { suspects.clear(id) }
+        for id in suspects.ids where !(watched[id].map { Self.isDue($0, now: now) } ?? false) { suspects.clear(id) }
         for handler in due { handler.deadlinePassed(now: now) }
         if !suspects.isEmpty && !confirmScheduled {
             confirmScheduled = true

@@ -23,4 +23,11 @@ final class CountedQueue: Sendable {
 
     /// Runs `body` on the queue and waits for it.
     func sync<T>(_ body: () throws -> T) rethrows -> T { try queue.sync(execute: body) }
+
+    /// Returns once everything submitted before has run.
+    func drain() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            async { continuation.resume() }
+        }
+    }
 }

@@ -198,9 +198,7 @@ final class StorageService: @unchecked Sendable {
 
     /// Waits for every queued operation (shutdown, tests).
     func drain() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async { continuation.resume() }
-        }
+        await queue.drain()
     }
 }
 

@@ -47,8 +47,6 @@ final class InvitationWriter: Sendable {
 
     /// Waits for every write given so far (shutdown, tests).
     func drain() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async { continuation.resume() }
-        }
+        await queue.drain()
     }
 }
