@@ -25,6 +25,8 @@ import ServiceLifecycle
 /// It is also a ServiceLifecycle `Service`: `run()` starts it and shuts it down gracefully when
 /// the service group is told to (SIGTERM / SIGINT in `rtm serve`).
 public final class RTMServer: Service, Sendable {
+    /// This server's version (the admin API's `info`, `/metrics`' `rtm_build_info`).
+    public static let version = "0.14.0"
     static let notUpgradedHandlerName = "rtm.notUpgraded"
     static let rawHandlerName = "rtm.raw"
 

@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import RTMProtocol
-import RTMServer
+@testable import RTMServer
 import RTMTestSupport
 import Testing
 @testable import RTMClient
@@ -49,6 +49,49 @@ struct MetricsTests {
         }
         await alice.logout()
         await harness.stop()
+    }
+
+    @Test("The process's own figures (memory, descriptors, CPU, threads, start time) under the usual process_* names, the build's version, and refused requests by error code")
+    func processBuildAndRefusals() async throws {
+        let harness = try await Harness.start()
+        let before = try await Self.scrape(harness.port)
+        // A raw client (the SDK checks names itself): two subscribes to an invalid name, -10008.
+        let client = try await JSONPublishTests.RawClient(port: harness.port)
+        let login = Frame(type: .login, id: 1, appId: Harness.appId, userId: "alice", token: Harness.token("alice"))
+        let bad = (2...3).map { Frame(type: .subscribe, id: UInt64($0), channel: "bad/name") }
+        try await client.send(([login] + bad).map { JSONPublishTests.text(String(buffer: FrameCodec.encode($0))) })
+        let replies = try await client.waitFor { $0.count >= 3 }
+        #expect(replies.count == 3 && replies.dropFirst().allSatisfy { String(buffer: $0.payload).contains("-10008") })
+        let after = try await Self.scrape(harness.port)
+        #expect(after["rtm_requests_refused_total{code=\"invalidChannelName\"}"] - before["rtm_requests_refused_total{code=\"invalidChannelName\"}"] == 2)
+        #expect(after["rtm_build_info{version=\"\(RTMServer.version)\"}"] == 1)
+        let resident = after["process_resident_memory_bytes"]
+        #expect(resident > 1_000_000 && after["process_virtual_memory_bytes"] >= resident)
+        #expect(after["process_open_fds"] >= 3 && after["process_max_fds"] >= after["process_open_fds"])
+        #expect(after["process_threads"] >= 2 && after["process_cpu_seconds_total"] > 0)
+        let now = Date().timeIntervalSince1970
+        #expect(after["process_start_time_seconds"] > now - 86_400 && after["process_start_time_seconds"] <= now + 1)
+        for family in ["process_cpu_seconds_total counter", "process_resident_memory_bytes gauge", "rtm_requests_refused_total counter"] {
+            #expect(after.text.contains("# TYPE \(family)\n"), "\(family)")
+        }
+        try await client.channel.close()
+        await harness.stop()
+    }
+
+    @Test("/proc/self/stat and /proc/self/limits read as proc(5) lays them out (a command name with spaces and parentheses)")
+    func procFilesParsed() {
+        let stat = "4242 (rtm (serve) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 7 0 123456 987654321 2500 18446744073709551615"
+        let parsed = ProcessMetrics.parseStat(stat, ticksPerSecond: 100, pageSize: 4096)
+        #expect(parsed?.cpuSeconds == 3.0 && parsed?.threads == 7 && parsed?.startTicks == 123_456)
+        #expect(parsed?.virtualBytes == 987_654_321 && parsed?.residentBytes == 2500 * 4096)
+        #expect(ProcessMetrics.parseStat("garbage", ticksPerSecond: 100, pageSize: 4096) == nil)
+        let limits = """
+            Limit                     Soft Limit           Hard Limit           Units
+            Max processes             63455                63455                processes
+            Max open files            1048576              1048576              files
+            """
+        #expect(ProcessMetrics.parseMaxFDs(limits) == 1_048_576)
+        #expect(ProcessMetrics.parseMaxFDs("Max processes 1 1") == nil)
     }
 
     @Test("Metric values move as traffic flows (connections, logins, messages in/out by kind, bytes, deliveries, request durations, store commits, disconnects)")

@@ -116,6 +116,15 @@ struct WebhookTests {
         let stats = try #require(harness.server.webhookStats)
         #expect(stats.failedAttempts > 0)
         #expect(stats.delivered == 0)
+        // The trouble is visible: the receiver down, why, and how long the oldest event waits.
+        #expect(!stats.receiverUp && stats.lastFailure?.contains("Connection refused") == true, "\(stats)")
+        #expect(stats.queued > 0 && (stats.oldestQueuedSeconds ?? 0) > 0.3, "\(stats)")
+        let down = try await MetricsTests.scrape(harness.port)
+        #expect(down["rtm_webhook_receiver_up"] == 0)
+        #expect(down["rtm_webhook_delivery_failures_total"] >= 1)
+        #expect(down["rtm_webhook_events_delivered_total"] == 0)
+        #expect(down["rtm_queue_depth{queue=\"webhooks\"}"] == Double(users.count * Self.sessionEvents.count))
+        #expect(down["rtm_webhook_oldest_queued_seconds"] > 0.3)
 
         let receiver = try await WebhookReceiver.start(port: port, secret: Self.secret)
         defer { Task { await receiver.stop() } }
@@ -137,6 +146,11 @@ struct WebhookTests {
         }
         #expect(after.delivered >= expected)
         #expect(after.queued == 0)
+        #expect(after.receiverUp && after.lastFailure == nil && after.oldestQueuedSeconds == nil)
+        let up = try await MetricsTests.scrape(harness.port)
+        #expect(up["rtm_webhook_receiver_up"] == 1)
+        #expect(up["rtm_webhook_events_delivered_total"] >= Double(expected))
+        #expect(up["rtm_queue_depth{queue=\"webhooks\"}"] == 0 && up["rtm_webhook_oldest_queued_seconds"] == 0)
     }
 
     @Test("Webhooks: one user's failing events do not hold up the others; that user's order is kept once it recovers")

@@ -14,7 +14,8 @@ extension AdminAPI {
             connections: .init(message: counts.message, stream: counts.stream, peakMessage: counts.peakMessage,
                                open: hub.openConnections.count),
             sessions: hub.sessionCount, channels: hub.channelCount, bans: bans,
-            counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount.withLockedValue { $0 }))
+            counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount.withLockedValue { $0 }),
+            webhooks: hub.webhooks?.stats)
     }
 
     func channels(_ request: AdminRequest) throws -> AdminModels.Channels {

@@ -10,7 +10,7 @@ import RTMProtocol
 /// the key in the page) does not.
 struct AdminAPI: Sendable {
     /// The server version reported by `GET /v1/info`.
-    static let version = "0.14.0"
+    static let version = RTMServer.version
 
     let hub: Hub
     let key: String

@@ -33,6 +33,8 @@ enum AdminModels {
         let channels: Int
         let bans: Int
         let counters: Counters
+        /// Webhook delivery (absent when no webhook is configured).
+        let webhooks: WebhookStats?
     }
 
     struct ChannelItem: Codable, Sendable {

@@ -12,7 +12,7 @@ extension Hub {
     func clusterLock(_ operation: HubState.LockOperation, locks: ClusterLocks, channel: ChannelKey, name: String,
                      connection: ConnectionRef, requestID: UInt64?) {
         guard let user = userKey(of: connection) else {
-            Self.send(.error(id: requestID, .notLogin, "not logged in"), on: connection.channel)
+            reply(.error(id: requestID, .notLogin, "not logged in"), on: connection.channel)
             return
         }
         let shared: SharedLockOperation
@@ -30,21 +30,21 @@ extension Hub {
             do {
                 result = try await locks.store.perform(shared, appId: channel.appId, channel: channel.name, name: name, user: user.userId)
             } catch {
-                Self.send(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: connection.channel)
+                reply(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: connection.channel)
                 return
             }
             switch result {
             case .done(let detail, let change):
                 if let change { await lockChanged([change], locks: locks, local: true) }
-                Self.send(Self.lockReply(requestID, channel: channel.name, detail: shared == .acquire ? detail : nil), on: connection.channel)
+                reply(Self.lockReply(requestID, channel: channel.name, detail: shared == .acquire ? detail : nil), on: connection.channel)
             case .refused(let refusal) where refusal.code == .lockAcquireFailed && retry:
                 let waiter = HubState.LockWaiter(connection: connection, userId: user.userId, requestID: requestID)
                 if let superseded = locks.wait(waiter, for: key) {
-                    Self.send(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
+                    reply(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
                               on: superseded.connection.channel)
                 }
             case .refused(let refusal):
-                Self.send(.error(id: requestID, refusal.code, refusal.reason), on: connection.channel)
+                reply(.error(id: requestID, refusal.code, refusal.reason), on: connection.channel)
             }
         }
     }
@@ -71,7 +71,7 @@ extension Hub {
             switch change.kind {
             case .lockRemoved:
                 for waiter in locks.removeAll(of: key) {
-                    Self.send(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), on: waiter.connection.channel)
+                    reply(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), on: waiter.connection.channel)
                 }
             case .lockReleased:
                 await grantWaiters(of: key, locks: locks)
@@ -94,11 +94,11 @@ extension Hub {
             case .done(let detail, let change)?:
                 locks.removeFirst(waiter, of: key)
                 if let change { await lockChanged([change], locks: locks, local: true) }
-                Self.send(Self.lockReply(waiter.requestID, channel: key.channel, detail: detail), on: waiter.connection.channel)
+                reply(Self.lockReply(waiter.requestID, channel: key.channel, detail: detail), on: waiter.connection.channel)
                 return
             case .refused(let refusal)? where refusal.code == .lockNotExist:
                 locks.removeFirst(waiter, of: key)
-                Self.send(.error(id: waiter.requestID, .lockNotExist, refusal.reason), on: waiter.connection.channel)
+                reply(.error(id: waiter.requestID, .lockNotExist, refusal.reason), on: waiter.connection.channel)
             default:
                 return   // held again (or the store is unreachable): the waits go on
             }

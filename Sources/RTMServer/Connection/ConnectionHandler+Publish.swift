@@ -190,6 +190,7 @@ extension ConnectionHandler {
                        context: ChannelHandlerContext) -> Bool {
         guard lifecycle.maySend else { return false }
         lastErrorCode = refusal.code.rawValue
+        fanout.stats.refused[refusal.code.rawValue, default: 0] &+= 1
         guard errorBudget.tryAcquire(now: lastRead) else {
             writeReplies(&replies, context: context)   // before the close frame
             closeForRejectedRequests(context: context)

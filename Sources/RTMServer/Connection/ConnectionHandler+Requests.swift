@@ -281,7 +281,7 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         let history = frame.storeInHistory == true ? hub.storage : nil
-        hub.mailbox.send(message, from: key, clientMsgId: frame.msgId) { result in
+        hub.mailbox.send(message, from: key, clientMsgId: frame.msgId) { [hub] result in
             if let history, case .success(let receipt) = result {
                 // Keyed by the stored message's id: a resend is in the history once (M-3).
                 let record = HistoryMessage(publisher: key.userId, text: message.text, data: message.data,
@@ -299,7 +299,7 @@ extension ConnectionHandler {
             case .failure(let error):
                 reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "\(error)")   // the mailbox's reason
             }
-            Hub.send(reply, on: channel)
+            hub.reply(reply, on: channel)
         }
     }
 

@@ -20,10 +20,10 @@ extension ConnectionHandler {
             guard let channel = validChannel(frame, context: context) else { return true }
             if let locks = hub.clusterLocks {   // cluster mode: from the shared store
                 let requestID = frame.id, nio = context.channel
-                hub.readClusterLocks(locks, appId: key.appId, channel: channel) { result in
+                hub.readClusterLocks(locks, appId: key.appId, channel: channel) { [hub] result in
                     switch result {
                     case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
-                    case .failure(let error): Hub.send(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: nio)
+                    case .failure(let error): hub.reply(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: nio)
                     }
                 }
                 return true
@@ -87,24 +87,24 @@ extension ConnectionHandler {
         let channel = context.channel
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
                           notifyAll: frame.notifyAll == true && storageKey.type == .channel, requiredLock: requiredLock, precondition: precondition,
-                          reply: Self.metadataReply(requestID, on: channel))
+                          reply: Self.metadataReply(requestID, on: channel, hub: hub))
     }
 
     /// Answers a metadata request with the set, or with the failure.
-    private static func metadataReply(_ requestID: UInt64?, on channel: any Channel) -> @Sendable (Result<Metadata, StorageService.Failure>) -> Void {
+    private static func metadataReply(_ requestID: UInt64?, on channel: any Channel, hub: Hub) -> @Sendable (Result<Metadata, StorageService.Failure>) -> Void {
         { result in
             switch result {
             case .success(let metadata):
                 Hub.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
             case .failure(let failure):
-                Hub.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), on: channel)
             }
         }
     }
 
     private func getMetadata(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let storageKey = storageKey(frame, key: key, context: context) else { return }
-        hub.storage.read(storageKey, reply: Self.metadataReply(frame.id, on: context.channel))
+        hub.storage.read(storageKey, reply: Self.metadataReply(frame.id, on: context.channel, hub: hub))
     }
 
     /// subscribeMetadata replies with the current set (the snapshot); later changes arrive as
@@ -124,13 +124,13 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         let storageKey = StorageKey(appId: key.appId, type: .user, target: target)
-        hub.storage.read(storageKey) { result in
+        hub.storage.read(storageKey) { [hub] result in
             switch result {
             case .success(let metadata):
                 Hub.send(Frame(type: .ok, id: requestID, userId: target).with { $0.metadata = metadata }, on: channel)
                 Hub.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
             case .failure(let failure):
-                Hub.send(.error(id: requestID, failure.code, failure.reason), on: channel)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), on: channel)
             }
         }
     }
@@ -220,7 +220,7 @@ extension ConnectionHandler {
         }
         let requestID = frame.id
         let nio = context.channel
-        hub.storage.history(appId: key.appId, channelType: channelType, channel: channel, start: start, end: end, count: count) { result in
+        hub.storage.history(appId: key.appId, channelType: channelType, channel: channel, start: start, end: end, count: count) { [hub] result in
             switch result {
             case .success(let page):
                 Hub.send(Frame(type: .ok, id: requestID, channel: frame.channel, count: page.messages.count).with {
@@ -228,7 +228,7 @@ extension ConnectionHandler {
                     $0.newStart = page.newStart
                 }, on: nio)
             case .failure(let failure):
-                Hub.send(.error(id: requestID, failure.code, failure.reason), on: nio)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), on: nio)
             }
         }
     }
@@ -251,11 +251,11 @@ extension ConnectionHandler {
         let message = HistoryMessage(publisher: publisher, text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
         let nio = context.channel
         let requestID = frame.id
-        hub.storage.appendHistory(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey) { result in
+        hub.storage.appendHistory(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey) { [hub] result in
             switch result {
-            case .success: Hub.send(reply, on: nio)
+            case .success: hub.reply(reply, on: nio)
             case .failure(let failure):
-                Hub.send(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
+                hub.reply(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
             }
         }
     }

@@ -318,7 +318,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func send(_ frame: Frame, context: ChannelHandlerContext) {
         guard lifecycle.maySend else { return }   // nothing after our close frame
-        if frame.type == .error { lastErrorCode = frame.code }
+        if frame.type == .error, let code = frame.code {
+            lastErrorCode = code
+            fanout.stats.refused[code, default: 0] &+= 1
+        }
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             closeForRejectedRequests(context: context)
             return

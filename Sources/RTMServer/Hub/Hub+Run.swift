@@ -24,7 +24,7 @@ extension Hub {
             case .broadcast(let broadcast):
                 perform([broadcast])
             case .send(let frame, let connection):
-                Self.send(frame, on: connection.channel)
+                reply(frame, on: connection.channel)
             case .kick(let connection, _, let code, let reason):
                 Self.close(connection, with: Frame(type: .kicked, code: code.rawValue, reason: reason), code: .normalClosure, reason: reason)
             case .closeReplaced(let connection, let reason):

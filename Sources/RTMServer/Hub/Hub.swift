@@ -345,6 +345,14 @@ final class Hub: Sendable {
     /// loop (the mailbox's and the storage's queues) the frame is encoded on that loop, so the
     /// JSON work is spread over the loops instead of piling up on one queue; the order of sends
     /// from one thread is kept either way.
+    /// Sends a reply like `send(_:on:)`; a refusal is counted in `rtm_requests_refused_total`.
+    /// For the replies that leave off their connection's loop (stores, locks, the cluster);
+    /// the connection's own replies are counted by `ConnectionHandler.send`.
+    func reply(_ frame: Frame, on channel: any Channel) {
+        if frame.type == .error, let code = frame.code { metrics.refused(RTMErrorCode(rawValue: code)) }
+        Self.send(frame, on: channel)
+    }
+
     static func send(_ frame: Frame, on channel: any Channel) {
         guard channel.eventLoop.inEventLoop else {
             channel.eventLoop.execute { send(frame, on: channel) }

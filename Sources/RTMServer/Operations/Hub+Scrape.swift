@@ -2,14 +2,20 @@ import NIOCore
 
 extension Hub {
     /// `GET /metrics`: takes every event loop's traffic counts (one hop to each, the counts read
-    /// and reset on their own loop), folds them into the metrics, sets the gauges from the
-    /// server's state, and renders the Prometheus text. The future completes on `loop`.
+    /// and reset on their own loop) and the webhook dispatcher's counters (from its queue),
+    /// folds them into the metrics, sets the gauges from the server's state, and renders the
+    /// Prometheus text with the process's figures. The future completes on `loop`.
     func scrape(on loop: any EventLoop) -> EventLoopFuture<String> {
         let taken = fanouts.map { fanout in fanout.eventLoop.submit { fanout.stats.take() } }
         let mailboxDepth = loop.makePromise(of: Int.self)
         mailbox.queueDepth(mailboxDepth)
-        return EventLoopFuture.whenAllSucceed(taken, on: loop).and(mailboxDepth.futureResult).map { [self] stats, depth in
+        let webhookStats = loop.makePromise(of: WebhookStats?.self)
+        if let webhooks { webhooks.stats { webhookStats.succeed($0) } } else { webhookStats.succeed(nil) }
+        let gathered = EventLoopFuture.whenAllSucceed(taken, on: loop).and(mailboxDepth.futureResult).and(webhookStats.futureResult)
+        return gathered.map { [self] gathered, webhookStats in
+            let (stats, depth) = gathered
             for loopStats in stats { metrics.fold(loopStats) }
+            if let webhookStats { metrics.fold(webhookStats) }
             let counts = connectionCounters
             metrics.set(.messageConnections, counts.message)
             metrics.set(.streamConnections, counts.stream)

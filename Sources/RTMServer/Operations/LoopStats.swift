@@ -18,6 +18,9 @@ struct LoopStats: Sendable, Equatable {
     var bytesIn = 0
     /// WebSocket frame bytes written to clients by the fan-out, replay and replies.
     var bytesOut = 0
+    /// Requests refused (an error reply, or refused while the connection closed for its error
+    /// budget), by error code.
+    var refused: [Int: Int] = [:]
 
     /// Returns the counts so far and starts again from zero.
     mutating func take() -> LoopStats {
@@ -34,5 +37,6 @@ struct LoopStats: Sendable, Equatable {
         deliveries &+= other.deliveries
         bytesIn &+= other.bytesIn
         bytesOut &+= other.bytesOut
+        refused.merge(other.refused, uniquingKeysWith: &+)
     }
 }

@@ -1,4 +1,6 @@
+import Foundation
 import Metrics
+import NIOConcurrencyHelpers
 import NIOCore
 import Prometheus
 import RTMProtocol
@@ -38,6 +40,11 @@ final class ServerMetrics: Sendable {
     private let requestDurations: [String: Metrics.Timer]
     private let otherRequest: Metrics.Timer
     private let gauges: [Gauge: Metrics.Gauge]
+    /// When this server was made, in seconds since the Unix epoch (the process's start time
+    /// where `/proc` cannot say).
+    private let startTime = Date().timeIntervalSince1970
+    /// The webhook totals of the last scrape (`fold(_:)` counts what changed since).
+    private let lastWebhooks = NIOLockedValueBox(WebhookStats())
 
     /// Gauges set from the server's state at each scrape.
     enum Gauge: CaseIterable {
@@ -130,6 +137,26 @@ final class ServerMetrics: Sendable {
         deliveries.increment(by: Int64(stats.deliveries))
         bytesIn.increment(by: Int64(stats.bytesIn))
         bytesOut.increment(by: Int64(stats.bytesOut))
+        for (code, count) in stats.refused { refused(RTMErrorCode(rawValue: code), count: count) }
+    }
+
+    /// Webhook delivery, from the dispatcher's totals: each counter advances by what changed
+    /// since the last scrape.
+    func fold(_ webhooks: WebhookStats) {
+        let previous = lastWebhooks.withLockedValue { last in
+            defer { last = webhooks }
+            return last
+        }
+        func advance(_ label: String, _ dimensions: [(String, String)] = [], _ now: Int, _ before: Int) {
+            Metrics.Counter(label: label, dimensions: dimensions, factory: factory).increment(by: Int64(max(0, now - before)))
+        }
+        advance("rtm_webhook_events_delivered_total", [], webhooks.delivered, previous.delivered)
+        advance("rtm_webhook_delivery_failures_total", [], webhooks.failedAttempts, previous.failedAttempts)
+        advance("rtm_webhook_events_dropped_total", [("reason", "queue_full")], webhooks.droppedQueueFull, previous.droppedQueueFull)
+        advance("rtm_webhook_events_dropped_total", [("reason", "expired")], webhooks.droppedExpired, previous.droppedExpired)
+        Metrics.Gauge(label: "rtm_queue_depth", dimensions: [("queue", "webhooks")], factory: factory).record(webhooks.queued)
+        Metrics.Gauge(label: "rtm_webhook_oldest_queued_seconds", factory: factory).record(webhooks.oldestQueuedSeconds ?? 0)
+        Metrics.Gauge(label: "rtm_webhook_receiver_up", factory: factory).record(webhooks.receiverUp ? 1 : 0)
     }
 
     /// Sets a gauge.
@@ -138,7 +165,9 @@ final class ServerMetrics: Sendable {
     }
 
     /// The Prometheus text exposition of every metric.
-    func render() -> String { MetricHelp.annotate(registry.emitToString()) }
+    func render() -> String {
+        MetricHelp.annotate(registry.emitToString()) + ProcessMetrics.read(fallbackStart: startTime).render(version: RTMServer.version)
+    }
 
     // MARK: events
 
@@ -151,6 +180,13 @@ final class ServerMetrics: Sendable {
     func loginRejected(_ code: RTMErrorCode) {
         Metrics.Counter(label: "rtm_logins_total", dimensions: [("result", "rejected")], factory: factory).increment()
         Metrics.Counter(label: "rtm_login_rejections_total", dimensions: [("code", code.description)], factory: factory).increment()
+    }
+
+    /// Requests refused with `code` (its name is the label): counted by the event loops and
+    /// folded in at scrape, or here at once on the rarer routes (store and lock failures).
+    func refused(_ code: RTMErrorCode, count: Int = 1) {
+        Metrics.Counter(label: "rtm_requests_refused_total", dimensions: [("code", code.description)], factory: factory)
+            .increment(by: Int64(count))
     }
 
     /// A WebSocket connection ended (`reason`: one of `DisconnectReason`'s values).

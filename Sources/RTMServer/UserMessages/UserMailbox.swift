@@ -331,6 +331,7 @@ final class UserMailbox: @unchecked Sendable {
             case .callback(let reply):
                 reply(.failure(UserMessageRefused(description: reason)))
             case .binary(let connection, let requestID):
+                metrics?.refused(.channelReceiverOfflineAndMessageStoreFailed)
                 Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, reason), on: connection.channel)
             }
         }

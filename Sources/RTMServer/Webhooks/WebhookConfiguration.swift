@@ -32,7 +32,7 @@ public struct WebhookConfiguration: Sendable {
 }
 
 /// Webhook delivery counters.
-public struct WebhookStats: Sendable, Equatable {
+public struct WebhookStats: Sendable, Equatable, Codable {
     /// Events delivered (a 2xx answer).
     public var delivered = 0
     /// Failed POSTs (each retried later).
@@ -43,4 +43,12 @@ public struct WebhookStats: Sendable, Equatable {
     public var droppedExpired = 0
     /// Events waiting (on disk), in flight included.
     public var queued = 0
+    /// How long the oldest waiting event has waited, in seconds (nil: none waits).
+    public var oldestQueuedSeconds: Double?
+    /// False from a failed POST until the next delivered one: the receiver is unreachable or
+    /// answers with an error.
+    public var receiverUp = true
+    /// Why the last POST failed (an HTTP status, or the connection's error), while
+    /// `receiverUp` is false.
+    public var lastFailure: String?
 }

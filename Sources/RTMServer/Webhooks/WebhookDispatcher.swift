@@ -23,6 +23,8 @@ final class WebhookDispatcher: @unchecked Sendable {
     private var nextSequence: UInt64 = 1
     private var stopped = false
     private var counters = WebhookStats()
+    /// `counters.failedAttempts` when the receiver was last found failing.
+    private var failedAttemptsWhenDown = 0
     private var random = SystemRandomNumberGenerator()
     /// The hub's outbox (`WebhookOutbox`), taken on `wake`.
     private var source: (@Sendable () -> [WebhookEvent])?
@@ -84,13 +86,23 @@ final class WebhookDispatcher: @unchecked Sendable {
         }
     }
 
-    /// Delivery counters.
+    /// Delivery counters and the receiver's state.
     var stats: WebhookStats {
-        queue.sync {
-            var stats = counters
-            stats.queued = store.count
-            return stats
+        queue.sync { currentStats() }
+    }
+
+    /// The same, handed to `done` from the dispatcher's queue (the scrape: no event loop waits).
+    func stats(_ done: @escaping @Sendable (WebhookStats) -> Void) {
+        queue.async { done(self.currentStats()) }
+    }
+
+    private func currentStats() -> WebhookStats {
+        var stats = counters
+        stats.queued = store.count
+        if stats.queued > 0, let oldest = try? store.oldestEventMillis() {
+            stats.oldestQueuedSeconds = Double(max(0, Hub.wallMillis - oldest)) / 1000
         }
+        return stats
     }
 
     /// Writes what was emitted to disk and stops posting (shutdown). What is queued stays on
@@ -196,6 +208,7 @@ final class WebhookDispatcher: @unchecked Sendable {
                 guard !self.stopped else { return }
                 switch result {
                 case .success(let status) where (200..<300).contains(status.code):
+                    self.receiverAnswered()
                     self.run(self.scheduler.delivered(item, now: .now()))
                 case .success(let status):
                     self.failed(item, attempt: attempt, reason: "HTTP \(status.code)")
@@ -206,8 +219,25 @@ final class WebhookDispatcher: @unchecked Sendable {
         }
     }
 
+    /// A delivery succeeded: a failing receiver is back (logged once per change).
+    private func receiverAnswered() {
+        guard !counters.receiverUp else { return }
+        counters.receiverUp = true
+        counters.lastFailure = nil
+        logger.notice("webhook receiver answers again: queued events are being delivered",
+                      metadata: ["failedAttempts": "\(counters.failedAttempts - failedAttemptsWhenDown)"])
+    }
+
     private func failed(_ item: WebhookScheduler.Item, attempt: Int, reason: String) {
         counters.failedAttempts += 1
+        counters.lastFailure = reason
+        if counters.receiverUp {
+            // Once per change, at the default level: events stay queued and are retried.
+            counters.receiverUp = false
+            failedAttemptsWhenDown = counters.failedAttempts - 1
+            logger.warning("webhook receiver failing: events stay queued and are retried with backoff",
+                           metadata: ["url": "\(configuration.url)", "reason": "\(reason)"])
+        }
         logger.debug("webhook POST failed; will retry", metadata: ["eventId": "\(item.eventId)", "attempt": "\(attempt)", "reason": "\(reason)"])
         run(scheduler.failed(item, now: .now(), jitter: Double.random(in: 0..<1, using: &random)))
     }

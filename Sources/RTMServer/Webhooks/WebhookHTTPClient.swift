@@ -69,7 +69,7 @@ struct WebhookHTTPClient: Sendable {
         bootstrap.connect(host: target.host, port: target.port).whenComplete { result in
             switch result {
             case .failure(let error):
-                promise.fail(WebhookDeliveryError(reason: "connect to \(target.host):\(target.port) failed: \(error)"))
+                promise.fail(WebhookDeliveryError(reason: "connect to \(target.host):\(target.port) failed: \(WebhookDeliveryError.words(error))"))
             case .success(let channel):
                 promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
                 var headers = HTTPHeaders([("Host", target.port == (target.secure ? 443 : 80) ? target.host : "\(target.host):\(target.port)"),
@@ -90,6 +90,17 @@ struct WebhookHTTPClient: Sendable {
 struct WebhookDeliveryError: Error, CustomStringConvertible {
     let reason: String
     var description: String { reason }
+
+    /// A connection error in our words: the system's text for an errno ("Connection refused"),
+    /// a timeout named as one, anything else as NIO says it.
+    static func words(_ error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
+        if let connect = error as? NIOConnectionError, let first = connect.connectionErrors.first {
+            return words(first.error)
+        }
+        if case ChannelError.connectTimeout = error { return "connecting timed out" }
+        return "\(error)"
+    }
 }
 
 /// Completes the promise with the status once the whole response has arrived; fails it when the
@@ -116,7 +127,7 @@ private final class ResponseStatusHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise.fail(WebhookDeliveryError(reason: "\(error)"))
+        promise.fail(WebhookDeliveryError(reason: WebhookDeliveryError.words(error)))
         context.close(promise: nil)
     }
 }

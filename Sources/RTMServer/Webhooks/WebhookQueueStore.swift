@@ -45,6 +45,15 @@ final class WebhookQueueStore: @unchecked Sendable {
         }
     }
 
+    /// The time (`ts`, ms) of the oldest queued event, nil when none is queued.
+    func oldestEventMillis() throws -> Int64? {
+        struct Stamp: Decodable { let ts: Int64 }
+        guard let body = try db.read({ db in try Data.fetchOne(db, sql: "SELECT body FROM webhook_event ORDER BY id LIMIT 1") }) else {
+            return nil
+        }
+        return try? JSONDecoder().decode(Stamp.self, from: body).ts
+    }
+
     /// Appends events in one transaction; when the table then holds more than the bound, the
     /// oldest rows go. Returns the new items (with their ids) and the ids dropped.
     /// `presence` are the events' changes of who is online where, applied in the same transaction.
