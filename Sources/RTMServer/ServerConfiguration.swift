@@ -74,6 +74,12 @@ public struct ServerConfiguration: Sendable {
     public var channelReplayMax = 32
     /// Client message ids remembered per sender to answer resends without acting twice (M-3).
     public var dedupCapacity = 1024
+    /// How long a publisher's client message ids are still remembered after its last session
+    /// ended (SPEC M-3; default 60 s, as for user messages): a channel publish resent from a new
+    /// session (after an error whose outcome was unknown, or through another node of a cluster)
+    /// within this gets its first `seq` and is not delivered again. While the user has a session
+    /// the ids are remembered anyway (the last `dedupCapacity`).
+    public var publishResendWindow: TimeAmount = .seconds(60)
     /// How long the user-message store recognises a resend (same sender, same `msgId`), also
     /// after a restart or through another node (SPEC M-3; default 60 s, six times the SDK's
     /// default request timeout: the SDK resends only while the request waits for its reply).

@@ -14,6 +14,8 @@ struct ServeStoreOptions: ParsableArguments {
     var userMessageMaxAgeHours: Double = 7 * 24
     @Option(help: "How long a resend of a user message (same sender and msgId) is recognised, in seconds (at least the SDK's 10 s request timeout).")
     var userMessageResendWindow: Double = 60
+    @Option(help: "How long a publisher's channel-message ids are remembered after its last session ended, in seconds: a resend from its next session is recognised (at least 1).")
+    var publishResendWindow: Double = 60
     @Option(help: "How long a user message that finds the store idle waits for others to share its commit, in milliseconds (0: at once).")
     var userMessageCommitDelayMs: Double = 1
     @Option(help: "How far back a reconnecting client's channels are replayed, in seconds.")
@@ -30,6 +32,9 @@ struct ServeStoreOptions: ParsableArguments {
         guard userMessageResendWindow >= 1 else {
             throw ValidationError("--user-message-resend-window must be at least 1 s, got \(userMessageResendWindow)")
         }
+        guard publishResendWindow >= 1 else {
+            throw ValidationError("--publish-resend-window must be at least 1 s, got \(publishResendWindow)")
+        }
         guard userMessageCommitDelayMs >= 0, userMessageCommitDelayMs <= 1000 else {
             throw ValidationError("--user-message-commit-delay-ms must be in 0...1000, got \(userMessageCommitDelayMs)")
         }
@@ -41,6 +46,7 @@ struct ServeStoreOptions: ParsableArguments {
         config.userMessageCap = userMessageCap
         config.userMessageMaxAge = Self.seconds(userMessageMaxAgeHours * 3600)
         config.userMessageResendWindow = Self.seconds(userMessageResendWindow)
+        config.publishResendWindow = Self.seconds(publishResendWindow)
         config.userMessageCommitDelay = Self.seconds(userMessageCommitDelayMs / 1000)
         config.channelReplayWindow = Self.seconds(channelReplayWindow)
         config.channelReplayMax = channelReplayMax

@@ -97,6 +97,44 @@ struct ClusterTests {
         }
     }
 
+    @Test("M-3: a resend from the publisher's next session (the first ended after an error whose outcome it never heard) gets the first number through either node and is delivered once")
+    func resendFromTheNextSession() async throws {
+        try await withCluster { _, a, b in
+            let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
+            let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
+            try await onA.subscribe("room")
+            try await onB.subscribe("room")
+            let publisher = UserKey(appId: Harness.appId, userId: "alice")
+            let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
+            // The first attempt, committed through A while alice has a session there.
+            let (first, _) = try await Harness.client("alice", port: a.port)
+            let committed = try await a.server.hub.publishThroughBackplane(try #require(a.server.hub.backplane), appId: Harness.appId,
+                                                                           channel: "room", publisher: publisher, messages: [message])
+            #expect(committed.seqs == [1])
+            for events in [onAEvents, onBEvents] { #expect(await events.first(within: soon) { $0.messageEvent?.text == "once" } != nil) }
+            // alice logs out: no session of hers anywhere (B learns it through the log).
+            await first.logout()
+            #expect(await StreamTests.eventually {
+                a.server.hub.state.withLockedValue { $0.sessions[publisher] == nil }
+                    && b.server.hub.state.withLockedValue { $0.cluster.remote[publisher] == nil }
+            })
+            // Her next session, on B, resends: the first number, nothing stored; through A too.
+            let (next, _) = try await Harness.client("alice", port: b.port)
+            for node in [b, a] {
+                let again = try await node.server.hub.publishThroughBackplane(try #require(node.server.hub.backplane), appId: Harness.appId,
+                                                                              channel: "room", publisher: publisher, messages: [message])
+                #expect(again.seqs == [1] && again.epoch == nil)
+            }
+            let marker = try await next.publish(channel: "room", message: "marker")
+            #expect(marker == 2)
+            for events in [onAEvents, onBEvents] {
+                _ = await events.first(within: soon) { $0.messageEvent?.text == "marker" }
+                #expect(await Self.received(events).compactMap(\.text) == ["once", "marker"])
+            }
+            for client in [onA, onB, next] { await client.logout() }
+        }
+    }
+
     @Test("M-2: a subscriber that loses node A and reconnects to node B gets what it missed from B's replay, once, in order")
     func replayOnAnotherNode() async throws {
         try await withCluster { _, a, b in

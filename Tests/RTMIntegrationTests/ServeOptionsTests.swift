@@ -7,11 +7,11 @@ import Testing
 /// value is refused by name before anything listens.
 @Suite(.serialized)
 struct ServeOptionsTests {
-    @Test("M-1: `rtm serve --user-message-cap 2`: the third waiting message drops the oldest and the receiver is told; `--user-message-cap 0` and `--user-message-resend-window 0.5` are refused by name")
+    @Test("M-1: `rtm serve --user-message-cap 2`: the third waiting message drops the oldest and the receiver is told; `--user-message-cap 0`, `--user-message-resend-window 0.5` and `--publish-resend-window 0` are refused by name")
     func storeFlags() async throws {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-flags-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
-        for (flag, value) in [("--user-message-cap", "0"), ("--user-message-resend-window", "0.5")] {
+        for (flag, value) in [("--user-message-cap", "0"), ("--user-message-resend-window", "0.5"), ("--publish-resend-window", "0")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, flag, value])
             refused.process.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)

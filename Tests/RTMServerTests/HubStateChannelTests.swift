@@ -1,4 +1,5 @@
 import NIOCore
+import NIOEmbedded
 import RTMProtocol
 import Testing
 @testable import RTMServer
@@ -41,6 +42,49 @@ struct HubStateChannelTests {
         let bob = state.publish([Self.outgoing("x", msgId: 11)], channel: room, publisher: UserKey(appId: "app", userId: "bob"),
                                 nowMillis: 2, dropSeq: nil, allocator: allocator)
         #expect(bob.seqs == [4])
+    }
+
+    @Test("M-3: a publisher's message ids outlive its last session by publishResendWindow: a resend from its next session gets the first number; after the window they are forgotten")
+    func idsOutliveTheSession() {
+        var configuration = ServerConfiguration()
+        configuration.publishResendWindow = .seconds(60)
+        var state = HubState(configuration: configuration)
+        let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        func login(_ key: UserKey, id: UInt64) {
+            _ = state.login(key: key, connection: ConnectionRef(id: id, channel: EmbeddedChannel(), loopIndex: 0), resumeToken: nil,
+                            heartbeat: .seconds(5), presenceTimeout: .seconds(15), now: now, wallMillis: 0)
+        }
+        let bob = UserKey(appId: "app", userId: "bob")
+        login(alice, id: 1)
+        #expect(publish(&state, ["a"], msgIds: [10], at: 0) == [1])
+        _ = state.endSession(alice, event: .remoteLeave, wallMillis: 1_000)   // logged out: no session anywhere
+        #expect(state.dedupRetention.pending == 1)
+        login(alice, id: 2)   // its next session resends
+        #expect(publish(&state, ["a"], msgIds: [10], at: 2_000) == [1])
+        #expect(publish(&state, ["b"], msgIds: [11], at: 2_000) == [2])
+        _ = state.endSession(alice, event: .remoteLeave, wallMillis: 3_000)
+        // Another user's session ends just before the window: alice's ids stay.
+        login(bob, id: 3)
+        _ = state.endSession(bob, event: .remoteLeave, wallMillis: 62_999)
+        #expect(publish(&state, ["b"], msgIds: [11], at: 62_999) == [2])
+        // After it: forgotten (the same id is a new message now).
+        login(bob, id: 4)
+        _ = state.endSession(bob, event: .remoteLeave, wallMillis: 63_001)
+        #expect(state.publishDedup[alice] == nil && state.dedupRetention.pending == 0)
+        #expect(publish(&state, ["b"], msgIds: [11], at: 63_001) == [3])
+    }
+
+    @Test("M-3: the retention of publishers' ids as a value: deadlines in time order, a later end supersedes an earlier one")
+    func retentionAsAValue() {
+        var retention = ResendMemoryRetention()
+        let bob = UserKey(appId: "app", userId: "bob")
+        retention.sessionsEnded(alice, nowMillis: 0, windowMillis: 100)
+        retention.sessionsEnded(bob, nowMillis: 10, windowMillis: 100)
+        retention.sessionsEnded(alice, nowMillis: 50, windowMillis: 100)   // alice came back and left again
+        #expect(retention.due(nowMillis: 99).isEmpty)
+        #expect(retention.due(nowMillis: 110) == [bob])   // alice's first deadline was superseded
+        #expect(retention.isPending(alice) && !retention.isPending(bob))
+        #expect(retention.due(nowMillis: 150) == [alice] && retention.pending == 0)
     }
 
     @Test("M-2: a returning subscriber in the same epoch gets the retained messages after its position, and a gap with the exact count of those no longer retained")

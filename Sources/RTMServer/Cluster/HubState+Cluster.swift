@@ -16,7 +16,19 @@ extension HubState {
         var fresh: [RecentMessage] = []
         fresh.reserveCapacity(messages.count)
         var resends = ResendFilter()
-        defer { resends.finish(into: &publishDedup) }
+        defer {
+            resends.finish(into: &publishDedup)
+            // A publisher whose sessions ended before this node read its messages: its memory
+            // (made just now) goes after the window too, instead of staying for the uptime.
+            var previous: String?
+            for message in messages where message.msgId != nil && message.publisher != previous {
+                previous = message.publisher
+                let publisher = UserKey(appId: key.appId, userId: message.publisher)
+                if sessions[publisher] == nil, cluster.remote[publisher] == nil, !dedupRetention.isPending(publisher) {
+                    publisherMayHaveLeft(publisher, wallMillis: Hub.wallMillis)
+                }
+            }
+        }
         for message in messages {
             if message.epoch != state.epoch {
                 // The local placeholder epoch (or an older incarnation): the backplane's wins.

@@ -140,7 +140,7 @@ extension HubState {
     /// A remote session ended: its members leave (or time out) everywhere here.
     private mutating func endRemote(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, into out: inout ClusterOutcome) {
         guard let remote = cluster.remote.removeValue(forKey: key) else { return }
-        if sessions[key] == nil { publishDedup[key] = nil }   // bounded memory: see endSession
+        publisherMayHaveLeft(key, wallMillis: wallMillis)   // bounded memory: see endSession
         out.peerSends += remotePeerChanged(key)
         for channel in remote.session.members.keys.sorted() {
             if let broadcast = removeMember(key, channel: channel, event: event, except: nil, wallMillis: wallMillis, session: remote.session.id) {

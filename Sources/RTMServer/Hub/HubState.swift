@@ -115,6 +115,9 @@ struct HubState {
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
     var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
     let dedupCapacity: Int
+    /// When the memories of publishers without a session go (`publishResendWindow`).
+    var dedupRetention = ResendMemoryRetention()
+    let publishResendWindowMillis: Int64
     /// Locks per channel (HubState+Locks).
     var locks: [ChannelKey: [String: LockState]] = [:]
     /// The last fencing token handed out.
@@ -151,6 +154,7 @@ struct HubState {
         self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
         self.replayMax = max(0, configuration.channelReplayMax)
         self.dedupCapacity = configuration.dedupCapacity
+        self.publishResendWindowMillis = configuration.publishResendWindow.nanoseconds / 1_000_000
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
         self.presenceDebounceMillis = configuration.presenceDebounce.nanoseconds / 1_000_000
         self.peerStatus = PeerStatusRegistry(configuration: configuration)
@@ -257,11 +261,7 @@ struct HubState {
     mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, announce: Bool = true) -> [Broadcast] {
         guard let session = sessions.removeValue(forKey: key) else { return [] }
         if let connection = session.connection { sessionByConnection[connection.id] = nil }
-        // The publisher's remembered message ids go with its last session (M-3 needs them only
-        // while its SDK may resend: its requests fail at logout and time out, after
-        // `requestTimeout`, well within the grace window). Without this the table grows with
-        // every user that ever published, for the whole uptime.
-        if cluster.remote[key] == nil { publishDedup[key] = nil }
+        publisherMayHaveLeft(key, wallMillis: wallMillis)
         cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
         for (target, var watchers) in metadataWatchers where target.appId == key.appId && watchers.remove(key.userId) != nil {
@@ -269,6 +269,20 @@ struct HubState {
         }
         return session.channels.sorted().compactMap {
             removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis, session: session.id)
+        }
+    }
+
+    /// A session of `key` ended (here or on another node): once the user has none anywhere,
+    /// its remembered message ids go `publishResendWindow` later (M-3: a resend from its next
+    /// session, or through another node, is recognised until then). Without an end the table
+    /// would grow with every user that ever published, for the whole uptime. Memories due by
+    /// now go at the same time.
+    mutating func publisherMayHaveLeft(_ key: UserKey, wallMillis: Int64) {
+        if sessions[key] == nil, cluster.remote[key] == nil, publishDedup[key] != nil {
+            dedupRetention.sessionsEnded(key, nowMillis: wallMillis, windowMillis: publishResendWindowMillis)
+        }
+        for due in dedupRetention.due(nowMillis: wallMillis) where sessions[due] == nil && cluster.remote[due] == nil {
+            publishDedup[due] = nil
         }
     }
 
