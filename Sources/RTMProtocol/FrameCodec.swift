@@ -74,6 +74,11 @@ public enum FrameCodec {
         return (try? JSONDecoder().decode(OnlyID.self, from: data))?.id ?? nil
     }
 
+    /// What was wrong with a JSON document that did not decode, in words naming the field
+    /// ("wrong type for field 'channel': expected a string"), never Foundation's or Swift's
+    /// descriptions: for any JSON input of the server (the admin API's bodies too).
+    public static func decodingProblem(_ error: any Error) -> String { problem(error) }
+
     /// What was wrong, in words naming the field.
     static func problem(_ error: any Error) -> String {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {

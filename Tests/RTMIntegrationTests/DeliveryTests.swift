@@ -217,9 +217,9 @@ struct DeliveryTests {
 }
 
 extension DeliveryTests {
-    @Test("M-3, long uptimes: a publisher's remembered message ids (channel and user messages) go with its session, so 30 users that publish and leave leave nothing behind")
+    @Test("M-3, long uptimes: a publisher's remembered message ids (channel and user messages) go with its session (channel ids publishResendWindow later), so 30 users that publish and leave leave nothing behind")
     func dedupMemoryEndsWithSession() async throws {
-        let harness = try await Harness.start()
+        let harness = try await Harness.start { $0.publishResendWindow = .milliseconds(300) }
         let (stay, _) = try await Harness.client("stays", port: harness.port)
         _ = try await stay.publish(channel: "room", message: "still here")
         for i in 0..<30 {
@@ -229,20 +229,31 @@ extension DeliveryTests {
             await client.logout()
         }
         let hub = harness.server.hub
-        // The one still logged in keeps its ids (its resends are still possible); the others'
-        // are gone. The server ends a session when it reads the logout, which may come after
-        // the SDK's `logout()` returns, and the mailbox forgets a sender when its connection
-        // detaches (queued after that), so both are awaited briefly.
-        let deadline = ContinuousClock.now + soon
         func remembered() -> Set<String> { hub.state.withLockedValue { Set($0.publishDedup.keys.map(\.userId)) } }
-        while remembered() != ["stays"], ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        // The server ends a session when it reads the logout, which may come after the SDK's
+        // `logout()` returns: awaited briefly. Within the window the last visitor's channel ids
+        // are still there (a resend from its next session is recognised).
+        let deadline = ContinuousClock.now + soon
+        while hub.state.withLockedValue({ $0.sessions.count }) > 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(remembered().contains("visitor29"))
+        /// Logs a user in and out (a session end, when due memories go) until `done`.
+        func sessionEndsUntil(_ done: () -> Bool) async throws {
+            let end = ContinuousClock.now + soon
+            while !done(), ContinuousClock.now < end {
+                let (probe, _) = try await Harness.client("probe", port: harness.port)
+                await probe.logout()
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        // After the window: only the one still logged in keeps its ids; the mailbox forgets a
+        // sender when its connection detaches.
+        try await sessionEndsUntil { remembered() == ["stays"] }
         #expect(remembered() == ["stays"])
         while hub.mailbox.rememberedSenders > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         #expect(hub.mailbox.rememberedSenders == 0)
         await stay.logout()
-        let end = ContinuousClock.now + soon
-        while !hub.state.withLockedValue({ $0.publishDedup.isEmpty }), ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(hub.state.withLockedValue { $0.publishDedup.isEmpty })
+        try await sessionEndsUntil { hub.state.withLockedValue { $0.publishDedup.isEmpty } }
+        #expect(hub.state.withLockedValue { $0.publishDedup.isEmpty && $0.dedupRetention.pending == 0 })
         await harness.stop()
     }
 }

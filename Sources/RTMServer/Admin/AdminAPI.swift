@@ -120,15 +120,9 @@ struct AdminAPI: Sendable {
         guard let body = request.body, body.readableBytes > 0 else { throw AdminFailure.badRequest("this endpoint needs a JSON body") }
         do {
             return try JSONDecoder().decode(type, from: Data(body.readableBytesView))
-        } catch DecodingError.keyNotFound(let key, _) {
-            throw AdminFailure.badRequest("missing field '\(key.stringValue)'")
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            throw AdminFailure.badRequest("field '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)")
-        } catch DecodingError.dataCorrupted(let context) {
-            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
-            throw AdminFailure.badRequest(field.isEmpty ? "the body is not valid JSON" : "field '\(field)': \(context.debugDescription)")
         } catch {
-            throw AdminFailure.badRequest("the body could not be read: \(error)")
+            // In our words, as for the WebSocket's frames: never Foundation's descriptions.
+            throw AdminFailure.badRequest(FrameCodec.decodingProblem(error))
         }
     }
 

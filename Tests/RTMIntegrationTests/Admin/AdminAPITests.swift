@@ -71,6 +71,10 @@ struct AdminAPITests {
         #expect((bad.json["message"] as? String)?.contains("exactly one of 'message'") == true)
         let missing = try await admin.call("POST", "/v1/publish", body: ["message": "x"])
         #expect(missing.json["message"] as? String == "missing field 'channel'")
+        // Bodies of the wrong shape are named in our words, never Foundation's.
+        let wrongType = try await admin.call("POST", "/v1/publish", body: ["channel": 5, "message": "x"])
+        #expect(wrongType.status == 400)
+        #expect(wrongType.json["message"] as? String == "wrong type for field 'channel': expected a string")
     }
 
     @Test("admin disconnect: the client is told why, reconnects and resumes; the other members see nothing (P-1)")
