@@ -136,6 +136,8 @@ struct InvitationRestartTests {
         try await bob.acceptRemoteInvitation(back.id, response: "coming")
         #expect(await carolEvents.first(within: soon, where: InvitationTests.local(back.id, .acceptedByRemote)) != nil)
         #expect(await InvitationTests.states(carolEvents, back.id) == ["receivedByRemote", "acceptedByRemote"])
+        // bob's own event reaches his recorder through the SDK's event stream: awaited too.
+        #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(back.id, .accepted)) != nil)
         #expect(await InvitationTests.states(bobEvents, back.id) == ["invitationReceived", "accepted"])
         #expect(await InvitationTests.states(bobEvents, away.id) == ["invitationReceived", "canceled"])
         await carol.logout()
