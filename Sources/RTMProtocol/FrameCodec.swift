@@ -63,7 +63,7 @@ public enum FrameCodec {
         do {
             return try JSONDecoder().decode(Frame.self, from: data)
         } catch {
-            throw FrameDecodingError(reason: problem(error), requestID: requestID(in: data))
+            throw FrameDecodingError(reason: decodingProblem(error), requestID: requestID(in: data))
         }
     }
 
@@ -76,11 +76,8 @@ public enum FrameCodec {
 
     /// What was wrong with a JSON document that did not decode, in words naming the field
     /// ("wrong type for field 'channel': expected a string"), never Foundation's or Swift's
-    /// descriptions: for any JSON input of the server (the admin API's bodies too).
-    public static func decodingProblem(_ error: any Error) -> String { problem(error) }
-
-    /// What was wrong, in words naming the field.
-    static func problem(_ error: any Error) -> String {
+    /// descriptions: for any JSON input of the server (frames, and the admin API's bodies).
+    public static func decodingProblem(_ error: any Error) -> String {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
             (codingPath + (last.map { [$0] } ?? [])).map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
                 .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")

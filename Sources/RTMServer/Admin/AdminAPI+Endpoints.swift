@@ -9,7 +9,7 @@ extension AdminAPI {
         let now = Hub.wallMillis
         let bans = hub.moderation.withState { $0.activeBans(nowMillis: now).count }
         return AdminModels.Info(
-            version: Self.version, node: node, startedAt: startedAt, uptimeSeconds: Double(now - startedAt) / 1000, now: now,
+            version: RTMServer.version, node: node, startedAt: startedAt, uptimeSeconds: Double(now - startedAt) / 1000, now: now,
             apps: hub.configuration.apps.keys.sorted(),
             connections: .init(message: counts.message, stream: counts.stream, peakMessage: counts.peakMessage,
                                open: hub.openConnections.count),

@@ -9,9 +9,6 @@ import RTMProtocol
 /// hub. Every `/v1/…` endpoint needs the key; `GET /console` (the web console, which asks for
 /// the key in the page) does not.
 struct AdminAPI: Sendable {
-    /// The server version reported by `GET /v1/info`.
-    static let version = RTMServer.version
-
     let hub: Hub
     let key: String
     let startedAt: Int64

@@ -19,14 +19,13 @@ extension HubState {
         defer {
             resends.finish(into: &publishDedup)
             // A publisher whose sessions ended before this node read its messages: its memory
-            // (made just now) goes after the window too, instead of staying for the uptime.
+            // (made just now) goes after the window too, instead of staying for the uptime. A
+            // window already running is not pushed back by every batch read.
             var previous: String?
             for message in messages where message.msgId != nil && message.publisher != previous {
                 previous = message.publisher
                 let publisher = UserKey(appId: key.appId, userId: message.publisher)
-                if sessions[publisher] == nil, cluster.remote[publisher] == nil, !dedupRetention.isPending(publisher) {
-                    publisherMayHaveLeft(publisher, wallMillis: Hub.wallMillis)
-                }
+                if !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: Hub.wallMillis) }
             }
         }
         for message in messages {

@@ -341,10 +341,6 @@ final class Hub: Sendable {
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
     }
 
-    /// Sends one JSON frame on a connection's channel, from any thread. Off the channel's event
-    /// loop (the mailbox's and the storage's queues) the frame is encoded on that loop, so the
-    /// JSON work is spread over the loops instead of piling up on one queue; the order of sends
-    /// from one thread is kept either way.
     /// Sends a reply like `send(_:on:)`; a refusal is counted in `rtm_requests_refused_total`.
     /// For the replies that leave off their connection's loop (stores, locks, the cluster);
     /// the connection's own replies are counted by `ConnectionHandler.send`.
@@ -353,6 +349,10 @@ final class Hub: Sendable {
         Self.send(frame, on: channel)
     }
 
+    /// Sends one JSON frame on a connection's channel, from any thread. Off the channel's event
+    /// loop (the mailbox's and the storage's queues) the frame is encoded on that loop, so the
+    /// JSON work is spread over the loops instead of piling up on one queue; the order of sends
+    /// from one thread is kept either way.
     static func send(_ frame: Frame, on channel: any Channel) {
         guard channel.eventLoop.inEventLoop else {
             channel.eventLoop.execute { send(frame, on: channel) }
