@@ -324,3 +324,22 @@ struct WebhookSchedulerTests {
         #expect(scheduler.queued == 0)
     }
 }
+
+extension WebhookSchedulerTests {
+    @Test("Webhook scheduler: a full queue evicts waiting events at once; an evicted event in flight is dropped only if its POST fails, delivered if it succeeds")
+    func evictionInFlight() {
+        var scheduler = WebhookScheduler(timing: Self.timing)
+        let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        #expect(scheduler.enqueue([Self.item(1, "a"), Self.item(2, "a"), Self.item(3, "b"), Self.item(4, "b")], now: now)
+                == [.post(Self.item(1, "a"), attempt: 1), .post(Self.item(3, "b"), attempt: 1)])
+        // 1 and 3 are in flight, 2 waits: evicting 1, 2 and 3 leaves two POSTs to be answered.
+        #expect(scheduler.evict([1, 2, 3]) == 2)
+        #expect(scheduler.queued == 3)
+        #expect(scheduler.failed(Self.item(1, "a"), now: now, jitter: 0) == [.droppedInFlight(Self.item(1, "a"))])
+        #expect(scheduler.delivered(Self.item(3, "b"), now: now) == [.delivered(Self.item(3, "b")), .post(Self.item(4, "b"), attempt: 1)])
+        #expect(scheduler.queued == 1)
+        // Evicting the same in-flight event twice counts it once.
+        #expect(scheduler.evict([4]) == 1)
+        #expect(scheduler.evict([4]) == 0)
+    }
+}

@@ -37,7 +37,8 @@ public struct WebhookStats: Sendable, Equatable, Codable {
     public var delivered = 0
     /// Failed POSTs (each retried later).
     public var failedAttempts = 0
-    /// Events dropped because the queue was full (oldest first).
+    /// Events dropped because the queue was full (oldest first). An event whose POST was
+    /// already under way counts only once that POST fails (it may still be delivered).
     public var droppedQueueFull = 0
     /// Events dropped after `maxRetryDuration` of failures.
     public var droppedExpired = 0

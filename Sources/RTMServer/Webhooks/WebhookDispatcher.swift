@@ -158,13 +158,16 @@ final class WebhookDispatcher: @unchecked Sendable {
         unwritten.removeAll()
         do {
             let (items, dropped) = try store.append(rows, presence: written)
-            if !dropped.isEmpty {
-                counters.droppedQueueFull += dropped.count
+            let gone = Set(dropped)
+            if !gone.isEmpty {
+                // An event whose POST is in flight is counted when that POST fails (it may
+                // still be delivered); events of this very batch past the bound never start.
+                let inFlight = scheduler.evict(gone)
+                counters.droppedQueueFull += gone.count - inFlight
                 logger.warning("webhook queue full: dropped the oldest events",
-                               metadata: ["dropped": "\(dropped.count)", "max": "\(configuration.maxQueuedEvents)"])
-                scheduler.evict(Set(dropped))
+                               metadata: ["dropped": "\(gone.count)", "max": "\(configuration.maxQueuedEvents)"])
             }
-            run(scheduler.enqueue(items, now: .now()))
+            run(scheduler.enqueue(items.filter { !gone.contains($0.id) }, now: .now()))
         } catch {
             logger.error("webhook queue write failed; events lost", metadata: ["count": "\(rows.count)", "error": "\(error)"])
         }
@@ -184,6 +187,8 @@ final class WebhookDispatcher: @unchecked Sendable {
             case .delivered(let item):
                 counters.delivered += 1
                 remove(item)
+            case .droppedInFlight:
+                counters.droppedQueueFull += 1
             case .expired(let item):
                 counters.droppedExpired += 1
                 logger.warning("webhook event dropped after retrying for maxRetryDuration",

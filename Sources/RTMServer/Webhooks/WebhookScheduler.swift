@@ -30,6 +30,9 @@ struct WebhookScheduler {
         case delivered(Item)
         /// The event failed for `maxRetryDuration`: remove it, log and count it.
         case expired(Item)
+        /// The event was evicted from a full queue while its POST was in flight, and that POST
+        /// failed: it is dropped now (count it; its row is already gone).
+        case droppedInFlight(Item)
     }
 
     struct Timing {
@@ -94,7 +97,7 @@ struct WebhookScheduler {
             if queues[item.key]?.first?.id == item.id { queues[item.key]?.removeFirst() }
             if queues[item.key]?.isEmpty == true { queues[item.key] = nil }
             markReady(item.key, now: now)
-            return dispatch()
+            return [.droppedInFlight(item)] + dispatch()
         }
         var record = failures[item.key] ?? Failures(count: 0, first: now, until: now)
         record.count += 1
@@ -118,16 +121,21 @@ struct WebhookScheduler {
         return dispatch()
     }
 
-    /// Events removed from the store because the queue was full.
-    mutating func evict(_ ids: Set<Int64>) {
-        guard !ids.isEmpty else { return }
+    /// Events removed from the store because the queue was full. Returns how many of them have
+    /// a POST in flight: a POST cannot be recalled, so each of those is delivered if it
+    /// succeeds, and dropped (`droppedInFlight`) only when it fails. The others are dropped now.
+    @discardableResult
+    mutating func evict(_ ids: Set<Int64>) -> Int {
+        guard !ids.isEmpty else { return 0 }
+        var pending = 0
         for key in Array(queues.keys) {
             // An in-flight head stays until its answer (then `delivered` or `failed` drops it).
             let head = inFlight.contains(key) ? queues[key]?.first : nil
-            if let head, ids.contains(head.id) { evictedInFlight.insert(head.id) }
+            if let head, ids.contains(head.id), evictedInFlight.insert(head.id).inserted { pending += 1 }
             queues[key]?.removeAll { ids.contains($0.id) && $0 != head }
             if queues[key]?.isEmpty == true { queues[key] = nil }
         }
+        return pending
     }
 
     /// The exponential step for the `failures`-th failure: initial × 2^(failures−1), capped.
