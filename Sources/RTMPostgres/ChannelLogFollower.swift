@@ -20,6 +20,13 @@ public final class ChannelLogFollower: Sendable {
         case gaps([ChannelLogOrdering.Gap])
         /// The database link came up (`true`) or went down (`false`).
         case link(up: Bool)
+        /// Where every channel stood when following started (each channel's epoch and number,
+        /// and the epoch a channel's first message gets): the first event, delivered before
+        /// `started` is called.
+        case started(ChannelLogStart)
+        /// The database moved to a new timeline (a standby was promoted): a channel's first
+        /// message, and every channel's next one, gets this epoch.
+        case newTimeline(firstEpoch: String)
     }
 
     private let log: PostgresChannelLog
@@ -83,20 +90,26 @@ public final class ChannelLogFollower: Sendable {
                 try await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))
             }
         }
+        await deliver(.started(start!))
         started()
         var cursor = start!.cursor
         var timeline = start!.timeline
+        let cluster = start!.cluster
+        func checkTimeline(_ timeline: inout String, _ cursor: inout ChannelLogCursor, _ seen: String?) async throws {
+            guard try await self.checkTimeline(&timeline, cursor: &cursor, seen: seen) else { return }
+            await deliver(.newTimeline(firstEpoch: ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline)))
+        }
         var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
         var failing = false
         for await _ in wakes {
             do {
                 if failing || recheck.withLockedValue({ flag in defer { flag = false }; return flag }) {
-                    try await checkTimeline(&timeline, cursor: &cursor)
+                    try await checkTimeline(&timeline, &cursor, nil)
                 }
                 while true {
                     let (entries, next) = try await log.read(after: cursor)
                     if let newer = entries.lazy.compactMap(\.timeline).first(where: { $0 > timeline }) {
-                        try await checkTimeline(&timeline, cursor: &cursor, seen: newer)
+                        try await checkTimeline(&timeline, &cursor, newer)
                         continue
                     }
                     cursor = next
@@ -119,16 +132,17 @@ public final class ChannelLogFollower: Sendable {
         }
     }
 
-    /// Moves the cursor back when the database's timeline is not the one followed.
-    /// `seen`: a later timeline read in the log's rows.
-    private func checkTimeline(_ timeline: inout String, cursor: inout ChannelLogCursor, seen: String? = nil) async throws {
+    /// Moves the cursor back when the database's timeline is not the one followed; returns
+    /// whether it did. `seen`: a later timeline read in the log's rows.
+    private func checkTimeline(_ timeline: inout String, cursor: inout ChannelLogCursor, seen: String?) async throws -> Bool {
         let current = max(try await log.timeline(), seen ?? "")
-        guard current != timeline else { return }
+        guard current != timeline else { return false }
         let rewound = try await log.rewind(cursor, timeline: timeline)
         logger.warning("the database moved to a new timeline (a standby was promoted): reading the log again from the old history's last row; channels start new epochs",
                        metadata: ["from": "\(timeline)", "to": "\(current)", "cursor": "\(cursor)", "rewound": "\(rewound)"])
         timeline = current
         cursor = rewound
+        return true
     }
 
     /// Hands an output on, in order: runs of messages and runs of gaps.

@@ -57,24 +57,28 @@ enum ChannelLogStatements {
     /// are inserted, and the numbers come back in item order.
     ///
     /// A counter last bumped on another timeline (the database failed over to a standby that
-    /// may lack the old primary's last numbers) starts again at 1 in the new epoch given, so
-    /// that no number is given to two messages (migration 6).
+    /// may lack the old primary's last numbers) starts again at 1 in a new epoch, so that no
+    /// number is given to two messages (migration 6). A counter's epoch is the cluster's id and
+    /// the timeline it starts on (`ChannelLogStart.firstEpoch`): every node knows it before the
+    /// channel's first message.
     struct Append: PostgresPreparedStatement {
-        static let name = "rtm_log_append_v2"
+        static let name = "rtm_log_append_v3"
         static let sql = """
-            WITH tl AS MATERIALIZED (SELECT rtm_timeline() AS t),
+            WITH tl AS MATERIALIZED (
+                SELECT now.t, (SELECT value FROM rtm_meta WHERE key = 'user_epoch') || '.' || now.t AS e
+                FROM (SELECT rtm_timeline() AS t) AS now),
             bumped AS (
                 INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq, timeline)
-                SELECT k.a, k.c, k.e, k.n, tl.t FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS k(a, c, e, n), tl
+                SELECT k.a, k.c, tl.e, k.n, tl.t FROM unnest($1::text[], $2::text[], $3::int8[]) AS k(a, c, n), tl
                 ON CONFLICT (app, channel) DO UPDATE SET
                     seq = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.seq + EXCLUDED.seq ELSE EXCLUDED.seq END,
                     epoch = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.epoch ELSE EXCLUDED.epoch END,
                     timeline = EXCLUDED.timeline
                 RETURNING app, channel, epoch, seq),
-            keys AS (SELECT * FROM unnest($1::text[], $2::text[], $4::int8[]) AS k(a, c, n)),
+            keys AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int8[]) AS k(a, c, n)),
             items AS (
-                SELECT * FROM unnest($5::text[], $6::text[], $7::text[], $8::int8[], $9::bool[], $10::text[], $11::bool[],
-                                     $12::bool[], $13::bytea[], $14::int8[])
+                SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::int8[], $8::bool[], $9::text[], $10::bool[],
+                                     $11::bool[], $12::bytea[], $13::int8[])
                      WITH ORDINALITY AS u(a, c, p, m, h, t, ht, x, b, ts, i)),
             numbered AS (
                 SELECT items.*, bumped.epoch AS e, bumped.seq - keys.n + row_number() OVER (PARTITION BY items.a, items.c ORDER BY items.i) AS s
@@ -82,14 +86,14 @@ enum ChannelLogStatements {
                            JOIN bumped ON bumped.app = items.a AND bumped.channel = items.c),
             inserted AS (
                 INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts, timeline)
-                SELECT a, c, s, e, p, $15::text, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts, (SELECT t FROM tl)
+                SELECT a, c, s, e, p, $14::text, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts, (SELECT t FROM tl)
                 FROM numbered ORDER BY i)
             SELECT s, e FROM numbered ORDER BY i
             """
         typealias Row = PostgresRow
 
         // The channels, in lock order.
-        var apps: [String] = [], channels: [String] = [], epochs: [String] = [], adds: [Int64] = []
+        var apps: [String] = [], channels: [String] = [], adds: [Int64] = []
         // The items, in publish order.
         var rowApps: [String] = [], rowChannels: [String] = [], publishers: [String] = []
         var msgIds: [Int64] = [], hasMsgId: [Bool] = [], customTypes: [String] = [], hasCustomType: [Bool] = []
@@ -97,8 +101,8 @@ enum ChannelLogStatements {
         var node: String
 
         func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 15)
-            bindings.append(apps); bindings.append(channels); bindings.append(epochs); bindings.append(adds)
+            var bindings = PostgresBindings(capacity: 14)
+            bindings.append(apps); bindings.append(channels); bindings.append(adds)
             bindings.append(rowApps); bindings.append(rowChannels); bindings.append(publishers)
             bindings.append(msgIds); bindings.append(hasMsgId); bindings.append(customTypes); bindings.append(hasCustomType)
             bindings.append(isText); bindings.append(payloads); bindings.append(millis)

@@ -71,6 +71,8 @@ public final class PostgresChannelBackplane: ChannelBackplane {
                     switch event {
                     case .messages(let entries): await deliver(.messages(entries.map(Self.message)))
                     case .gaps(let gaps): await deliver(.gaps(gaps.map(Self.gap)))
+                    case .started(let start): await deliver(.positions(Self.positions(start)))
+                    case .newTimeline(let firstEpoch): await deliver(.positions(BackplanePositions(channels: [], firstEpoch: firstEpoch)))
                     case .link(let up):
                         if !up { await writer.abandonInFlight() }   // refused now, not when the pool gives up
                         await deliver(.link(up: up))
@@ -99,6 +101,13 @@ public final class PostgresChannelBackplane: ChannelBackplane {
             task.cancel()
             await task.value
         }
+    }
+
+    private static func positions(_ start: ChannelLogStart) -> BackplanePositions {
+        let channels = start.applied.compactMap { key, seq in
+            start.epochs[key].map { BackplanePositions.Channel(appId: key.appId, channel: key.channel, epoch: $0.epoch, seq: UInt64(seq)) }
+        }
+        return BackplanePositions(channels: channels, firstEpoch: ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline))
     }
 
     private static func gap(_ gap: ChannelLogOrdering.Gap) -> BackplaneGap {

@@ -39,10 +39,9 @@ public struct PostgresChannelLog: Sendable {
     }
 
     /// Appends `items` in one statement (one transaction) and returns each one's sequence number and epoch, in
-    /// the order given. `node` names the writer; `newEpoch` makes the epoch of a channel's
-    /// first message.
-    public func append(_ items: [ChannelLogAppend], node: String,
-                       newEpoch: @Sendable () -> String = { String(UInt64.random(in: 1...UInt64.max), radix: 36) }) async throws -> [ChannelLogReceipt] {
+    /// the order given. `node` names the writer. A channel's first message (and its first on a
+    /// new timeline) starts its epoch: `ChannelLogStart.firstEpoch`.
+    public func append(_ items: [ChannelLogAppend], node: String) async throws -> [ChannelLogReceipt] {
         guard !items.isEmpty else { return [] }
         var counts: [ChannelLogKey: Int64] = [:]
         for item in items { counts[ChannelLogKey(appId: item.appId, channel: item.channel), default: 0] += 1 }
@@ -51,7 +50,6 @@ public struct PostgresChannelLog: Sendable {
         var statement = ChannelLogStatements.Append(node: node)
         statement.apps = keys.map(\.appId)
         statement.channels = keys.map(\.channel)
-        statement.epochs = keys.map { _ in newEpoch() }
         statement.adds = keys.map { counts[$0]! }
         for item in items {
             statement.rowApps.append(item.appId); statement.rowChannels.append(item.channel); statement.publishers.append(item.publisher)
@@ -97,13 +95,15 @@ public struct PostgresChannelLog: Sendable {
 
         func run(on connection: PostgresConnection, logger: Logger) async throws -> ChannelLogStart {
             var horizon: UInt64 = 0
-            var timeline = ""
-            for try await (text, current) in try await connection.query(
-                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, rtm_timeline()", logger: logger).decode((String, String).self) {
+            var timeline = "", cluster = ""
+            for try await (text, current, id) in try await connection.query(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, rtm_timeline(), (SELECT value FROM rtm_meta WHERE key = 'user_epoch')",
+                logger: logger).decode((String, String, String).self) {
                 horizon = UInt64(text) ?? 0
                 timeline = current
+                cluster = id
             }
-            var start = ChannelLogStart(cursor: ChannelLogCursor(xid: horizon, pos: 0), timeline: timeline)
+            var start = ChannelLogStart(cursor: ChannelLogCursor(xid: horizon, pos: 0), timeline: timeline, cluster: cluster)
             for try await (app, channel, seq, epoch, rowTimeline) in try await connection.query(
                 "SELECT app, channel, seq, epoch, timeline FROM rtm_channel_seq", logger: logger)
                 .decode((String, String, Int64, String, String?).self) {
@@ -207,6 +207,14 @@ public struct ChannelLogStart: Sendable {
     public var epochs: [ChannelLogKey: ChannelLogOrdering.Epoch] = [:]
     /// The database's timeline at the start.
     public var timeline: String
+    /// The cluster's id (made once, when the schema was created).
+    public var cluster: String
+
+    /// The epoch a channel's first message gets on `timeline` (and a channel's first message
+    /// after the database moved to `timeline`): the same on every node, so that a node can
+    /// answer a subscribe to a channel with no message yet with the epoch its messages will
+    /// carry (SPEC M-2). The append statement makes the same string (`ChannelLogStatements.Append`).
+    public static func firstEpoch(cluster: String, timeline: String) -> String { "\(cluster).\(timeline)" }
 }
 
 /// The channel log answered something impossible.

@@ -138,26 +138,18 @@ struct ClusterTests {
     @Test("M-2: a subscriber that loses node A and reconnects to node B gets what it missed from B's replay, once, in order")
     func replayOnAnotherNode() async throws {
         try await withCluster { _, a, b in
-            let toA = try await FaultProxy.start(targetPort: a.port)
-            let toB = try await FaultProxy.start(targetPort: b.port)
-            toB.setRefuseNew(true)   // the first connection goes to node A
-            let (carol, carolEvents) = try await Harness.client("carol", port: a.port) {
-                $0.endpoints = ["ws://127.0.0.1:\(toA.port)", "ws://127.0.0.1:\(toB.port)"]
-                $0.presenceTimeout = 5
-            }
-            #expect(toA.openConnections == 1)
+            let (carol, carolEvents, proxies) = try await Self.clientMovingFromAToB("carol", a: a, b: b)
+            #expect(proxies.toA.openConnections == 1)
             let (alice, _) = try await Harness.client("alice", port: a.port)
             try await carol.subscribe("room")
             _ = try await alice.publish(channel: "room", message: "before")
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "before" } != nil)
             // Node A becomes unreachable for carol; node B is open.
-            toA.setRefuseNew(true)
-            toA.cutAll()
-            _ = await carolEvents.first(within: soon) { $0.link?.currentState == .disconnected }
+            await proxies.cutA(carolEvents)
             for i in 1...5 { _ = try await alice.publish(channel: "room", message: "m\(i)") }
-            toB.setRefuseNew(false)
+            proxies.openB()
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "m5" } != nil)
-            #expect(toB.openConnections == 1)
+            #expect(proxies.toB.openConnections == 1)
             _ = try await alice.publish(channel: "room", message: "after")
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "after" } != nil)
             let seen = await Self.received(carolEvents)
@@ -166,9 +158,43 @@ struct ClusterTests {
             #expect(await carolEvents.matching { if case .gap = $0 { true } else { false } }.isEmpty)
             await carol.logout()
             await alice.logout()
+            await proxies.stop()
+        }
+    }
+
+    /// A proxy before each node for one client: connected through A first (B refuses until
+    /// `openB`), then moved by cutting A.
+    struct NodeProxies {
+        let toA: FaultProxy
+        let toB: FaultProxy
+
+        /// Node A becomes unreachable; returns once the client saw its link go.
+        func cutA(_ events: AsyncRecorder<RTMEvent>) async {
+            toA.setRefuseNew(true)
+            toA.cutAll()
+            _ = await events.first(within: soon) { $0.link?.currentState == .disconnected }
+        }
+
+        /// Node B accepts the client's reconnection.
+        func openB() { toB.setRefuseNew(false) }
+
+        func stop() async {
             try? await toA.stop()
             try? await toB.stop()
         }
+    }
+
+    /// A client of `user` whose endpoints are node A then node B, each through a proxy; its
+    /// first connection goes to A.
+    static func clientMovingFromAToB(_ user: String, a: Harness, b: Harness) async throws
+        -> (RTMClient, AsyncRecorder<RTMEvent>, NodeProxies) {
+        let proxies = NodeProxies(toA: try await FaultProxy.start(targetPort: a.port), toB: try await FaultProxy.start(targetPort: b.port))
+        proxies.toB.setRefuseNew(true)
+        let (client, events) = try await Harness.client(user, port: a.port) {
+            $0.endpoints = ["ws://127.0.0.1:\(proxies.toA.port)", "ws://127.0.0.1:\(proxies.toB.port)"]
+            $0.presenceTimeout = 5
+        }
+        return (client, events, proxies)
     }
 
     @Test("M-3 across nodes: a resend of a committed client message id, on the same node or through another, is acknowledged with its first number and not stored again; one committed twice (a resend that overtook the first) is delivered once and never replayed")

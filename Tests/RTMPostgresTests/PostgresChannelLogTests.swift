@@ -57,7 +57,10 @@ struct PostgresChannelLogTests {
             let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
             let first = try await log.append([message("a", "1"), message("b", "1"), message("a", "2")], node: "n1")
             #expect(first.map(\.seq) == [1, 1, 2])
-            #expect(first[0].epoch == first[2].epoch && first[0].epoch != first[1].epoch)
+            // Every channel's numbering starts in the epoch the start position announces.
+            let start = try await log.startPosition()
+            #expect(first.allSatisfy { $0.epoch == ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline) })
+            #expect(start.cluster.hasPrefix("pg") && start.timeline.count == 8)
             var typed = message("a", "3")
             typed.customType = "PNG"
             typed.msgId = UInt64.max
@@ -187,17 +190,25 @@ struct PostgresChannelLogTests {
             let task = Task {
                 try await follower.run { event in
                     switch event {
-                    case .messages(let entries): for entry in entries { sink.yield("\(entry.channel)#\(entry.seq)") }
+                    case .messages(let entries):
+                        for entry in entries { sink.yield("\(entry.channel)#\(entry.seq)"); sink.yield("epoch \(entry.epoch)") }
                     case .link(let up): sink.yield(up ? "up" : "down")
                     case .gaps: sink.yield("gap")
+                    case .started(let start):
+                        sink.yield("first epoch \(ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline))")
+                    case .newTimeline: sink.yield("new timeline")
                     }
                 }
             }
             defer { task.cancel() }
+            // M-2: the epoch a channel's first message gets is known before it is published.
+            let announced = await recorder.first(within: .seconds(10), where: { $0.hasPrefix("first epoch ") })
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "up" }) != nil)
-            _ = try await writer.append([message("a", "x"), message("b", "y")])
+            let receipts = try await writer.append([message("a", "x"), message("b", "y")])
+            #expect(announced == "first epoch \(receipts[0].epoch)" && receipts[1].epoch == receipts[0].epoch)
             // Well within the 30 s poll: NOTIFY woke it.
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "b#1" }) != nil)
+            #expect(await recorder.first(within: .seconds(10), where: { $0 == "epoch \(receipts[0].epoch)" }) != nil)
             // The database goes away and comes back; the catch-up read after the reconnection
             // delivers what was written after the restart.
             try server.stop()

@@ -14,6 +14,40 @@ public enum BackplaneEvent: Sendable {
     case nodeDied(node: String)
     /// A node declared dead renewed its lease again.
     case nodeReturned(node: String)
+    /// Where the channels' numbering stands (SPEC M-2): sent before any message when following
+    /// starts, with every channel's position, and again (with none) when the epoch a channel's
+    /// first message gets changes (the database failed over). A node answers a subscribe to a
+    /// channel it holds nothing of with these, so that the position it gives is the cluster's.
+    case positions(BackplanePositions)
+}
+
+/// Where the channels' numbering stands in the backplane (`BackplaneEvent.positions`).
+public struct BackplanePositions: Sendable {
+    /// One channel's epoch and last number.
+    public struct Channel: Sendable, Equatable {
+        public var appId: String
+        public var channel: String
+        public var epoch: String
+        public var seq: UInt64
+
+        public init(appId: String, channel: String, epoch: String, seq: UInt64) {
+            self.appId = appId
+            self.channel = channel
+            self.epoch = epoch
+            self.seq = seq
+        }
+    }
+
+    /// Channels with messages, as committed when following started (empty later).
+    public var channels: [Channel]
+    /// The epoch the first message of a channel without messages gets now: the same on every
+    /// node.
+    public var firstEpoch: String
+
+    public init(channels: [Channel], firstEpoch: String) {
+        self.channels = channels
+        self.firstEpoch = firstEpoch
+    }
 }
 
 /// A run of a channel's sequence numbers that will never be delivered.

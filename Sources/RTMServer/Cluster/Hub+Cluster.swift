@@ -98,6 +98,8 @@ extension Hub {
             if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
+        case .positions(let positions):
+            state.withLockedValue { $0.channelEpochs.apply(positions) }   // before any subscribe (M-2)
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)

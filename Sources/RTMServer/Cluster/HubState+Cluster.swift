@@ -12,7 +12,7 @@ extension HubState {
     /// many messages it holds, and the loops with subscribers.
     mutating func applyCommitted(_ messages: ArraySlice<BackplaneMessage>, channel key: ChannelKey,
                                  allocator: ByteBufferAllocator) -> (buffer: ByteBuffer?, count: Int, loops: UInt64) {
-        var state = channels.removeValue(forKey: key) ?? newChannel()
+        var state = channels.removeValue(forKey: key) ?? newChannel(key)
         var fresh: [RecentMessage] = []
         fresh.reserveCapacity(messages.count)
         var resends = ResendFilter()
@@ -79,7 +79,7 @@ extension HubState {
     /// of everything it then misses). Returns the loops with subscribers, or nil when the
     /// channel is past the gap already.
     mutating func applyGap(_ gap: BackplaneGap, channel key: ChannelKey) -> UInt64? {
-        var state = channels.removeValue(forKey: key) ?? newChannel()
+        var state = channels.removeValue(forKey: key) ?? newChannel(key)
         defer {
             channels[key] = state
             pruneIfUnused(key)

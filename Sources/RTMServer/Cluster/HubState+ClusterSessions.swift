@@ -238,7 +238,7 @@ extension HubState {
     private mutating func putMember(_ key: UserKey, session id: UInt64, channel: String, _ member: ClusterMember,
                                     wallMillis: Int64) -> [Broadcast] {
         let channelKey = ChannelKey(appId: key.appId, name: channel)
-        var state = channels[channelKey] ?? newChannel()
+        var state = channels[channelKey] ?? newChannel(channelKey)
         let older = state.put(Member(sessionID: id, quiet: member.quiet, features: ChannelFeatures(rawValue: member.features),
                                      state: member.state), for: key.userId)
         channels[channelKey] = state

@@ -41,7 +41,7 @@ extension HubState {
 
     /// Where a channel is now: its epoch and last sequence number (creating the channel).
     mutating func channelPosition(_ key: ChannelKey) -> ChannelPosition {
-        let current = channels[key] ?? newChannel()
+        let current = channels[key] ?? newChannel(key)
         channels[key] = current
         return ChannelPosition(epoch: current.epoch, seq: current.seq)
     }

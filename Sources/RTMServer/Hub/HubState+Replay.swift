@@ -22,7 +22,7 @@ extension HubState {
                           dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], buffer: ByteBuffer?, loops: UInt64) {
         // Taken out of their tables while they change, so that appending to the replay buffer
         // or the id list mutates the only copy instead of copying it on write.
-        var state = channels.removeValue(forKey: key) ?? newChannel()
+        var state = channels.removeValue(forKey: key) ?? newChannel(key)
         var seqs: [UInt64] = []
         seqs.reserveCapacity(messages.count)
         var dedup = publishDedup.removeValue(forKey: publisher)
@@ -120,12 +120,10 @@ extension HubState {
     /// What a subscriber at `position` missed in a channel: the retained messages after it (at
     /// most the last `replayMax`, from the last `replayWindow`), and how many are lost for good.
     mutating func replay(_ key: ChannelKey, after position: ChannelPosition, nowMillis: Int64) -> Replay {
-        guard var state = channels[key] else {
-            // Nothing known about the channel any more: whatever came after the position is gone.
-            let fresh = newChannel()
-            channels[key] = fresh
-            return Replay(epoch: fresh.epoch, lost: .some(nil))
-        }
+        // A channel this node holds nothing of starts with nothing to replay: on a single node
+        // in a new epoch (what came after the position is gone, how much unknown); in a cluster
+        // at the channel's cluster position (what came after the position is counted lost).
+        var state = channels[key] ?? newChannel(key)
         trim(&state, nowMillis: nowMillis)
         channels[key] = state
         var replay = Replay(epoch: state.epoch)

@@ -107,9 +107,10 @@ struct HubState {
     /// Interval mode: a leave is reported only if no rejoin follows within this.
     let presenceDebounceMillis: Int64
 
-    /// Random per server start; channel epochs derive from it.
+    /// Random per server start; single-node channel epochs derive from it.
     let serverEpoch = String(UInt32.random(in: 1...UInt32.max), radix: 36)
-    private var nextIncarnation: UInt64 = 1
+    /// Where channels this node holds nothing of start (their epoch and number).
+    var channelEpochs: ChannelEpochs
     let replayWindowMillis: Int64
     let replayMax: Int
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
@@ -160,12 +161,14 @@ struct HubState {
         self.peerStatus = PeerStatusRegistry(configuration: configuration)
         self.invitations = InvitationTable(configuration: configuration)
         self.timing = Timing(configuration: configuration)
+        self.channelEpochs = ChannelEpochs(runEpoch: serverEpoch)
     }
 
-    /// A new channel incarnation with a fresh epoch.
-    mutating func newChannel() -> ChannelState {
-        defer { nextIncarnation += 1 }
-        return ChannelState(epoch: "\(serverEpoch)-\(nextIncarnation)")
+    /// The state of a channel this node holds nothing of: a new incarnation with a fresh
+    /// epoch on a single node, the cluster's epoch and number in a cluster (`ChannelEpochs`).
+    mutating func newChannel(_ key: ChannelKey) -> ChannelState {
+        let position = channelEpochs.start(key)
+        return ChannelState(epoch: position.epoch, seq: position.seq)
     }
 
     // MARK: sessions
@@ -299,7 +302,7 @@ struct HubState {
             return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in"))
         }
         let channelKey = ChannelKey(appId: key.appId, name: name)
-        var state = channels[channelKey] ?? newChannel()
+        var state = channels[channelKey] ?? newChannel(channelKey)
         if session.channels.contains(name) {
             // Subscribing again changes the event options (since 2.2.1 subscribe may be repeated).
             state.members[key.userId]?.features = features
@@ -349,12 +352,15 @@ struct HubState {
 
     /// Forgets a channel nobody is in, listens to, or could still get a replay from.
     mutating func pruneIfUnused(_ key: ChannelKey) {
-        if let state = channels[key], state.members.isEmpty, state.loops == 0, state.recent.isEmpty { channels[key] = nil }
+        if let state = channels[key], state.members.isEmpty, state.loops == 0, state.recent.isEmpty {
+            channels[key] = nil
+            channelEpochs.forget(key, at: ChannelPosition(epoch: state.epoch, seq: state.seq))
+        }
     }
 
     /// A loop's local subscriber set for a channel became non-empty (`true`) or empty.
     mutating func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
-        var state = channels[channel] ?? newChannel()
+        var state = channels[channel] ?? newChannel(channel)
         if hasSubscribers { state.loops |= (1 << UInt64(index)) } else { state.loops &= ~(1 << UInt64(index)) }
         channels[channel] = state
         if !hasSubscribers { pruneIfUnused(channel) }

@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import NIOCore
+import RTMPostgres
+import RTMProtocol
+import RTMTestSupport
+import Testing
+@testable import RTMClient
+@testable import RTMServer
+
+extension ClusterTests {
+    /// The position the SDK keeps for `channel` (the subscribe reply's, then each message's).
+    static func position(_ client: RTMClient, _ channel: String) async throws -> ChannelPosition? {
+        try await client.core.loop.submit { client.core.positions[channel] }.get()
+    }
+
+    @Test("M-2: a subscribe to a channel with no message yet answers the cluster's epoch: its messages carry it, and a subscriber resuming from that position on another node is replayed what it missed with no gap")
+    func firstSubscribeEpoch() async throws {
+        try await withCluster { _, a, b in
+            let (carol, carolEvents, proxies) = try await Self.clientMovingFromAToB("carol", a: a, b: b)
+            try await carol.subscribe("quiet")
+            let subscribed = try #require(try await Self.position(carol, "quiet"))
+            #expect(subscribed.seq == 0)
+            // Node A becomes unreachable for carol before the channel's first message.
+            await proxies.cutA(carolEvents)
+            let (alice, _) = try await Harness.client("alice", port: b.port)
+            for i in 1...3 { _ = try await alice.publish(channel: "quiet", message: "m\(i)") }
+            proxies.openB()
+            #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "m3" } != nil)
+            let seen = await Self.received(carolEvents, channel: "quiet")
+            #expect(seen.compactMap(\.text) == ["m1", "m2", "m3"])
+            #expect(try await Self.position(carol, "quiet") == ChannelPosition(epoch: subscribed.epoch, seq: 3))
+            #expect(await carolEvents.matching { if case .gap = $0 { true } else { false } }.isEmpty)
+            await carol.logout()
+            await alice.logout()
+            await proxies.stop()
+        }
+    }
+
+    @Test("M-2: a node started after a channel's messages answers a subscribe with the channel's cluster epoch and number")
+    func positionsOfANodeStartedLater() async throws {
+        try await withCluster { database, a, _ in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
+            try await alice.subscribe("room")
+            for i in 1...3 { _ = try await alice.publish(channel: "room", message: "m\(i)") }
+            #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "m3" } != nil)
+            let published = try #require(try await Self.position(alice, "room"))
+            #expect(published.seq == 3)
+            let location = try PostgresLocation(url: database.url + "?sslmode=disable")
+            let c = try await Harness.start {
+                $0.backplane = PostgresChannelBackplane(location: location, node: "c", options: Self.options(), logger: Logger(label: "test.cluster"))
+            }
+            let (dave, _) = try await Harness.client("dave", port: c.port)
+            try await dave.subscribe("room")
+            #expect(try await Self.position(dave, "room") == published)
+            await dave.logout()
+            await alice.logout()
+            await c.stop()
+        }
+    }
+}
