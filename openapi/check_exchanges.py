@@ -8,13 +8,15 @@
 match a documented operation and status, and its JSON body must validate against that
 response's schema (additional properties are refused where the spec says so); the request
 body of every accepted call must validate against the operation's request schema. Every documented
-operation must have been exercised with a 2xx answer at least once. Exit 0 when all holds.
+operation must have been exercised with a 2xx answer at least once. The spec must be as strict
+as the server: a request the server refused with 400 must break the spec too (its body, a query
+or a path parameter), and a request it accepted must not. Exit 0 when all holds.
 Needs openapi-spec-validator and openapi-schema-validator (pip).
 """
 import json
 import re
 import sys
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 from openapi_schema_validator import OAS30Validator, oas30_format_checker
@@ -35,6 +37,53 @@ def resolve(node, root):
     return node
 
 
+def coerce(text, schema):
+    """A query or path parameter's text as the JSON value its schema types it as."""
+    kind = schema.get("type")
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    if kind == "number":
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    if kind == "boolean":
+        return {"true": True, "false": False}.get(text, text)
+    return text
+
+
+def request_errors(operation, exchange, path_values):
+    """What in the recorded request the operation's spec refuses (parameters and body)."""
+    errors = []
+    query = parse_qs(urlsplit(exchange["path"]).query, keep_blank_values=True)
+    for param in operation.get("parameters", []):
+        if param["in"] == "query":
+            values = query.get(param["name"])
+            if values is None:
+                if param.get("required"):
+                    errors.append(f"query parameter {param['name']} missing")
+                continue
+            value = coerce(values[0], param["schema"])
+        elif param["in"] == "path":
+            value = coerce(unquote(path_values[param["name"]]), param["schema"])
+        else:
+            continue
+        for error in OAS30Validator(param["schema"], format_checker=oas30_format_checker).iter_errors(value):
+            errors.append(f"{param['in']} parameter {param['name']}: {error.message}")
+    schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if schema is not None and exchange.get("requestBody") is not None:
+        try:
+            sent = json.loads(exchange["requestBody"])
+        except ValueError:
+            return errors + ["request body is not JSON"]
+        for error in OAS30Validator(schema, format_checker=oas30_format_checker).iter_errors(sent):
+            errors.append(f"request {'/'.join(map(str, error.path)) or '(body)'}: {error.message}")
+    return errors
+
+
 def main():
     spec_path, exchanges_path = sys.argv[1], sys.argv[2]
     with open(spec_path) as f:
@@ -43,7 +92,7 @@ def main():
     spec = resolve(raw, raw)
     templates = []
     for template, item in spec["paths"].items():
-        pattern = "^" + re.sub(r"\{[^/]+\}", "[^/]+", template) + "$"
+        pattern = "^" + re.sub(r"\{([^/]+)\}", r"(?P<\1>[^/]+)", template) + "$"
         templates.append((re.compile(pattern), template, item))
     with open(exchanges_path) as f:
         exchanges = json.load(f)
@@ -51,24 +100,23 @@ def main():
     for number, exchange in enumerate(exchanges):
         method, path = exchange["method"].lower(), urlsplit(exchange["path"]).path
         where = f"#{number} {exchange['method']} {exchange['path']} → {exchange['status']}"
-        match = next(((template, item) for pattern, template, item in templates if pattern.match(path)), None)
+        match = next(((template, item, pattern.match(path)) for pattern, template, item in templates if pattern.match(path)), None)
         if match is None or method not in match[1]:
             failures.append(f"{where}: no such operation in the spec")
             continue
-        template, item = match
+        template, item, found = match
         responses = item[method]["responses"]
         response = responses.get(str(exchange["status"]))
         if response is None:
             failures.append(f"{where}: status not documented (documented: {', '.join(responses)})")
             continue
+        refused_by_spec = request_errors(item[method], exchange, found.groupdict())
         if 200 <= exchange["status"] < 300:
             exercised.add((template, method))
-            # What the test sent was a valid request by the spec too.
-            request_schema = item[method].get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-            if request_schema is not None and exchange.get("requestBody") is not None:
-                sent = json.loads(exchange["requestBody"])
-                for error in OAS30Validator(request_schema, format_checker=oas30_format_checker).iter_errors(sent):
-                    failures.append(f"{where}: request {'/'.join(map(str, error.path)) or '(body)'}: {error.message}")
+            # What the server accepted, the spec accepts too.
+            failures += [f"{where}: {error}" for error in refused_by_spec]
+        elif exchange["status"] == 400 and not refused_by_spec:
+            failures.append(f"{where}: the server refused a request the spec allows (the spec is less strict than the server)")
         content = response.get("content", {})
         media = exchange["contentType"].split(";")[0].strip()
         if media not in content:

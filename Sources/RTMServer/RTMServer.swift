@@ -40,6 +40,7 @@ public final class RTMServer: Service, Sendable {
     /// Gives freed memory back to the system when load ends.
     let memoryTrimmer: MemoryTrimmer
     private let tls: ServerTLS?
+    private let adminTLS: ServerTLS?
 
     /// Creates a server and opens its store (`configuration.dataDirectory`, or the given
     /// `store`); nothing is bound until `start()`.
@@ -48,12 +49,10 @@ public final class RTMServer: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.memoryTrimmer = MemoryTrimmer(interval: configuration.memoryTrimInterval, logger: logger)
-        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
-        case (nil, nil): self.tls = nil
-        case (let certificate?, let key?): self.tls = try ServerTLS(certificatePath: certificate, keyPath: key)
-        default: throw TLSFilesError(file: configuration.tlsCertificatePath ?? configuration.tlsKeyPath ?? "",
-                                     problem: "TLS needs both a certificate (tlsCertificatePath) and a key (tlsKeyPath)")
-        }
+        self.tls = try ServerTLS(certificatePath: configuration.tlsCertificatePath, keyPath: configuration.tlsKeyPath,
+                                 names: ("tlsCertificatePath", "tlsKeyPath"))
+        self.adminTLS = try ServerTLS(certificatePath: configuration.adminTLSCertificatePath, keyPath: configuration.adminTLSKeyPath,
+                                      names: ("adminTLSCertificatePath", "adminTLSKeyPath"))
         let store = try store ?? SQLiteUserMessageStore(
             path: configuration.dataDirectory.map { ($0 as NSString).appendingPathComponent("rtm.sqlite") },
             fullSync: configuration.storeFullSync)
@@ -162,8 +161,12 @@ public final class RTMServer: Service, Sendable {
         if let key = config.adminKey, !key.isEmpty {
             let api = AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
             let adminPort = try await admin.start(group: group, host: config.adminHost, port: config.adminPort, api: api,
-                                                  idleTimeout: config.adminIdleTimeout)
-            logger.info("admin API listening", metadata: ["host": "\(config.adminHost)", "port": "\(adminPort)"])
+                                                  idleTimeout: config.adminIdleTimeout, tls: adminTLS)
+            logger.info("admin API listening", metadata: ["host": "\(config.adminHost)", "port": "\(adminPort)", "tls": "\(adminTLS != nil)"])
+            if adminTLS == nil, !Self.isLoopback(config.adminHost) {
+                logger.warning("the admin listener is reachable from the network over plain HTTP: the admin key crosses it in clear; give it a certificate (adminTLSCertificatePath, --admin-tls-cert) or listen on loopback",
+                               metadata: ["host": "\(config.adminHost)"])
+            }
         }
         return port
     }
@@ -171,15 +174,22 @@ public final class RTMServer: Service, Sendable {
     /// Reads the TLS certificate and key files again; connections accepted from now on use
     /// them, open ones keep theirs. A file that cannot be used is logged and thrown, and the
     /// current certificate stays. Does nothing without TLS. `rtm serve` calls it on SIGHUP.
+    /// The admin listener's certificate (`adminTLSCertificatePath`) is reloaded the same way.
     public func reloadTLSCertificate() throws {
-        guard let tls else { return }
-        do {
-            try tls.reload()
-            logger.info("TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
-        } catch {
-            logger.error("TLS certificate reload failed; keeping the current one", metadata: ["error": "\(error)"])
-            throw error
+        for tls in [tls, adminTLS].compactMap({ $0 }) {
+            do {
+                try tls.reload()
+                logger.info("TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
+            } catch {
+                logger.error("TLS certificate reload failed; keeping the current one", metadata: ["error": "\(error)"])
+                throw error
+            }
         }
+    }
+
+    /// Whether `host` names the loopback interface only.
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     private static func configurePipeline(_ channel: any Channel, hub: Hub, config: ServerConfiguration) throws {

@@ -158,6 +158,12 @@ public struct ServerConfiguration: Sendable {
     public var adminPort: Int = 9601
     /// An admin HTTP connection that sends nothing for this long is closed.
     public var adminIdleTimeout: TimeAmount = .seconds(60)
+    /// TLS certificate chain (PEM) for the admin listener: it then serves `https://` only (the
+    /// admin key no longer crosses the network in clear); with `adminTLSKeyPath`. Nil (the
+    /// default): plain HTTP, meant for loopback. Reloaded with the client port's certificate.
+    public var adminTLSCertificatePath: String?
+    /// TLS private key (PEM) matching `adminTLSCertificatePath`.
+    public var adminTLSKeyPath: String?
     /// TLS certificate chain (PEM) for `wss://`; with `tlsKeyPath`. Both nil (the default) =
     /// plain `ws://`. `RTMServer.reloadTLSCertificate()` (SIGHUP in `rtm serve`) reads the files
     /// again for new connections.

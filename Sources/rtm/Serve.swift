@@ -49,7 +49,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: .hidden) var testInvitationExpiry: Double?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Admin API and console key (default: $RTM_ADMIN_KEY). Without one the admin listener is not started.") var adminKey: String?
-    @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port).") var adminListen = "127.0.0.1:9601"
+    @Option(help: "Admin listener address, host:port (loopback by default; port 0 = any free port). Off loopback, give it --admin-tls-cert: over plain HTTP the admin key crosses the network in clear.") var adminListen = "127.0.0.1:9601"
+    @Option(help: "TLS certificate chain (PEM) for the admin listener: https:// only (with --admin-tls-key). SIGHUP reloads it.") var adminTlsCert: String?
+    @Option(help: "TLS private key (PEM) for --admin-tls-cert.") var adminTlsKey: String?
     @Option(help: "Cluster: every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL is one service (channel messages, sessions, presence, peer status, user messages, metadata, history, locks, stream channels); the schema is created or migrated at start. Call invitations stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
     @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
@@ -136,7 +138,7 @@ struct Serve: AsyncParsableCommand {
         }
         let server = try RTMServer(configuration: config, store: userStore, logger: logger)
         // SIGHUP reloads the certificate only when there is one (otherwise it keeps its default).
-        let services: [any Service] = [server] + (tlsCert != nil ? [CertificateReloader(server: server)] : [])
+        let services: [any Service] = [server] + (tlsCert != nil || adminTlsCert != nil ? [CertificateReloader(server: server)] : [])
         let group = ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
@@ -170,9 +172,12 @@ struct Serve: AsyncParsableCommand {
               (0...65535).contains(port) else {
             throw ValidationError("--admin-listen must be host:port, got '\(adminListen)'")
         }
+        guard (adminTlsCert == nil) == (adminTlsKey == nil) else { throw ValidationError("--admin-tls-cert and --admin-tls-key go together") }
         config.adminKey = key
         config.adminHost = String(adminListen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         config.adminPort = port
+        config.adminTLSCertificatePath = adminTlsCert
+        config.adminTLSKeyPath = adminTlsKey
     }
 }
 

@@ -35,6 +35,16 @@ struct ServeOptionsTests {
         await alice.logout()
     }
 
+    @Test("`rtm serve --admin-tls-cert` without `--admin-tls-key` (and the reverse) is refused by name")
+    func adminTLSFlagsGoTogether() throws {
+        for flag in ["--admin-tls-cert", "--admin-tls-key"] {
+            let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--admin-key", "k", flag, "/nonexistent.pem"])
+            refused.process.waitUntilExit()
+            #expect(refused.process.terminationStatus != 0)
+            #expect(refused.output.contains { $0.contains("--admin-tls-cert and --admin-tls-key go together") }, "\(refused.output)")
+        }
+    }
+
     /// Waits for `rtm serve` to exit and returns everything it printed.
     static func failure(of server: RTMProcess) async -> String {
         _ = await server.waitForLine(containing: "--data-dir")   // the output reader may lag the exit

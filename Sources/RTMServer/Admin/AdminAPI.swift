@@ -20,7 +20,9 @@ struct AdminAPI: Sendable {
     func handle(_ request: AdminRequest, respond: @escaping Respond) {
         let segments = request.segments
         if request.method == .GET, segments.isEmpty || segments == ["console"] {
-            respond(AdminResponse(status: .ok, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: AdminConsolePage.html)))
+            var page = AdminResponse(status: .ok, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: AdminConsolePage.html))
+            page.extraHeaders = AdminConsolePage.headers
+            respond(page)
             return
         }
         guard segments.first == "v1" else {

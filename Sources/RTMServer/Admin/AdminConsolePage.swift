@@ -1,10 +1,38 @@
+import Crypto
+import Foundation
+
 /// The admin web console (`GET /console`): one static page, styles and script inline, no build
 /// step and nothing fetched from the internet. It asks for the admin key (kept in
 /// `sessionStorage`), then polls the admin API every second: node info and counts, a live chart
 /// of messages/s and connections (drawn on a canvas by hand), the channels and the sessions, the
 /// inspected channel's members and last messages; and it has forms to publish and to kick or
 /// ban a user.
+///
+/// It is served with a Content-Security-Policy that lets only its own inline script run (by
+/// its SHA-256) and lets it talk only to the server it came from, and may not be framed
+/// (clickjacking): see `headers`.
 enum AdminConsolePage {
+    /// The headers the page is served with.
+    static let headers: [(String, String)] = [
+        ("Content-Security-Policy", contentSecurityPolicy),
+        ("X-Frame-Options", "DENY"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+
+    /// Nothing loads or runs but the page's own script and styles; requests go to this origin
+    /// only; no framing, no form posts elsewhere, no `<base>` change.
+    static let contentSecurityPolicy = "default-src 'none'; script-src '\(scriptHash)'; style-src 'unsafe-inline'; "
+        + "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+    /// `sha256-<base64>` of the inline script's text, as CSP hashes it (the bytes between the
+    /// tags).
+    static let scriptHash: String = {
+        let start = html.range(of: "<script>")!.upperBound
+        let end = html.range(of: "</script>", range: start..<html.endIndex)!.lowerBound
+        return "sha256-" + Data(SHA256.hash(data: Data(html[start..<end].utf8))).base64EncodedString()
+    }()
+
     static let html = #"""
 <!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rtm admin console</title>

@@ -3,9 +3,11 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
-/// The admin listener: plain HTTP/1.1 on its own address (`adminHost`:`adminPort`, loopback by
-/// default), apart from the client endpoint, serving `AdminAPI` and the console.
+/// The admin listener: HTTP/1.1 on its own address (`adminHost`:`adminPort`, loopback by
+/// default), apart from the client endpoint, serving `AdminAPI` and the console; HTTPS with a
+/// certificate (`adminTLSCertificatePath`).
 final class AdminHTTPServer: Sendable {
     private let channel = NIOLockedValueBox<(any Channel)?>(nil)
 
@@ -13,12 +15,18 @@ final class AdminHTTPServer: Sendable {
     var port: Int? { channel.withLockedValue { $0?.localAddress?.port } }
 
     /// Binds and starts answering. Returns the bound port.
-    func start(group: any EventLoopGroup, host: String, port: Int, api: AdminAPI, idleTimeout: TimeAmount) async throws -> Int {
+    /// With `tls`, HTTPS only (a plain-HTTP request is answered with a 400 saying so).
+    func start(group: any EventLoopGroup, host: String, port: Int, api: AdminAPI, idleTimeout: TimeAmount,
+               tls: ServerTLS? = nil) async throws -> Int {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    if let tls {
+                        try sync.addHandlers(PlainTextOnTLSPortHandler(reply: PlainTextOnTLSPortHandler.adminResponse),
+                                             NIOSSLServerHandler(context: tls.current))
+                    }
                     try sync.configureHTTPServerPipeline()
                     try sync.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                     try sync.addHandler(AdminHTTPHandler(api: api))

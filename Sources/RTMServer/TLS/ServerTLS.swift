@@ -23,6 +23,17 @@ final class ServerTLS: Sendable {
         self.context = NIOLockedValueBox(try Self.load(certificatePath: certificatePath, keyPath: keyPath))
     }
 
+    /// A context from both files, or nil when neither is given; `names` are the settings'
+    /// names, for the error when only one is.
+    convenience init?(certificatePath: String?, keyPath: String?, names: (certificate: String, key: String)) throws {
+        switch (certificatePath, keyPath) {
+        case (nil, nil): return nil
+        case (let certificate?, let key?): try self.init(certificatePath: certificate, keyPath: key)
+        default: throw TLSFilesError(file: certificatePath ?? keyPath ?? "",
+                                     problem: "TLS needs both a certificate (\(names.certificate)) and a key (\(names.key))")
+        }
+    }
+
     /// The context new connections use.
     var current: NIOSSLContext { context.withLockedValue { $0 } }
 
@@ -67,11 +78,25 @@ public struct TLSFilesError: Error, CustomStringConvertible, Sendable {
 final class PlainTextOnTLSPortHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
-    /// The body sent to a plain-HTTP client on the TLS port.
-    static let body = "this port requires TLS: connect with wss://\n"
+    /// The body sent to a plain-HTTP client on the client port.
+    static let body = body(scheme: "wss")
     /// The whole response; the SDK recognises the `X-RTM-Error` header (`tls-required`).
-    static let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nX-RTM-Error: tls-required\r\n"
-        + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+    static let response = response(scheme: "wss")
+    /// The admin listener's (`https://`).
+    static let adminResponse = response(scheme: "https")
+
+    private let reply: String
+
+    /// `reply`: `response` on the client port, `adminResponse` on the admin listener.
+    init(reply: String = PlainTextOnTLSPortHandler.response) { self.reply = reply }
+
+    static func body(scheme: String) -> String { "this port requires TLS: connect with \(scheme)://\n" }
+
+    static func response(scheme: String) -> String {
+        let body = body(scheme: scheme)
+        return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nX-RTM-Error: tls-required\r\n"
+            + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
@@ -81,7 +106,7 @@ final class PlainTextOnTLSPortHandler: ChannelInboundHandler, RemovableChannelHa
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             return
         }
-        let reply = context.channel.allocator.buffer(string: Self.response)
+        let reply = context.channel.allocator.buffer(string: self.reply)
         context.writeAndFlush(wrapOutboundOut(reply)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 }

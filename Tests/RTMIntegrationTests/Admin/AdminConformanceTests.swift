@@ -59,6 +59,16 @@ struct AdminConformanceTests {
         try await admin.call("POST", "/v1/revoke", body: ["token": Harness.token("bob")])
         try await admin.call("POST", "/v1/revoke", body: ["user": "bob"])
         try await admin.call("POST", "/v1/revoke", body: [:])
+        // Refusals the spec must express as well (check_exchanges.py: a 400 breaks the spec too).
+        try await admin.call("POST", "/v1/publish", body: ["channel": "room", "message": "x", "data": "AQ=="])
+        try await admin.call("POST", "/v1/publish", body: ["channel": String(repeating: "c", count: 65), "message": "x"])
+        try await admin.call("GET", "/v1/presence/wherenow?user=null")
+        try await admin.call("POST", "/v1/ban", body: ["user": "mallory", "seconds": 60, "appId": ""])
+        // An app id the server does not serve: 404 wherever an app id is taken.
+        try await admin.call("GET", "/v1/sessions?appId=unknown")
+        try await admin.call("GET", "/v1/presence/whonow?channel=room&appId=unknown")
+        try await admin.call("POST", "/v1/kick", body: ["user": "alice", "appId": "unknown"])
+        try await admin.call("POST", "/v1/publish", body: ["channel": "room", "message": "x", "appId": "unknown"])
 
         let exchanges = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-admin-exchanges-\(UUID()).json").path
         try admin.exchanges.write(to: exchanges)

@@ -1,0 +1,95 @@
+import Foundation
+import RTMServer
+import Testing
+
+/// The admin listener over HTTPS (`adminTLSCertificatePath`), checked with curl, a client we
+/// did not write; and the console's browser protections.
+@Suite(.serialized, .enabled(if: runsWhen(program(named: "openssl") != nil && program(named: "curl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
+                             "the openssl and curl commands are needed (certificates; an outside HTTPS client)"))
+struct AdminTLSTests {
+    /// curl's status line and body for `url`, with the admin key; `options` before the URL.
+    static func curl(_ url: String, _ options: [String] = []) throws -> (status: Int32, output: String) {
+        let curl = try #require(program(named: "curl"))
+        return try runProgram(curl, ["-sS", "--max-time", "10", "-H", "Authorization: Bearer \(AdminHarness.key)",
+                                     "-w", "\nstatus=%{http_code}\n"] + options + [url])
+    }
+
+    @Test("admin over HTTPS: a client trusting the CA gets the API and the console; one that does not is refused; plain HTTP gets a 400 naming https://; a reload serves the new certificate")
+    func adminOverHTTPS() async throws {
+        let certificates = try TestCertificates.make("admin")
+        defer { certificates.remove() }
+        let admin = try await AdminHarness.start {
+            $0.adminTLSCertificatePath = certificates.certificateFile
+            $0.adminTLSKeyPath = certificates.keyFile
+        }
+        defer { Task { await admin.stop() } }
+        let base = "https://127.0.0.1:\(admin.adminPort)"
+        let info = try Self.curl(base + "/v1/info", ["--cacert", certificates.caFile])
+        #expect(info.status == 0 && info.output.contains("status=200") && info.output.contains("\"sessions\""), "\(info.output)")
+        // The system trust store does not know the test CA.
+        let untrusted = try Self.curl(base + "/v1/info")
+        #expect(untrusted.status != 0 && untrusted.output.contains("status=000"), "\(untrusted.output)")
+        let plain = try Self.curl("http://127.0.0.1:\(admin.adminPort)/v1/info")
+        #expect(plain.output.contains("status=400") && plain.output.contains("this port requires TLS: connect with https://"), "\(plain.output)")
+        // A rotated certificate (another CA) is served to new connections after a reload.
+        let next = try TestCertificates.make("admin-next")
+        defer { next.remove() }
+        try next.install(over: certificates)
+        try admin.harness.server.reloadTLSCertificate()
+        #expect(try Self.curl(base + "/v1/info", ["--cacert", next.caFile]).output.contains("status=200"))
+        #expect(try Self.curl(base + "/v1/info", ["--cacert", certificates.caFile]).status != 0)
+    }
+
+    @Test("admin: listening off loopback over plain HTTP logs a warning that the key crosses the network in clear; with a certificate it does not")
+    func plainOffLoopbackWarns() async throws {
+        let plain = try await AdminHarness.start { $0.adminHost = "0.0.0.0" }
+        #expect(plain.logs.contains(.warning, "admin key crosses it in clear"))
+        await plain.stop()
+        let loopback = try await AdminHarness.start()
+        #expect(!loopback.logs.contains(.warning, "admin key crosses it in clear"))
+        await loopback.stop()
+        let certificates = try TestCertificates.make("admin-open")
+        defer { certificates.remove() }
+        let secure = try await AdminHarness.start {
+            $0.adminHost = "0.0.0.0"
+            $0.adminTLSCertificatePath = certificates.certificateFile
+            $0.adminTLSKeyPath = certificates.keyFile
+        }
+        #expect(!secure.logs.contains(.warning, "admin key crosses it in clear"))
+        await secure.stop()
+    }
+
+    @Test("admin: a certificate without its key is refused at start, naming the setting")
+    func certificateWithoutKey() async throws {
+        var config = Harness.serverConfig()
+        config.adminKey = AdminHarness.key
+        config.adminTLSCertificatePath = "/nonexistent/cert.pem"
+        #expect { try RTMServer(configuration: config) } throws: { "\($0)".contains("adminTLSKeyPath") }
+    }
+
+    @Test("admin console: served with a Content-Security-Policy that lets only its own script run (its SHA-256, computed here by openssl), and no framing")
+    func consoleHeaders() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let page = try Self.curl("http://127.0.0.1:\(admin.adminPort)/console", ["-D", "-"])
+        let lines = page.output.split(separator: "\r\n").map(String.init)
+        func header(_ name: String) -> String? {
+            lines.first { $0.lowercased().hasPrefix(name.lowercased() + ":") }.map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+        }
+        let policy = try #require(header("Content-Security-Policy"), "\(page.output.prefix(800))")
+        #expect(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'") && policy.contains("connect-src 'self'"))
+        #expect(header("X-Frame-Options") == "DENY")
+        #expect(header("X-Content-Type-Options") == "nosniff")
+        // The hash in the policy is the served script's: computed by openssl from the body.
+        let body = page.output
+        let start = try #require(body.range(of: "<script>")).upperBound
+        let end = try #require(body.range(of: "</script>", range: start..<body.endIndex)).lowerBound
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-console-\(UUID()).js")
+        try Data(body[start..<end].utf8).write(to: script)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let openssl = try #require(program(named: "openssl"))
+        let digest = try runProgram("/bin/sh", ["-c", "\(openssl) dgst -sha256 -binary '\(script.path)' | \(openssl) base64 -A"])
+        #expect(digest.status == 0 && policy.contains("script-src 'sha256-\(digest.output.trimmingCharacters(in: .whitespacesAndNewlines))'"),
+                "\(policy) vs \(digest.output)")
+    }
+}
