@@ -34,14 +34,20 @@ public final class ChannelLogFollower: Sendable {
     private let pollInterval: TimeAmount
     private let holdbackMillis: Int64
     private let retryInterval: TimeAmount
+    private let resendWindow: TimeAmount
+    private let resendMemory: Int
     private let logger: Logger
 
     /// - Parameters:
     ///   - pollInterval: the fallback read interval (default 100 ms).
     ///   - holdback: how long a missing number is waited for before it is a gap (default 5 s).
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
+    ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).
     public init(log: PostgresChannelLog, location: PostgresLocation, pollInterval: TimeAmount = .milliseconds(100),
-                holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), logger: Logger) {
+                holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
+                resendMemory: Int = 1024, logger: Logger) {
+        self.resendWindow = resendWindow
+        self.resendMemory = resendMemory
         self.log = log
         self.location = location
         self.pollInterval = pollInterval
@@ -84,7 +90,7 @@ public final class ChannelLogFollower: Sendable {
         var start: ChannelLogStart?
         while start == nil {
             do {
-                start = try await log.startPosition()
+                start = try await log.startPosition(resendWindow: resendWindow, resendMemory: resendMemory)
             } catch {
                 logger.warning("cannot reach the database to start following the channel log", metadata: ["error": "\(error)"])
                 try await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))

@@ -27,5 +27,12 @@ public struct PostgresBackplaneOptions: Sendable {
     /// period); default 10 minutes.
     public var trimInterval: TimeAmount = .minutes(10)
 
+    /// How far back a starting node reads the publishers' message ids from the log, so that a
+    /// resend through it of a message committed before it started is recognised (M-3); match
+    /// the server's `publishResendWindow` (`rtm serve` does). Default 60 s.
+    public var resendWindow: TimeAmount = .seconds(60)
+    /// The most ids read back per publisher (the server's `dedupCapacity`). Default 1,024.
+    public var resendMemory = 1024
+
     public init() {}
 }

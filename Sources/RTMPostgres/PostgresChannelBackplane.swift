@@ -39,7 +39,8 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, logger: logger)
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
-                                           retryInterval: options.retryInterval, logger: logger)
+                                           retryInterval: options.retryInterval, resendWindow: options.resendWindow,
+                                           resendMemory: options.resendMemory, logger: logger)
         self.registry = NodeRegistry(client: client, node: node, interval: options.leaseInterval, lease: options.lease, logger: logger)
         self.retention = ChannelLogRetention(client: client, retention: options.retention, interval: options.trimInterval, logger: logger)
     }
@@ -107,7 +108,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         let channels = start.applied.compactMap { key, seq in
             start.epochs[key].map { BackplanePositions.Channel(appId: key.appId, channel: key.channel, epoch: $0.epoch, seq: UInt64(seq)) }
         }
-        return BackplanePositions(channels: channels, firstEpoch: ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline))
+        return BackplanePositions(channels: channels, firstEpoch: ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline),
+                                  recentIds: start.recentIds.map {
+                                      BackplanePositions.RecentId(appId: $0.appId, publisher: $0.publisher, msgId: $0.msgId, seq: UInt64($0.seq))
+                                  })
     }
 
     private static func gap(_ gap: ChannelLogOrdering.Gap) -> BackplaneGap {

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
@@ -85,13 +86,19 @@ public struct PostgresChannelLog: Sendable {
     /// Where a new follower starts: the horizon now, each channel's number, epoch and timeline
     /// as committed in the same snapshot (rows at or below are already counted; rows above are
     /// read), and the database's timeline.
-    public func startPosition() async throws -> ChannelLogStart {
-        try await bounded("the start position") { [self] in try await client.transaction(ReadStart(), logger: logger) }
+    /// With `resendWindow`, also the message ids published in that last window, the last
+    /// `resendMemory` per publisher, in log order (`ChannelLogStart.recentIds`).
+    public func startPosition(resendWindow: TimeAmount = .zero, resendMemory: Int = 1024) async throws -> ChannelLogStart {
+        let read = ReadStart(sinceMillis: Int64(Date().timeIntervalSince1970 * 1000) - resendWindow.nanoseconds / 1_000_000,
+                             resendMemory: resendWindow > .zero ? resendMemory : 0)
+        return try await bounded("the start position") { [self] in try await client.transaction(read, logger: logger) }
     }
 
     /// The start position's snapshot (`startPosition`).
     private struct ReadStart: PostgresTransaction {
         static var begin: PostgresQuery { "BEGIN ISOLATION LEVEL REPEATABLE READ" }
+        let sinceMillis: Int64
+        let resendMemory: Int
 
         func run(on connection: PostgresConnection, logger: Logger) async throws -> ChannelLogStart {
             var horizon: UInt64 = 0
@@ -110,6 +117,17 @@ public struct PostgresChannelLog: Sendable {
                 let key = ChannelLogKey(appId: app, channel: channel)
                 start.applied[key] = seq
                 start.epochs[key] = ChannelLogOrdering.Epoch(epoch: epoch, timeline: rowTimeline ?? "")
+            }
+            guard resendMemory > 0 else { return start }
+            // By the ts index; per publisher only the newest `resendMemory`, oldest first.
+            for try await (app, publisher, msgId, seq) in try await connection.query("""
+                SELECT app, publisher, msg_id, seq FROM (
+                    SELECT app, publisher, msg_id, seq, xid, pos,
+                           row_number() OVER (PARTITION BY app, publisher ORDER BY xid DESC, pos DESC) AS newest
+                    FROM rtm_channel_log WHERE ts >= \(sinceMillis) AND msg_id IS NOT NULL) AS recent
+                WHERE newest <= \(resendMemory) ORDER BY xid, pos
+                """, logger: logger).decode((String, String, Int64, Int64).self) {
+                start.recentIds.append(ChannelLogStart.RecentId(appId: app, publisher: publisher, msgId: UInt64(bitPattern: msgId), seq: seq))
             }
             return start
         }
@@ -209,6 +227,17 @@ public struct ChannelLogStart: Sendable {
     public var timeline: String
     /// The cluster's id (made once, when the schema was created).
     public var cluster: String
+    /// Message ids published in the resend window before the start, in log order
+    /// (`PostgresChannelLog.startPosition(resendWindow:)`).
+    public var recentIds: [RecentId] = []
+
+    /// A publisher's message id and the number its message got.
+    public struct RecentId: Sendable, Equatable {
+        public var appId: String
+        public var publisher: String
+        public var msgId: UInt64
+        public var seq: Int64
+    }
 
     /// The epoch a channel's first message gets on `timeline` (and a channel's first message
     /// after the database moved to `timeline`): the same on every node, so that a node can

@@ -161,6 +161,8 @@ struct Serve: AsyncParsableCommand {
         options.lease = .milliseconds(Int64(leaseSeconds * 1000))
         options.leaseInterval = .milliseconds(Int64(leaseSeconds * 200))
         options.retention = .seconds(Int64(logRetentionHours * 3600))
+        options.resendWindow = config.publishResendWindow   // ids a starting node reads back (M-3)
+        options.resendMemory = config.dedupCapacity
         config.backplane = PostgresChannelBackplane(location: location, node: node, options: options, logger: logger)
         return (location, node)
     }

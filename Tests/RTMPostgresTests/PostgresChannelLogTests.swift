@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -71,6 +72,20 @@ struct PostgresChannelLogTests {
             #expect(stored.map(\.seq) == [2, 3])
             #expect(stored[1].customType == "PNG" && stored[1].msgId == UInt64.max && !stored[1].isText && stored[1].node == "n2")
             #expect(stored[0].customType == nil && stored[0].msgId == 7 && String(buffer: stored[0].payload) == "2")
+            // M-3: a starting node reads back the ids of the resend window: the newest
+            // `resendMemory` per publisher, oldest first (the rows above are from 1970: outside).
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            var recent: [ChannelLogAppend] = []
+            for (id, publisher) in [(10, "alice"), (11, "alice"), (5, "bob"), (12, "alice")] as [(UInt64, String)] {
+                var item = message("r", "\(id)", publisher: publisher)
+                item.msgId = id
+                item.millis = now
+                recent.append(item)
+            }
+            _ = try await log.append(recent, node: "n1")
+            let back = try await log.startPosition(resendWindow: .seconds(60), resendMemory: 2)
+            #expect(back.recentIds.map { "\($0.publisher)#\($0.msgId)@\($0.seq)" } == ["alice#11@2", "bob#5@3", "alice#12@4"])
+            #expect(try await log.startPosition().recentIds.isEmpty)
         }
     }
 

@@ -38,15 +38,35 @@ public struct BackplanePositions: Sendable {
         }
     }
 
+    /// A publisher's message id and the number its message got (M-3).
+    public struct RecentId: Sendable, Equatable {
+        public var appId: String
+        public var publisher: String
+        public var msgId: UInt64
+        public var seq: UInt64
+
+        public init(appId: String, publisher: String, msgId: UInt64, seq: UInt64) {
+            self.appId = appId
+            self.publisher = publisher
+            self.msgId = msgId
+            self.seq = seq
+        }
+    }
+
     /// Channels with messages, as committed when following started (empty later).
     public var channels: [Channel]
     /// The epoch the first message of a channel without messages gets now: the same on every
     /// node.
     public var firstEpoch: String
+    /// Message ids committed within the resend window before following started, in commit
+    /// order (empty later): a node started after a message was committed recognises its
+    /// resend as the nodes that read it do (M-3).
+    public var recentIds: [RecentId]
 
-    public init(channels: [Channel], firstEpoch: String) {
+    public init(channels: [Channel], firstEpoch: String, recentIds: [RecentId] = []) {
         self.channels = channels
         self.firstEpoch = firstEpoch
+        self.recentIds = recentIds
     }
 }
 

@@ -99,7 +99,7 @@ extension Hub {
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
         case .positions(let positions):
-            state.withLockedValue { $0.channelEpochs.apply(positions) }   // before any subscribe (M-2)
+            state.withLockedValue { $0.applyPositions(positions, wallMillis: Self.wallMillis) }   // before any subscribe or publish
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)

@@ -96,6 +96,25 @@ extension HubState {
     }
 }
 
+extension HubState {
+    /// The backplane's positions (`BackplaneEvent.positions`): where channels this node holds
+    /// nothing of start (M-2), and the message ids committed before this node followed the
+    /// log, remembered as if it had read them (M-3: their resends get the first number here
+    /// too; the memories of publishers without a session go after the resend window).
+    mutating func applyPositions(_ positions: BackplanePositions, wallMillis: Int64) {
+        channelEpochs.apply(positions)
+        var seeded: Set<UserKey> = []
+        for recent in positions.recentIds {
+            let publisher = UserKey(appId: recent.appId, userId: recent.publisher)
+            var ids = publishDedup.removeValue(forKey: publisher) ?? RecentIDs(capacity: dedupCapacity)
+            if ids[recent.msgId] == nil { ids.remember(recent.msgId, recent.seq) }   // a copy committed later keeps the first number
+            publishDedup[publisher] = ids
+            seeded.insert(publisher)
+        }
+        for publisher in seeded where !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: wallMillis) }
+    }
+}
+
 /// M-3 across nodes: a client that resends a publish through another node (its first node died
 /// before the ack) may have it committed twice. Every node applies the log in the same order and
 /// remembers each publisher's message ids with their first number (`publishDedup`, the same
