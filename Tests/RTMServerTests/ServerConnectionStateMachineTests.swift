@@ -148,3 +148,44 @@ struct ServerConnectionStateMachineTests {
         #expect(m.session == Self.alice)
     }
 }
+
+extension ServerConnectionStateMachineTests {
+    static let room = StreamMembership(channel: ChannelKey(appId: "app", name: "room"), userId: "alice")
+
+    @Test("SPEC K-3, H-3: a STREAM connection is joined by its first request; it admits stream requests, never a login; silence for its idle timeout drops it with no session grace window")
+    func streamConnection() {
+        var m = machine()
+        m.upgraded()
+        #expect(m.admit(.join) == .allowed)
+        m.joined(Self.room, readTimeout: .seconds(2))
+        #expect(m.session == nil)   // K-3: no session, no PCU: a stream member only
+        #expect(m.admit(.publish) == .allowed)
+        #expect(m.admit(.ping) == .allowed)
+        // H-3: the deadline follows the last read by the stream's short timeout.
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(30)) == Self.t0 + .seconds(32))
+        #expect(m.deadlinePassed(now: Self.t0 + .seconds(32)) == .dropConnection)
+        #expect(m.socketClosed() == nil)   // the member just leaves: nothing to wait for
+    }
+
+    @Test("SPEC K-2: one MESSAGE session per connection: a second login on it is refused with duplicateOperation, and a join (a STREAM connection's first request) with invalidFrame, whatever the order")
+    func oneSessionPerConnection() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        for _ in 0..<2 {
+            #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
+            if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
+        }
+        #expect(m.session == Self.alice)
+    }
+
+    @Test("SPEC H-4: an explicit close ends the connection at once: nothing is admitted afterwards and no deadline but the close's remains")
+    func explicitCloseIsImmediate() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        _ = m.close(code: .normalClosure, now: Self.t0 + .seconds(3))
+        #expect(m.admit(.publish) == .ignored)
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(3)) == Self.t0 + .seconds(4))
+    }
+}
