@@ -69,9 +69,11 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     /// - Parameters:
     ///   - node: this node's name (`rtm serve --node-id`), the one its backplane uses.
     ///   - poolSize: the pool's connections (default 4), plus one listening connection.
-    ///   - callTimeout: the longest a synchronous (metadata, history) call waits (default 10 s).
+    ///   - callTimeout: the longest a metadata, history or lock call waits (default 5 s: well
+    ///     within the SDK's 10 s request timeout, so that a client gets the server's reason,
+    ///     not its own timeout).
     public init(location: PostgresLocation, node: String, poolSize: Int = 4, retryInterval: TimeAmount = .seconds(1),
-                callTimeout: TimeAmount = .seconds(10), logger: Logger) {
+                callTimeout: TimeAmount = .seconds(5), logger: Logger) {
         self.client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
         self.location = location
         self.node = node

@@ -14,11 +14,45 @@ import Testing
 struct ClusterServicesTests {
     /// Two nodes with shared services (timers shrunk) on one fresh database.
     private func withCluster(_ body: (Harness, Harness) async throws -> Void) async throws {
+        try await withDatabaseAndCluster { _, a, b in try await body(a, b) }
+    }
+
+    /// The same, with the database's server.
+    /// `callTimeout`: the store calls' bound.
+    private func withDatabaseAndCluster(callTimeout: TimeAmount = .seconds(10),
+                                        _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
         try await ClusterTests().withCluster(configure: { name, location, logger, config in
-            config.sharedServices = PostgresServices(location: location, node: name, retryInterval: .milliseconds(50), logger: logger)
+            config.sharedServices = PostgresServices(location: location, node: name, retryInterval: .milliseconds(50),
+                                                     callTimeout: callTimeout, logger: logger)
             config.lockTTLRange = 1...300
             config.lockSweepInterval = .milliseconds(50)
-        }) { _, a, b in try await body(a, b) }
+        }, body)
+    }
+
+    @Test("§2.11, §2.8: metadata and history with the database stopped are refused in our words, never the driver's; a write whose outcome is unknown says so")
+    func storeDownInOurWords() async throws {
+        // Bounded well within the test clients' 2 s request timeout: the server's reply comes first.
+        try await withDatabaseAndCluster(callTimeout: .seconds(1)) { database, a, _ in
+            let (alice, _) = try await Harness.client("alice", port: a.port)
+            _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v0")]))
+            try database.stop()
+            do {
+                _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v1")]))
+                Issue.record("a metadata write with the database down succeeded")
+            } catch let error as RTMError {
+                #expect(error.code == .storageOperationFailed && error.reason.hasPrefix("the store could not be written: "), "\(error)")
+                #expect(!error.reason.contains("PSQLError") && !error.reason.contains("Error("), "\(error)")
+            }
+            do {
+                _ = try await alice.getChannelMetadata("doc")
+                Issue.record("a metadata read with the database down succeeded")
+            } catch let error as RTMError {
+                #expect(error.code == .storageOperationFailed && error.reason.hasPrefix("the store could not be read: "), "\(error)")
+                #expect(!error.reason.contains("PSQLError") && !error.reason.contains("outcome"), "\(error)")
+            }
+            try database.start()
+            await alice.logout()
+        }
     }
 
     private static func lock(_ kind: LockEventKind, owner: String? = nil) -> @Sendable (RTMEvent) -> Bool {

@@ -90,9 +90,9 @@ final class StorageService: @unchecked Sendable {
             } catch let refusal as RequestRefusal {   // this node's check, or the shared store's
                 reply(.failure(refusal))
             } catch {
-                logger.error("metadata write failed", metadata: ["error": "\(error)"])
+                logger.error("metadata write failed", metadata: ["error": "\(String(reflecting: error))"])
                 documents[key] = nil   // reload from the store next time
-                reply(.failure(Failure(code: .storageOperationFailed, reason: "the store could not be written: \(error)")))
+                reply(.failure(Failure(code: .storageOperationFailed, reason: StoreFailureWords.reason("the store could not be written", error, write: true))))
             }
         }
     }
@@ -126,7 +126,8 @@ final class StorageService: @unchecked Sendable {
             do {
                 reply(.success(try load(key).metadata))
             } catch {
-                reply(.failure(Failure(code: .storageOperationFailed, reason: "the store could not be read: \(error)")))
+                logger.error("metadata read failed", metadata: ["error": "\(String(reflecting: error))"])
+                reply(.failure(Failure(code: .storageOperationFailed, reason: StoreFailureWords.reason("the store could not be read", error, write: false))))
             }
         }
     }
@@ -157,8 +158,8 @@ final class StorageService: @unchecked Sendable {
                 if try store.appendHistory(record), !isShared { lastHistoryTs[cursorKey] = message.ts }
                 reply(.success(message.ts))
             } catch {
-                logger.error("history write failed", metadata: ["error": "\(error)"])
-                reply(.failure(Failure(code: .historyOperationFailed, reason: "the history could not be written: \(error)")))
+                logger.error("history write failed", metadata: ["error": "\(String(reflecting: error))"])
+                reply(.failure(Failure(code: .historyOperationFailed, reason: StoreFailureWords.reason("the history could not be written", error, write: true))))
             }
         }
     }
@@ -179,7 +180,8 @@ final class StorageService: @unchecked Sendable {
                 }
                 reply(.success((messages, newStart)))
             } catch {
-                reply(.failure(Failure(code: .historyOperationFailed, reason: "the history could not be read: \(error)")))
+                logger.error("history read failed", metadata: ["error": "\(String(reflecting: error))"])
+                reply(.failure(Failure(code: .historyOperationFailed, reason: StoreFailureWords.reason("the history could not be read", error, write: false))))
             }
         }
     }
