@@ -101,8 +101,9 @@ public final class ChannelLogFollower: Sendable {
         var cursor = start!.cursor
         var timeline = start!.timeline
         let cluster = start!.cluster
-        func checkTimeline(_ timeline: inout String, _ cursor: inout ChannelLogCursor, _ seen: String?) async throws {
-            guard try await self.checkTimeline(&timeline, cursor: &cursor, seen: seen) else { return }
+        // A move to a new timeline is announced with the epoch new channels then get.
+        func followTimeline(_ timeline: inout String, _ cursor: inout ChannelLogCursor, _ seen: String?) async throws {
+            guard try await checkTimeline(&timeline, cursor: &cursor, seen: seen) else { return }
             await deliver(.newTimeline(firstEpoch: ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline)))
         }
         var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
@@ -110,12 +111,12 @@ public final class ChannelLogFollower: Sendable {
         for await _ in wakes {
             do {
                 if failing || recheck.withLockedValue({ flag in defer { flag = false }; return flag }) {
-                    try await checkTimeline(&timeline, &cursor, nil)
+                    try await followTimeline(&timeline, &cursor, nil)
                 }
                 while true {
                     let (entries, next) = try await log.read(after: cursor)
                     if let newer = entries.lazy.compactMap(\.timeline).first(where: { $0 > timeline }) {
-                        try await checkTimeline(&timeline, &cursor, newer)
+                        try await followTimeline(&timeline, &cursor, newer)
                         continue
                     }
                     cursor = next

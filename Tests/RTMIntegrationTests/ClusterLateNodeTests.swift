@@ -73,20 +73,16 @@ extension ClusterTests {
         try await withCluster { database, a, b in
             let (onB, onBEvents) = try await Harness.client("sub-b", port: b.port)
             try await onB.subscribe("room")
-            let publisher = UserKey(appId: Harness.appId, userId: "alice")
-            let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
             // The first attempt, committed through A (its ack lost, as far as alice knows).
             let (alice, _) = try await Harness.client("alice", port: a.port)
-            let committed = try await a.server.hub.publishThroughBackplane(try #require(a.server.hub.backplane), appId: Harness.appId,
-                                                                           channel: "room", publisher: publisher, messages: [message])
+            let committed = try await Self.publishOnce(through: a)
             #expect(committed.seqs == [1])
             #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "once" } != nil)
             // Node C starts; alice's resend goes through it.
             let c = try await Self.lateNode(database)
             let (onC, onCEvents) = try await Harness.client("sub-c", port: c.port)
             try await onC.subscribe("room")
-            let again = try await c.server.hub.publishThroughBackplane(try #require(c.server.hub.backplane), appId: Harness.appId,
-                                                                       channel: "room", publisher: publisher, messages: [message])
+            let again = try await Self.publishOnce(through: c)
             #expect(again.seqs == [1] && again.epoch == nil)
             let marker = try await alice.publish(channel: "room", message: "marker")
             #expect(marker == 2)

@@ -105,11 +105,9 @@ struct ClusterTests {
             try await onA.subscribe("room")
             try await onB.subscribe("room")
             let publisher = UserKey(appId: Harness.appId, userId: "alice")
-            let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
             // The first attempt, committed through A while alice has a session there.
             let (first, _) = try await Harness.client("alice", port: a.port)
-            let committed = try await a.server.hub.publishThroughBackplane(try #require(a.server.hub.backplane), appId: Harness.appId,
-                                                                           channel: "room", publisher: publisher, messages: [message])
+            let committed = try await Self.publishOnce(through: a)
             #expect(committed.seqs == [1])
             for events in [onAEvents, onBEvents] { #expect(await events.first(within: soon) { $0.messageEvent?.text == "once" } != nil) }
             // alice logs out: no session of hers anywhere (B learns it through the log).
@@ -121,8 +119,7 @@ struct ClusterTests {
             // Her next session, on B, resends: the first number, nothing stored; through A too.
             let (next, _) = try await Harness.client("alice", port: b.port)
             for node in [b, a] {
-                let again = try await node.server.hub.publishThroughBackplane(try #require(node.server.hub.backplane), appId: Harness.appId,
-                                                                              channel: "room", publisher: publisher, messages: [message])
+                let again = try await Self.publishOnce(through: node)
                 #expect(again.seqs == [1] && again.epoch == nil)
             }
             let marker = try await next.publish(channel: "room", message: "marker")
@@ -160,6 +157,14 @@ struct ClusterTests {
             await alice.logout()
             await proxies.stop()
         }
+    }
+
+    /// alice's publish of "once" (msgId 42) to `room` through `node`, as her connection's goes
+    /// there: checked against the node's resend memory, committed, acknowledged (M-3).
+    static func publishOnce(through node: Harness) async throws -> (seqs: [UInt64], epoch: String?) {
+        let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
+        return try await node.server.hub.publishThroughBackplane(try #require(node.server.hub.backplane), appId: Harness.appId, channel: "room",
+                                                                 publisher: UserKey(appId: Harness.appId, userId: "alice"), messages: [message])
     }
 
     /// A proxy before each node for one client: connected through A first (B refuses until
@@ -205,17 +210,12 @@ struct ClusterTests {
             try await onB.subscribe("room")
             try await onA.subscribe("room")
             let backplane = try #require(a.server.hub.backplane)
-            let publisher = UserKey(appId: Harness.appId, userId: "alice")
-            let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
-            let first = try await a.server.hub.publishThroughBackplane(backplane, appId: Harness.appId, channel: "room",
-                                                                       publisher: publisher, messages: [message])
-            let again = try await a.server.hub.publishThroughBackplane(backplane, appId: Harness.appId, channel: "room",
-                                                                       publisher: publisher, messages: [message])
+            let first = try await Self.publishOnce(through: a)
+            let again = try await Self.publishOnce(through: a)
             #expect(first.seqs == [1] && again.seqs == [1] && again.epoch == nil)
             // Through node B, once B has read the first attempt: its first number, not stored.
             _ = await onBEvents.first(within: soon) { $0.messageEvent?.text == "once" }
-            let viaB = try await b.server.hub.publishThroughBackplane(try #require(b.server.hub.backplane), appId: Harness.appId,
-                                                                      channel: "room", publisher: publisher, messages: [message])
+            let viaB = try await Self.publishOnce(through: b)
             #expect(viaB.seqs == [1] && viaB.epoch == nil)
             // A resend that reached the database before its node read the first attempt (the
             // backplane itself, no node's memory in front): number 2, delivered to nobody.

@@ -103,14 +103,16 @@ extension HubState {
     /// too; the memories of publishers without a session go after the resend window).
     mutating func applyPositions(_ positions: BackplanePositions, wallMillis: Int64) {
         channelEpochs.apply(positions)
+        // The same memory, filled the same way, as when the log is applied (a copy committed
+        // later keeps the first number).
+        var resends = ResendFilter()
         var seeded: Set<UserKey> = []
         for recent in positions.recentIds {
             let publisher = UserKey(appId: recent.appId, userId: recent.publisher)
-            var ids = publishDedup.removeValue(forKey: publisher) ?? RecentIDs(capacity: dedupCapacity)
-            if ids[recent.msgId] == nil { ids.remember(recent.msgId, recent.seq) }   // a copy committed later keeps the first number
-            publishDedup[publisher] = ids
+            _ = resends.isResend(recent.msgId, seq: recent.seq, publisher: publisher, dedup: &publishDedup, capacity: dedupCapacity)
             seeded.insert(publisher)
         }
+        resends.finish(into: &publishDedup)
         for publisher in seeded where !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: wallMillis) }
     }
 }
