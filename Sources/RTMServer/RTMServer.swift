@@ -150,7 +150,7 @@ public final class RTMServer: Service, Sendable {
         try await configuration.sharedServices?.start()   // cluster mode: metadata, history, locks
         hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
         hub.storage.followOtherNodes()   // cluster mode: other nodes' metadata changes
-        hub.followClusterLocks()   // cluster mode: other nodes' lock changes
+        hub.followLocks()   // cluster mode: other nodes' lock changes
         try hub.restoreInvitations()   // the call invitations of the last run, before anyone can ask for them
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startTimers()   // sweeps, interval presence, history retention; cluster mode: due locks
@@ -254,8 +254,8 @@ public final class RTMServer: Service, Sendable {
         }
         await Self.bounded(bound, "storage", logger) { await self.hub.storage.drain() }
         await Self.bounded(bound, "invitations", logger) { await self.hub.invitationWriter.drain() }
-        await Self.bounded(bound, "cluster locks and metadata", logger) {
-            await self.hub.clusterLocks?.stop()
+        await Self.bounded(bound, "locks and metadata", logger) {
+            await self.hub.locks.stop()
             await self.configuration.sharedServices?.stop()
         }
         await Self.bounded(bound, "webhooks", logger) { await self.hub.webhooks?.stop() }   // what is queued stays on disk

@@ -216,7 +216,7 @@ struct ClusterServicesTests {
             #expect(await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "alice")) != nil)
             async let waited = Self.acquire(bob, retry: true)
             // Bob waits on B; the lock is released on A.
-            #expect(await Self.waitUntil { b.server.hub.clusterLocks?.awaited.isEmpty == false })
+            #expect(await Self.waitUntil { !b.server.hub.locks.awaited.isEmpty })
             try await alice.releaseLock(channel: "doc", lockName: "L")
             let second = try #require(await waited.value)
             #expect(second > first)
@@ -240,7 +240,7 @@ struct ClusterServicesTests {
             let first = try await alice.acquireLock(channel: "doc", lockName: "L")
             #expect(await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "alice")) != nil)
             let waited = Task { await Self.acquire(bob, retry: true) }
-            #expect(await Self.waitUntil { b.server.hub.clusterLocks?.awaited.isEmpty == false })
+            #expect(await Self.waitUntil { !b.server.hub.locks.awaited.isEmpty })
             #expect(a.server.hub.endSession(UserKey(appId: Harness.appId, userId: "alice"), code: .kickedOutByServer, reason: "test kick"))
             let acquired = await bobEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob"))
             #expect(acquired != nil, "the kicked user's lock was not released on the other node")

@@ -122,21 +122,16 @@ struct HubStateEventTests {
         #expect(state.webhooks.events.isEmpty)
     }
 
-    @Test("H-4, P-4, §1.7: logout tells members at once, releases the user's locks, ends its lock-store ownership, and queues leave and offline (logout)")
+    @Test("H-4, P-4, §1.7: logout tells members at once, has the lock store release the user's locks, and queues leave and offline (logout)")
     func logoutActions() throws {
         var state = Self.state()
         let first = Self.connection(1), watcher = Self.connection(2)
         aliceAndBobInRoom(&state, first, watcher, watcherFeatures: [.presence, .lock])
-        let room = ChannelKey(appId: "app", name: "room")
-        _ = state.lock(.set(ttl: 10), channel: room, name: "pen", connection: first, requestID: 1, wallMillis: 1_000, maxLocks: 10)
-        _ = state.lock(.acquire(retry: false), channel: room, name: "pen", connection: first, requestID: 2, wallMillis: 1_000, maxLocks: 10)
         _ = Self.webhookLines(&state)
         let actions = state.onLogout(first, now: start, wallMillis: 2_000)
         #expect(Self.broadcasts(actions).contains("alice remoteLeave room"))
-        #expect(actions.contains { if case .broadcast(let b) = $0 { b.frame.type == .lock } else { false } })
         #expect(actions.contains { if case .lockOwner(alice, .loggedOut(first)) = $0 { true } else { false } })
         #expect(Self.webhookLines(&state) == ["alice leaveChannel room logout", "alice userOffline - logout"])
-        #expect(state.locks(of: room).first?.owner ?? "" == "")
     }
 
     @Test("§1.8: an invitation's timer is asked for and handed back as an event: to an offline callee it fails remoteOffline after 30 s, the caller is told, and a forget timer follows; forgotten, the id is unknown")
@@ -178,12 +173,12 @@ struct HubStateEventTests {
         #expect(state.timerFired(timer.timer, now: timer.at, wallMillis: 7_000).isEmpty)
     }
 
-    @Test("The periodic timers come back and ask for themselves again: sweep, interval presence (on the last loop), history trimming with the retention's cutoff; none for history kept for ever; the cluster lock sweep only in a cluster")
+    @Test("The periodic timers come back and ask for themselves again: sweep, interval presence (on the last loop), history trimming with the retention's cutoff; none for history kept for ever; the lock sweep every lockSweepInterval")
     func periodicTimers() throws {
         var state = Self.state { $0.historyRetention = .seconds(60); $0.channelReplayWindow = .seconds(30); $0.presenceInterval = .seconds(2) }
-        let first = Self.timers(state.periodicTimers(now: start, cluster: false))
-        #expect(first.map(\.timer) == [.sweep, .presenceInterval, .historyTrim])
-        #expect(first.map(\.at) == [start + .seconds(30), start + .seconds(2), start])
+        let first = Self.timers(state.periodicTimers(now: start))
+        #expect(first.map(\.timer) == [.sweep, .presenceInterval, .historyTrim, .lockSweep])
+        #expect(first.map(\.at) == [start + .seconds(30), start + .seconds(2), start, start + .seconds(1)])
         #expect(first[1].loop == Int.max)
 
         let trim = state.timerFired(.historyTrim, now: start, wallMillis: 100_000)
@@ -194,8 +189,10 @@ struct HubStateEventTests {
         #expect(Self.timers(state.timerFired(.presenceInterval, now: start, wallMillis: 0)).map(\.at) == [start + .seconds(2)])
 
         var forever = Self.state { $0.historyRetention = nil }
-        #expect(!Self.timers(forever.periodicTimers(now: start, cluster: true)).map(\.timer).contains(.historyTrim))
-        #expect(Self.timers(forever.periodicTimers(now: start, cluster: true)).map(\.timer).contains(.clusterLockSweep))
+        #expect(Self.timers(forever.periodicTimers(now: start)).map(\.timer) == [.sweep, .presenceInterval, .lockSweep])
+        let sweep = forever.timerFired(.lockSweep, now: start, wallMillis: 0)
+        guard case .sweepLocks = sweep.first else { Issue.record("\(sweep)"); return }
+        #expect(Self.timers(sweep).map(\.at) == [start + .seconds(1)])
         #expect(forever.timerFired(.historyTrim, now: start, wallMillis: 0).isEmpty)
     }
 

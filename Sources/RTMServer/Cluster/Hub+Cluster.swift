@@ -106,7 +106,7 @@ extension Hub {
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             if case .nodeDied(let node) = event {
-                clusterLockNodeDied(node)   // its users' locks: TTL from now
+                lockNodeDied(node)   // its users' locks: TTL from now
                 streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
             }
             cluster.nodes(event)

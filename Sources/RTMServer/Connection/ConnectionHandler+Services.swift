@@ -18,17 +18,13 @@ extension ConnectionHandler {
         case .setLock, .acquireLock, .releaseLock, .revokeLock, .removeLock: lock(frame, key: key, context: context)
         case .getLocks:
             guard let channel = validChannel(frame, context: context) else { return true }
-            if let locks = hub.clusterLocks {   // cluster mode: from the shared store
-                let requestID = frame.id, nio = context.channel
-                hub.readClusterLocks(locks, appId: key.appId, channel: channel) { [hub] result in
-                    switch result {
-                    case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
-                    case .failure(let error): hub.reply(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: nio)
-                    }
+            let requestID = frame.id, nio = context.channel
+            hub.readLocks(appId: key.appId, channel: channel) { [hub] result in
+                switch result {
+                case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
+                case .failure(let error): hub.reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), on: nio)
                 }
-                return true
             }
-            send(Frame(type: .ok, id: frame.id, channel: channel).with { $0.locks = hub.locks(appId: key.appId, channel: channel) }, context: context)
         case .getMessages: getMessages(frame, key: key, context: context)
         default: return false
         }
@@ -72,22 +68,10 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .storageInvalidLockName, "lockName '\(lockName)' is invalid (channel metadata only, ≤ 64 characters)"), context: context)
             return
         }
-        let hub = self.hub
-        // Cluster mode: the lock is checked in the write's transaction (SharedServiceStore).
-        let requiredLock = hub.clusterLocks == nil ? nil : lockName.map { MetadataLockGuard(lockName: $0, owner: key.userId) }
-        let precondition: @Sendable () -> StorageService.Failure? = {
-            guard let lockName, requiredLock == nil else { return nil }
-            // Checked on the storage queue right before the write: the writer holds it now.
-            guard hub.holds(key, lock: lockName, channel: storageKey.target) else {
-                return StorageService.Failure(code: .storageLockNotAcquired, reason: "the write needs lock '\(lockName)', which '\(key.userId)' does not hold")
-            }
-            return nil
-        }
-        let requestID = frame.id
-        let channel = context.channel
+        let requiredLock = lockName.map { MetadataLockGuard(lockName: $0, owner: key.userId) }
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
-                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, requiredLock: requiredLock, precondition: precondition,
-                          reply: Self.metadataReply(requestID, on: channel, hub: hub))
+                          notifyAll: frame.notifyAll == true && storageKey.type == .channel, requiredLock: requiredLock,
+                          reply: Self.metadataReply(frame.id, on: context.channel, hub: hub))
     }
 
     /// Answers a metadata request with the set, or with the failure.
@@ -137,18 +121,14 @@ extension ConnectionHandler {
 
     /// After a subscribe with `withMetadata` / `withLock`: the channel's snapshots (§2.11, §2.12).
     func sendServiceSnapshots(channel name: String, features: ChannelFeatures, key: UserKey, context: ChannelHandlerContext) {
-        if features.contains(.lock), let locks = hub.clusterLocks {   // cluster mode: from the shared store
+        if features.contains(.lock) {
             let nio = context.channel
-            hub.readClusterLocks(locks, appId: key.appId, channel: name) { result in
+            hub.readLocks(appId: key.appId, channel: name) { result in
                 guard case .success(let details) = result else { return }
                 var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
                 frame.locks = details
                 Hub.send(frame, on: nio)
             }
-        } else if features.contains(.lock) {
-            var frame = Frame(type: .lock, channel: name, event: LockEventKind.snapshot.rawValue, ts: Hub.wallMillis)
-            frame.locks = hub.locks(appId: key.appId, channel: name)
-            send(frame, context: context)
         }
         if features.contains(.metadata) {
             let channel = context.channel
@@ -169,7 +149,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .lockInvalidName, "lockName '\(frame.lockName ?? "")' must be 1–64 characters of the name set"), context: context)
             return
         }
-        let operation: HubState.LockOperation
+        let request: LockService.Request
         switch frame.type {
         case .setLock:
             let ttl = frame.ttl ?? 10
@@ -177,29 +157,19 @@ extension ConnectionHandler {
                 send(.error(id: frame.id, .invalidParameter, "ttl must be in \(hub.configuration.lockTTLRange.lowerBound)–\(hub.configuration.lockTTLRange.upperBound) s, got \(ttl)"), context: context)
                 return
             }
-            operation = .set(ttl: ttl)
-        case .acquireLock: operation = .acquire(retry: frame.retry ?? false)
-        case .releaseLock: operation = .release
+            request = LockService.Request(operation: .set(ttl: ttl, maxLocks: hub.configuration.limits.maxLocksPerChannel))
+        case .acquireLock: request = LockService.Request(operation: .acquire, waits: frame.retry ?? false)
+        case .releaseLock: request = LockService.Request(operation: .release)
         case .revokeLock:
             guard let owner = frame.userId else {
                 send(.error(id: frame.id, .invalidParameter, "revokeLock needs userId (the owner)"), context: context)
                 return
             }
-            operation = .revoke(owner: owner)
-        default: operation = .remove
+            request = LockService.Request(operation: .revoke(owner: owner))
+        default: request = LockService.Request(operation: .remove)
         }
-        if let locks = hub.clusterLocks {   // cluster mode: the reply comes when the shared store answered
-            hub.clusterLock(operation, locks: locks, channel: ChannelKey(appId: key.appId, name: channel), name: name,
-                            connection: connection, requestID: frame.id)
-            return
-        }
-        guard let result = hub.lock(operation, channel: ChannelKey(appId: key.appId, name: channel), name: name, connection: connection, requestID: frame.id) else {
-            return   // waiting for the lock: the reply comes when it is granted
-        }
-        switch result {
-        case .success(let reply): send(reply, context: context)
-        case .failure(let failure): send(.error(id: frame.id, failure.code, failure.reason), context: context)
-        }
+        // The reply comes when the lock store answered (for a waiting acquire: when granted).
+        hub.lock(request, channel: ChannelKey(appId: key.appId, name: channel), name: name, connection: connection, requestID: frame.id)
     }
 
     // MARK: history

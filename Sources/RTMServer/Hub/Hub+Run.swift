@@ -40,11 +40,11 @@ extension Hub {
             case .wakeWebhooks:
                 webhooks?.wake()
             case .lockOwner(let user, let change):
-                clusterLockOwnerChanged(user, change)
+                lockOwnerChanged(user, change)
             case .trimHistory(let before):
                 storage.trimHistory(olderThan: before)
-            case .sweepClusterLocks:
-                sweepClusterLocks()
+            case .sweepLocks:
+                sweepLocks()
             case .storeInvitation(let change):
                 storeInvitation(change)
             case .log(let level, let message, let metadata):
@@ -65,7 +65,6 @@ extension Hub {
 
     /// Starts the timers that repeat for the server's life.
     func startTimers() {
-        let clustered = clusterLocks != nil
-        modify { state in state.periodicTimers(now: .now(), cluster: clustered) }
+        modify { state in state.periodicTimers(now: .now()) }
     }
 }

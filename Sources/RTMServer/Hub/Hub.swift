@@ -47,8 +47,8 @@ final class Hub: Sendable {
     let cluster: ClusterStatus
     /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
     let clusterSender: ClusterSender?
-    /// Cluster mode: locks in the shared store (Hub+ClusterLocks); nil: in `HubState`.
-    let clusterLocks: ClusterLocks?
+    /// Locks (Hub+Locks): in memory on one node, in the database in a cluster.
+    let locks: LockService
     /// Call invitations' changes to their store (Hub+Invitations, §1.8).
     let invitationWriter: InvitationWriter
 
@@ -62,7 +62,17 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.backplane = configuration.backplane
-        self.clusterLocks = configuration.sharedServices.map { ClusterLocks(store: $0) }
+        // One node's locks are in memory; a cluster's in the database, whose metadata writes
+        // check a lock guard in their own transaction (so that check is never asked here).
+        let lockStore: any SharedLockStore
+        let lockHolder: StorageService.LockHolder
+        if let shared = configuration.sharedServices {
+            (lockStore, lockHolder) = (shared, { _, _, _, _ in false })
+        } else {
+            let memory = MemoryLockStore()
+            (lockStore, lockHolder) = (memory, { user, name, appId, channel in memory.holds(user, lock: name, appId: appId, channel: channel) })
+        }
+        self.locks = LockService(store: lockStore)
         let metrics = ServerMetrics()
         self.metrics = metrics
         let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, probeInterval: configuration.clusterProbeInterval,
@@ -98,7 +108,7 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: configuration.backplane.map {
             StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
         })
-        self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger)
+        self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger, lockHolder: lockHolder)
         if configuration.backplane != nil {
             mailbox.setOnlineElsewhere { [unowned self] keys in
                 state.withLockedValue { $0.onlineElsewhere(keys) }
@@ -285,27 +295,6 @@ final class Hub: Sendable {
     /// Where a channel is now: its epoch and last sequence number (creating the channel).
     func channelPosition(appId: String, channel: String) -> ChannelPosition {
         state.withLockedValue { $0.channelPosition(ChannelKey(appId: appId, name: channel)) }
-    }
-
-    // MARK: locks
-
-    /// Runs a lock operation; its events and any waiter's reply are sent. Returns the caller's
-    /// reply, or nil while it waits for the lock.
-    func lock(_ operation: HubState.LockOperation, channel: ChannelKey, name: String, connection: ConnectionRef,
-              requestID: UInt64?) -> Result<Frame, HubState.LockFailure>? {
-        modify { state in
-            let outcome = state.lock(operation, channel: channel, name: name, connection: connection,
-                                     requestID: requestID, wallMillis: Self.wallMillis, maxLocks: configuration.limits.maxLocksPerChannel)
-            return (outcome.reply, outcome.actions)
-        }
-    }
-
-    func locks(appId: String, channel: String) -> [LockDetail] {
-        state.withLockedValue { $0.locks(of: ChannelKey(appId: appId, name: channel)) }
-    }
-
-    func holds(_ user: UserKey, lock name: String, channel: String) -> Bool {
-        state.withLockedValue { $0.holds(user.userId, lock: name, in: ChannelKey(appId: user.appId, name: channel)) }
     }
 
     // MARK: storage

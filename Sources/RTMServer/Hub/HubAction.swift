@@ -25,18 +25,18 @@ enum HubAction: Sendable {
     case wakeCluster
     /// Webhook events were queued (`WebhookOutbox`): the dispatcher takes them.
     case wakeWebhooks
-    /// Cluster mode: a lock owner's change goes to the shared lock store.
+    /// A lock owner's change goes to the lock store (§2.12).
     case lockOwner(UserKey, LockOwnerChange)
     /// History older than this (ms since the Unix epoch) is forgotten.
     case trimHistory(olderThanMillis: Int64)
-    /// Cluster mode: sweep the shared locks.
-    case sweepClusterLocks
+    /// Release the due locks and try the waits again (§2.12).
+    case sweepLocks
     /// A call invitation changed (or is forgotten): the invitation store is told (§1.8).
     case storeInvitation(InvitationTable.Change)
     /// A line for the server's log.
     case log(Logger.Level, Logger.Message, Logger.Metadata)
 
-    /// What the shared lock store is told of a lock owner (cluster mode; nothing on one node).
+    /// What the lock store is told of a lock owner.
     enum LockOwnerChange {
         /// Its connection was lost: its locks are due `ttl` from now, its waits end.
         case lost(ConnectionRef)
@@ -45,12 +45,5 @@ enum HubAction: Sendable {
         /// Its session ended for good (a logout, an administrator): its locks are released,
         /// the waits of the connection that served it (nil: none, it was in its grace window) end.
         case loggedOut(ConnectionRef?)
-    }
-}
-
-extension HubState.LockOutcome {
-    /// The broadcasts and direct replies, as actions.
-    var actions: [HubAction] {
-        broadcasts.map { .broadcast($0) } + directs.map { .send($0.frame, to: $0.connection) }
     }
 }

@@ -52,12 +52,7 @@ extension HubState {
         let key = userKey(of: connection)
         guard let grace = connectionLost(connection, lastSeen: min(lastSeen, now), now: now) else { return [] }
         var actions: [HubAction] = [.schedule(.grace(grace), at: grace.deadline, loop: connection.loopIndex)]
-        if let key {
-            for lock in lockOwnerLost(connection, user: key, now: now) {
-                actions.append(.schedule(.lockExpiry(lock), at: lock.deadline, loop: connection.loopIndex))
-            }
-            actions.append(.lockOwner(key, .lost(connection)))
-        }
+        if let key { actions.append(.lockOwner(key, .lost(connection))) }
         return actions
     }
 
@@ -76,12 +71,11 @@ extension HubState {
     mutating func endSessionForGood(_ key: UserKey, reason: String, now: NIODeadline, wallMillis: Int64)
         -> (connection: ConnectionRef?, actions: [HubAction])? {
         guard let session = sessions[key] else { return nil }
-        let locks = releaseLocks(of: key, wallMillis: wallMillis)
         webhooks.sessionEnded(key, channels: session.channels, reason: reason, ts: wallMillis)
         var actions = endSession(key, event: .remoteLeave, wallMillis: wallMillis).map { HubAction.broadcast($0) }
-        actions += locks.actions + [.wakeCluster, .wakeWebhooks]
+        actions += [.wakeCluster, .wakeWebhooks]
         actions += signalingSessionEnded(key, now: now)
-        actions.append(.lockOwner(key, .loggedOut(session.connection)))   // cluster mode: the shared lock store too
+        actions.append(.lockOwner(key, .loggedOut(session.connection)))
         return (session.connection, actions)
     }
 

@@ -13,7 +13,7 @@ extension HubState {
         /// History retention (nil: kept for ever), and how often it is applied.
         var historyRetention: TimeAmount?
         var historyTrimInterval: TimeAmount
-        /// Cluster mode: the shared locks' sweep.
+        /// The locks' sweep (due locks released, waits tried again).
         var lockSweepInterval: TimeAmount
         /// Cluster mode: how long a new login's reply waits for the cluster.
         var clusterLoginTimeout: TimeAmount
@@ -30,14 +30,14 @@ extension HubState {
     }
 
     /// The timers that repeat for the server's life, first due one period from `now` (history
-    /// trimming at once); cluster mode adds the lock sweep.
-    func periodicTimers(now: NIODeadline, cluster clustered: Bool) -> [HubAction] {
+    /// trimming at once).
+    func periodicTimers(now: NIODeadline) -> [HubAction] {
         var actions: [HubAction] = [
             .schedule(.sweep, at: now + timing.sweepInterval, loop: 0),
             .schedule(.presenceInterval, at: now + timing.presenceInterval, loop: Int.max),
         ]
         if timing.historyRetention != nil { actions.append(.schedule(.historyTrim, at: now, loop: 0)) }
-        if clustered { actions.append(.schedule(.clusterLockSweep, at: now + timing.lockSweepInterval, loop: 0)) }
+        actions.append(.schedule(.lockSweep, at: now + timing.lockSweepInterval, loop: 0))
         return actions
     }
 
@@ -46,8 +46,6 @@ extension HubState {
         switch timer {
         case .grace(let grace):
             return graceTimerFired(grace, now: now, wallMillis: wallMillis)
-        case .lockExpiry(let lock):
-            return lockTimerFired(lock, wallMillis: wallMillis).actions
         case .invitation(let key):
             return invitationActions(invitations.timerFired(key, now: now))
         case .forgetInvitation(let key):
@@ -78,8 +76,8 @@ extension HubState {
             guard let retention = timing.historyRetention else { return [] }
             return [.trimHistory(olderThanMillis: wallMillis - retention.nanoseconds / 1_000_000),
                     .schedule(.historyTrim, at: now + timing.historyTrimInterval, loop: 0)]
-        case .clusterLockSweep:
-            return [.sweepClusterLocks, .schedule(.clusterLockSweep, at: now + timing.lockSweepInterval, loop: 0)]
+        case .lockSweep:
+            return [.sweepLocks, .schedule(.lockSweep, at: now + timing.lockSweepInterval, loop: 0)]
         }
     }
 

@@ -119,10 +119,6 @@ struct HubState {
     /// When the memories of publishers without a session go (`publishResendWindow`).
     var dedupRetention = ResendMemoryRetention()
     let publishResendWindowMillis: Int64
-    /// Locks per channel (HubState+Locks).
-    var locks: [ChannelKey: [String: LockState]] = [:]
-    /// The last fencing token handed out.
-    var lastFencingToken: UInt64 = 0
     /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
     var metadataWatchers: [UserKey: Set<String>] = [:]
     /// Peer online status subscriptions (HubState+PeerStatus, §1.7).

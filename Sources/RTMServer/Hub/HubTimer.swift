@@ -8,8 +8,6 @@ import RTMProtocol
 enum HubTimer: Sendable, Equatable {
     /// A lost connection's session: its grace window ran out (SPEC P-1, P-2).
     case grace(HubState.GraceTimer)
-    /// An offline owner's lock: its TTL ran out (§2.12).
-    case lockExpiry(HubState.LockTimer)
     /// An invitation's ring or answer time ran out (§1.8).
     case invitation(InvitationTable.Key)
     /// An ended invitation's linger time is over: it is forgotten.
@@ -28,6 +26,6 @@ enum HubTimer: Sendable, Equatable {
     case sweep
     /// History older than `historyRetention` forgotten, every half retention (at most hourly).
     case historyTrim
-    /// Cluster mode: due locks released and waits tried again, every `lockSweepInterval`.
-    case clusterLockSweep
+    /// Due locks released and waits tried again, every `lockSweepInterval` (§2.12).
+    case lockSweep
 }

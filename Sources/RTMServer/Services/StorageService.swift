@@ -34,8 +34,16 @@ final class StorageService: @unchecked Sendable {
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
-    init(store: any ServiceStore, limits: Limits, logger: Logger) {
+    /// Whether a user holds a channel's lock now: (user, lock name, app id, channel).
+    typealias LockHolder = @Sendable (String, String, String, String) -> Bool
+
+    private let lockHolder: LockHolder
+
+    /// `lockHolder` answers a metadata write's lock guard (`lockName`) with a local store; a
+    /// shared store checks it in the write's transaction instead.
+    init(store: any ServiceStore, limits: Limits, logger: Logger, lockHolder: @escaping LockHolder) {
         self.store = store
+        self.lockHolder = lockHolder
         self.isShared = store is any SharedServiceStore
         self.limits = limits
         self.logger = logger
@@ -53,16 +61,14 @@ final class StorageService: @unchecked Sendable {
 
     // MARK: metadata
 
-    /// Applies a write. `precondition` runs on the queue just before the revisions are checked
-    /// (the lock guard on one node: the writer must hold the named lock at that moment). With a
-    /// shared store, `requiredLock` is checked in the write's own transaction instead.
+    /// Applies a write. `requiredLock` (a write guarded by a channel lock, §2.11): the writer
+    /// must hold the lock when the write is made: checked on the queue just before the
+    /// revisions with a local store, in the write's own transaction with a shared one.
     func write(_ operation: MetadataDocument.Operation, key: StorageKey, request: Metadata,
                options: MetadataDocument.WriteOptions, author: String, notifyAll: Bool = false,
                requiredLock: MetadataLockGuard? = nil,
-               precondition: @escaping @Sendable () -> Failure?,
                reply: @escaping @Sendable (Result<Metadata, Failure>) -> Void) {
         queue.async { [self] in
-            if let failure = precondition() { reply(.failure(failure)); return }
             let limits = self.limits
             let apply: @Sendable (Metadata?) throws -> Metadata = { current in
                 var document = current.map(MetadataDocument.init) ?? MetadataDocument()
@@ -81,6 +87,10 @@ final class StorageService: @unchecked Sendable {
                     shared.announce(StorageChangeNotice(key: key, kind: StorageEventKind(operation),
                                                         majorRevision: metadata.majorRevision, notifyAll: notifyAll))
                 } else {
+                    if let requiredLock, !lockHolder(requiredLock.owner, requiredLock.lockName, key.appId, key.target) {
+                        throw Failure(code: .storageLockNotAcquired,
+                                      reason: "the write needs lock '\(requiredLock.lockName)', which '\(requiredLock.owner)' does not hold")
+                    }
                     metadata = try apply(try load(key).metadata)
                     try store.saveMetadata(key, metadata)
                     documents[key] = MetadataDocument(metadata)

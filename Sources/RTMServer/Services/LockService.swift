@@ -1,12 +1,27 @@
 import NIOConcurrencyHelpers
 import RTMProtocol
 
-/// Cluster mode's locks on this node (§2.12): the shared store holds the locks; this
-/// holds what only this node can: the `acquireLock(retry: true)` waiters (they are its
-/// connections) and one serial queue of store calls, so that this node's calls reach the store
-/// in the order they were made (an owner lost then back: offline, then online). The logic is in
-/// `Hub+ClusterLocks`.
-final class ClusterLocks: Sendable {
+/// This node's side of the locks (§2.12), on one node and in a cluster alike: the store holds
+/// the locks (`MemoryLockStore` on one node, the database's in a cluster); this holds what only
+/// this node can: the `acquireLock(retry: true)` waiters (they are its connections) and one
+/// serial queue of store calls, so that this node's calls reach the store in the order they
+/// were made (an owner lost then back: offline, then online; a release, then the hand-over to
+/// the first waiter). The logic is in `Hub+Locks`.
+final class LockService: Sendable {
+    /// An `acquireLock(retry: true)` caller, first come first served.
+    struct Waiter: Sendable {
+        let connection: ConnectionRef
+        let userId: String
+        let requestID: UInt64?
+    }
+
+    /// A lock operation as a request asks for it: the store's operation, and for an
+    /// acquisition whether to wait while the lock is held.
+    struct Request: Sendable {
+        var operation: SharedLockOperation
+        var waits = false
+    }
+
     /// A lock of a channel.
     struct LockKey: Hashable, Sendable {
         let appId: String
@@ -15,7 +30,7 @@ final class ClusterLocks: Sendable {
     }
 
     let store: any SharedLockStore
-    private let waiting = NIOLockedValueBox<[LockKey: [HubState.LockWaiter]]>([:])
+    private let waiting = NIOLockedValueBox<[LockKey: [Waiter]]>([:])
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let worker: Task<Void, Never>
     /// A sweep is queued and not yet run (the timer does not pile sweeps up behind a slow store).
@@ -53,7 +68,7 @@ final class ClusterLocks: Sendable {
 
     /// Adds a waiter; a second wait from the same connection replaces the first, which is
     /// returned (to be told it was superseded).
-    func wait(_ waiter: HubState.LockWaiter, for key: LockKey) -> HubState.LockWaiter? {
+    func wait(_ waiter: Waiter, for key: LockKey) -> Waiter? {
         waiting.withLockedValue { waiting in
             var list = waiting[key] ?? []
             let superseded = list.first { $0.connection == waiter.connection }
@@ -65,12 +80,12 @@ final class ClusterLocks: Sendable {
     }
 
     /// The first waiter of a lock (nil: none).
-    func firstWaiter(of key: LockKey) -> HubState.LockWaiter? {
+    func firstWaiter(of key: LockKey) -> Waiter? {
         waiting.withLockedValue { $0[key]?.first }
     }
 
     /// Removes a lock's first waiter if it is still `waiter` (granted, or gone).
-    func removeFirst(_ waiter: HubState.LockWaiter, of key: LockKey) {
+    func removeFirst(_ waiter: Waiter, of key: LockKey) {
         waiting.withLockedValue { waiting in
             guard let first = waiting[key]?.first, first.connection == waiter.connection,
                   first.requestID == waiter.requestID else { return }
@@ -80,12 +95,12 @@ final class ClusterLocks: Sendable {
     }
 
     /// Removes and returns every waiter of a lock (it was removed).
-    func removeAll(of key: LockKey) -> [HubState.LockWaiter] {
+    func removeAll(of key: LockKey) -> [Waiter] {
         waiting.withLockedValue { $0.removeValue(forKey: key) ?? [] }
     }
 
     /// Ends the waits of a connection, or of a user (its session ended).
-    func endWaits(where ends: (HubState.LockWaiter) -> Bool) {
+    func endWaits(where ends: (Waiter) -> Bool) {
         waiting.withLockedValue { waiting in
             for key in Array(waiting.keys) {
                 waiting[key]?.removeAll(where: ends)

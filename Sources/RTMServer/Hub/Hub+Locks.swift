@@ -1,47 +1,39 @@
 import NIOCore
 import RTMProtocol
 
-/// Cluster mode's locks (§2.12): every operation goes to the shared store
-/// (`ServerConfiguration.sharedServices`) through this node's serial queue (`ClusterLocks`);
-/// the node that made a change tells its own channel members at once and announces it, the
-/// other nodes tell theirs when they hear of it. Waiters (`retry`) are tried again whenever a
-/// release is heard of, and at every sweep (which also releases what is due, on any node).
+/// Locks (§2.12), one path on one node and in a cluster: every operation goes to the lock store
+/// (`MemoryLockStore` on one node; the database in a cluster, `ServerConfiguration.sharedServices`)
+/// through this node's serial queue (`LockService`); the node that made a change tells its own
+/// channel members at once and announces it, the other nodes tell theirs when they hear of it.
+/// Waiters (`retry`) are tried again whenever a release is made or heard of, and at every sweep
+/// (which also releases what is due, on any node).
 extension Hub {
     /// Runs a lock request; the caller's reply is sent when the store has answered (none while
     /// it waits for the lock).
-    func clusterLock(_ operation: HubState.LockOperation, locks: ClusterLocks, channel: ChannelKey, name: String,
-                     connection: ConnectionRef, requestID: UInt64?) {
+    func lock(_ request: LockService.Request, channel: ChannelKey, name: String, connection: ConnectionRef, requestID: UInt64?) {
         guard let user = userKey(of: connection) else {
             reply(.error(id: requestID, .notLogin, "not logged in"), on: connection.channel)
             return
         }
-        let shared: SharedLockOperation
-        let retry: Bool
-        switch operation {
-        case .set(let ttl): shared = .set(ttl: ttl, maxLocks: configuration.limits.maxLocksPerChannel); retry = false
-        case .acquire(let wait): shared = .acquire; retry = wait
-        case .release: shared = .release; retry = false
-        case .revoke(let owner): shared = .revoke(owner: owner); retry = false
-        case .remove: shared = .remove; retry = false
-        }
-        let key = ClusterLocks.LockKey(appId: channel.appId, channel: channel.name, name: name)
+        let key = LockService.LockKey(appId: channel.appId, channel: channel.name, name: name)
         locks.enqueue { [self] in
             let result: SharedLockResult
             do {
-                result = try await locks.store.perform(shared, appId: channel.appId, channel: channel.name, name: name, user: user.userId)
+                result = try await locks.store.perform(request.operation, appId: channel.appId, channel: channel.name, name: name, user: user.userId)
             } catch {
-                reply(.error(id: requestID, .lockOperationFailed, "the cluster's lock store failed: \(error)"), on: connection.channel)
+                reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), on: connection.channel)
                 return
             }
             switch result {
             case .done(let detail, let change):
-                if let change { await lockChanged([change], locks: locks, local: true) }
-                reply(Self.lockReply(requestID, channel: channel.name, detail: shared == .acquire ? detail : nil), on: connection.channel)
-            case .refused(let refusal) where refusal.code == .lockAcquireFailed && retry:
-                let waiter = HubState.LockWaiter(connection: connection, userId: user.userId, requestID: requestID)
+                if let change { await lockChanged([change], local: true) }
+                reply(Self.lockReply(requestID, channel: channel.name, lockName: name, detail: request.operation == .acquire ? detail : nil),
+                      on: connection.channel)
+            case .refused(let refusal) where refusal.code == .lockAcquireFailed && request.waits:
+                let waiter = LockService.Waiter(connection: connection, userId: user.userId, requestID: requestID)
                 if let superseded = locks.wait(waiter, for: key) {
                     reply(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
-                              on: superseded.connection.channel)
+                          on: superseded.connection.channel)
                 }
             case .refused(let refusal):
                 reply(.error(id: requestID, refusal.code, refusal.reason), on: connection.channel)
@@ -50,8 +42,8 @@ extension Hub {
     }
 
     /// The locks of a channel (getLocks, the withLock snapshot), read in queue order.
-    func readClusterLocks(_ locks: ClusterLocks, appId: String, channel: String, reply: @escaping @Sendable (Result<[LockDetail], any Error>) -> Void) {
-        locks.enqueue {
+    func readLocks(appId: String, channel: String, reply: @escaping @Sendable (Result<[LockDetail], any Error>) -> Void) {
+        locks.enqueue { [locks] in
             do { reply(.success(try await locks.store.locks(appId: appId, channel: channel))) } catch { reply(.failure(error)) }
         }
     }
@@ -59,7 +51,7 @@ extension Hub {
     /// Changes made here (`local`, announced to the other nodes) or heard of: this node's channel
     /// members get the lock events; this node's waiters of a removed lock are told, and those of
     /// a released one try again.
-    func lockChanged(_ changes: [SharedLockChange], locks: ClusterLocks, local: Bool) async {
+    func lockChanged(_ changes: [SharedLockChange], local: Bool) async {
         guard !changes.isEmpty else { return }
         if local { locks.store.announce(changes) }
         let wallMillis = Self.wallMillis
@@ -67,14 +59,14 @@ extension Hub {
             changes.map { .broadcast(state.lockEvent($0.kind, ChannelKey(appId: $0.appId, name: $0.channel), [$0.detail], wallMillis)) }
         }
         for change in changes {
-            let key = ClusterLocks.LockKey(appId: change.appId, channel: change.channel, name: change.detail.lockName)
+            let key = LockService.LockKey(appId: change.appId, channel: change.channel, name: change.detail.lockName)
             switch change.kind {
             case .lockRemoved:
                 for waiter in locks.removeAll(of: key) {
                     reply(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), on: waiter.connection.channel)
                 }
             case .lockReleased:
-                await grantWaiters(of: key, locks: locks)
+                await grantWaiters(of: key)
             default:
                 break
             }
@@ -83,7 +75,7 @@ extension Hub {
 
     /// Tries to give a lock to its first waiter still logged in on this node: it gets the
     /// acquisition's reply (with its fencing token), and the members the acquired event.
-    private func grantWaiters(of key: ClusterLocks.LockKey, locks: ClusterLocks) async {
+    private func grantWaiters(of key: LockService.LockKey) async {
         while let waiter = locks.firstWaiter(of: key) {
             guard userKey(of: waiter.connection)?.userId == waiter.userId else {
                 locks.removeFirst(waiter, of: key)   // its session ended
@@ -93,8 +85,8 @@ extension Hub {
             switch result {
             case .done(let detail, let change)?:
                 locks.removeFirst(waiter, of: key)
-                if let change { await lockChanged([change], locks: locks, local: true) }
-                reply(Self.lockReply(waiter.requestID, channel: key.channel, detail: detail), on: waiter.connection.channel)
+                if let change { await lockChanged([change], local: true) }
+                reply(Self.lockReply(waiter.requestID, channel: key.channel, lockName: key.name, detail: detail), on: waiter.connection.channel)
                 return
             case .refused(let refusal)? where refusal.code == .lockNotExist:
                 locks.removeFirst(waiter, of: key)
@@ -106,50 +98,48 @@ extension Hub {
     }
 
     /// The `ok` reply to a lock request; with the fencing token for an acquisition.
-    private static func lockReply(_ requestID: UInt64?, channel: String, detail: LockDetail?) -> Frame {
+    private static func lockReply(_ requestID: UInt64?, channel: String, lockName: String, detail: LockDetail?) -> Frame {
         var frame = Frame(type: .ok, id: requestID, channel: channel)
-        frame.lockName = detail?.lockName
+        frame.lockName = lockName
         if let detail, !detail.owner.isEmpty { frame.fencingToken = detail.fencingToken }
         return frame
     }
 
     /// Releases what is due (any node may) and tries the waits again (a release may have been
-    /// announced while this node was not listening): the `clusterLockSweep` timer, every
+    /// announced while this node was not listening): the `lockSweep` timer, every
     /// `lockSweepInterval`. One sweep at a time.
-    func sweepClusterLocks() {
-        guard let locks = clusterLocks, locks.claimSweep() else { return }
+    func sweepLocks() {
+        guard locks.claimSweep() else { return }
         locks.enqueue { [self] in
             locks.sweepStarted()
             do {
-                await lockChanged(try await locks.store.sweep(), locks: locks, local: true)
+                await lockChanged(try await locks.store.sweep(), local: true)
             } catch {
                 logger.debug("lock sweep failed", metadata: ["error": "\(error)"])
             }
-            for key in locks.awaited { await grantWaiters(of: key, locks: locks) }
+            for key in locks.awaited { await grantWaiters(of: key) }
         }
     }
 
-    /// Follows the other nodes' lock changes.
-    func followClusterLocks() {
-        guard let locks = clusterLocks else { return }
+    /// Follows the other nodes' lock changes (none on one node).
+    func followLocks() {
         locks.store.followLocks { [self] changes in
-            locks.enqueue { [self] in await lockChanged(changes, locks: locks, local: false) }
+            locks.enqueue { [self] in await lockChanged(changes, local: false) }
         }
     }
 
-    /// A lock owner's change, told to the shared lock store (nothing on one node).
-    func clusterLockOwnerChanged(_ user: UserKey, _ change: HubAction.LockOwnerChange) {
+    /// A lock owner's change, told to the lock store.
+    func lockOwnerChanged(_ user: UserKey, _ change: HubAction.LockOwnerChange) {
         switch change {
-        case .lost(let connection): clusterLockOwnerLost(connection, user: user)
-        case .online: clusterLockOwnerOnline(user)
-        case .loggedOut(let connection): clusterLockOwnerLoggedOut(connection, user: user)
+        case .lost(let connection): lockOwnerLost(connection, user: user)
+        case .online: lockOwnerOnline(user)
+        case .loggedOut(let connection): lockOwnerLoggedOut(connection, user: user)
         }
     }
 
     /// The user behind `connection` is declared offline here (P-1: it entered its grace
     /// window): its locks are due `ttl` from now; its waits end.
-    private func clusterLockOwnerLost(_ connection: ConnectionRef, user: UserKey) {
-        guard let locks = clusterLocks else { return }
+    private func lockOwnerLost(_ connection: ConnectionRef, user: UserKey) {
         locks.endWaits { $0.connection == connection }
         locks.enqueue { [self] in
             do { try await locks.store.ownerOffline(appId: user.appId, user: user.userId) } catch {
@@ -159,8 +149,7 @@ extension Hub {
     }
 
     /// A user logged in (or resumed) here: its locks are no longer due, and are on this node.
-    private func clusterLockOwnerOnline(_ user: UserKey) {
-        guard let locks = clusterLocks else { return }
+    private func lockOwnerOnline(_ user: UserKey) {
         locks.enqueue { [self] in
             do { try await locks.store.ownerOnline(appId: user.appId, user: user.userId) } catch {
                 logger.warning("could not keep the locks of a returning user", metadata: ["user": "\(user.userId)", "error": "\(error)"])
@@ -170,11 +159,10 @@ extension Hub {
 
     /// Logout (H-4) or an administrator's kick: the user's locks are released at once, the
     /// waits of the connection that served it end.
-    private func clusterLockOwnerLoggedOut(_ connection: ConnectionRef?, user: UserKey) {
-        guard let locks = clusterLocks else { return }
+    private func lockOwnerLoggedOut(_ connection: ConnectionRef?, user: UserKey) {
         if let connection { locks.endWaits { $0.connection == connection } }
         locks.enqueue { [self] in
-            do { await lockChanged(try await locks.store.releaseAll(appId: user.appId, user: user.userId), locks: locks, local: true) } catch {
+            do { await lockChanged(try await locks.store.releaseAll(appId: user.appId, user: user.userId), local: true) } catch {
                 logger.warning("could not release the locks of a user whose session ended", metadata: ["user": "\(user.userId)", "error": "\(error)"])
             }
         }
@@ -182,8 +170,7 @@ extension Hub {
 
     /// The survivors declared `node` dead: its users' locks are due `ttl`
     /// from now, as if each owner had gone offline then.
-    func clusterLockNodeDied(_ node: String) {
-        guard let locks = clusterLocks else { return }
+    func lockNodeDied(_ node: String) {
         locks.enqueue { [self] in
             do { try await locks.store.nodeDied(node) } catch {
                 logger.warning("could not mark the locks of a dead node", metadata: ["node": "\(node)", "error": "\(error)"])
