@@ -163,7 +163,7 @@ struct ClusterTests {
     /// there: checked against the node's resend memory, committed, acknowledged (M-3).
     static func publishOnce(through node: Harness) async throws -> (seqs: [UInt64], epoch: String?) {
         let message = Hub.Outgoing(requestID: 1, msgId: 42, customType: nil, isText: true, payload: ByteBuffer(string: "once"))
-        return try await node.server.hub.publishThroughBackplane(try #require(node.server.hub.backplane), appId: Harness.appId, channel: "room",
+        return try await node.server.hub.publishThroughBackplane(try #require(node.server.hub.configuration.backplane), appId: Harness.appId, channel: "room",
                                                                  publisher: UserKey(appId: Harness.appId, userId: "alice"), messages: [message])
     }
 
@@ -209,7 +209,7 @@ struct ClusterTests {
             let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
             try await onB.subscribe("room")
             try await onA.subscribe("room")
-            let backplane = try #require(a.server.hub.backplane)
+            let backplane = try #require(a.server.hub.configuration.backplane)
             let first = try await Self.publishOnce(through: a)
             let again = try await Self.publishOnce(through: a)
             #expect(first.seqs == [1] && again.seqs == [1] && again.epoch == nil)

@@ -122,25 +122,17 @@ extension AdminAPI {
         try checkPayload(text: body.message, data: body.data, customType: body.customType)
         let payload = body.message.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: body.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: 0, msgId: nil, customType: body.customType, isText: body.message != nil, payload: payload)
-        if let backplane = hub.backplane {   // cluster mode (Hub+Cluster): answered after the commit
-            let hub = self.hub
-            Task {
-                do {
-                    let (seqs, epoch) = try await hub.publishThroughBackplane(backplane, appId: appId, channel: channel,
-                                                                              publisher: UserKey(appId: appId, userId: publisher), messages: [outgoing])
-                    self.published(body, appId: appId, channel: channel, publisher: publisher, seq: seqs[0],
-                                   epoch: epoch ?? hub.channelPosition(appId: appId, channel: channel).epoch, respond: respond)
-                } catch {
-                    respond(.error(.internalServerError, "publishFailed", ClusterCommitFailure.reason(error),
-                                   code: RTMErrorCode.channelPublishMessageTimeout.rawValue))
-                }
+        let hub = self.hub
+        Task {   // one node: numbered at once; a cluster: answered after the commit (PublishPath)
+            do {
+                let (seqs, epoch) = try await hub.publishing.publish([outgoing], channel: ChannelKey(appId: appId, name: channel),
+                                                                     publisher: UserKey(appId: appId, userId: publisher), hub: hub)
+                self.published(body, appId: appId, channel: channel, publisher: publisher, seq: seqs[0], epoch: epoch, respond: respond)
+            } catch {
+                respond(.error(.internalServerError, "publishFailed", ClusterCommitFailure.reason(error),
+                               code: RTMErrorCode.channelPublishMessageTimeout.rawValue))
             }
-            return
         }
-        let seq = hub.publish(appId: appId, channel: channel, publisher: UserKey(appId: appId, userId: publisher),
-                              messages: [outgoing], allocator: ByteBufferAllocator())[0]
-        published(body, appId: appId, channel: channel, publisher: publisher, seq: seq,
-                  epoch: hub.channelPosition(appId: appId, channel: channel).epoch, respond: respond)
     }
 
     /// Answers a publish (and stores it in history if asked).

@@ -2,10 +2,11 @@ import NIOCore
 
 /// How channel messages cross nodes: the seam between the server core and a shared
 /// engine. Without one (`ServerConfiguration.backplane == nil`, the default) the server is a
-/// single node and publishes take the in-process path unchanged (sequence, fan-out and ack in
-/// one step). With one, a publish is appended through the backplane, acknowledged after its
-/// commit with the backplane's sequence numbers, and delivered on **every** node, the
-/// publisher's included, only when the backplane hands it back (`start(events:)`).
+/// single node and publishes take the in-memory `LocalPublishPath` (sequence, fan-out and ack
+/// in one step). With one (`BackplanePublishPath`), a publish is appended through the
+/// backplane, acknowledged after its commit with the backplane's sequence numbers, and
+/// delivered on **every** node, the publisher's included, only when the backplane hands it
+/// back (`start(events:)`).
 ///
 /// RTMServer does not depend on any implementation: `RTMPostgres` provides the PostgreSQL one
 /// (`PostgresChannelBackplane`), and `rtm serve --postgres URL` wires it in.

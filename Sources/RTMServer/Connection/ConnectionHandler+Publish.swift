@@ -74,14 +74,16 @@ extension ConnectionHandler {
         var runChannel: String?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
-            if let backplane = hub.backplane {   // cluster mode: acknowledged after the commit
-                publishThroughBackplane(backplane, run, channel: channel, key: key, context: context)
-                fanout.stats.channelMessagesIn &+= run.count
+            fanout.stats.channelMessagesIn &+= run.count
+            // Numbered now (one node: answered with this batch's replies), or answered after
+            // the commit (a cluster), by a closure without captures.
+            guard let seqs = channelPublisher.publish(run, channel: channel, publisher: key, handler: self, context: context,
+                                                      completion: { handler, context, run, result in
+                                                          handler.acknowledgeCommitted(run, result: result.map(\.seqs), context: context)
+                                                      }) else {
                 run.removeAll(keepingCapacity: true)
                 return
             }
-            let seqs = hub.publish(appId: key.appId, channel: channel, publisher: key, messages: run, allocator: context.channel.allocator)
-            fanout.stats.channelMessagesIn &+= run.count
             for (index, seq) in zip(run.indices, seqs) {
                 if run[index].repliesInJSON {
                     Self.appendPublishOK(id: run[index].requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
@@ -113,6 +115,35 @@ extension ConnectionHandler {
         publishRun()
         writeReplies(&replies, context: context)
         writePublishAcks(acks, context: context)
+    }
+
+    /// Answers a run of publishes answered after their commit (a cluster), or failed: binary
+    /// ones in one binary ack frame, JSON ones with their `ok` replies, as the batch's own
+    /// replies are on one node. A failed commit answers every publish of the run with
+    /// `channelPublishMessageTimeout` and the reason (nothing stored, or the outcome unknown).
+    func acknowledgeCommitted(_ run: [Hub.Outgoing], result: Result<[UInt64], any Error>, context: ChannelHandlerContext) {
+        switch result {
+        case .failure(let error):
+            // Logged once per change of the link (`ClusterStatus`), counted here: an outage
+            // refuses every publish, and a warning each would flood the log.
+            hub.cluster.publishesFailed(run.count)
+            let reason = ClusterCommitFailure.reason(error)
+            for message in run {
+                send(.error(id: message.requestID, .channelPublishMessageTimeout, reason), context: context)
+            }
+        case .success(let seqs):
+            var acks: [(requestID: UInt64, seq: UInt64)] = []
+            var replies: ByteBuffer?
+            for (message, seq) in zip(run, seqs) {
+                if message.repliesInJSON {
+                    Self.appendPublishOK(id: message.requestID, seq: seq, to: &replies, expected: run.count, allocator: context.channel.allocator)
+                } else {
+                    acks.append((message.requestID, seq))
+                }
+            }
+            writeReplies(&replies, context: context)
+            writePublishAcks(acks, context: context)
+        }
     }
 
     /// Acknowledges binary publishes, all in one binary ack frame.

@@ -45,8 +45,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var pendingPublishes: [PendingPublish] = []
     /// Binary user messages of the current read batch (one hop to the mailbox for all).
     var pendingUserSends: [UserMailbox.Submission] = []
-    /// Cluster mode: each channel's publish runs, in read order through the backplane.
-    var clusterPublishes = ClusterPublishQueue<ClusterPublishRun>()
+    /// Where this connection's publishes go (`PublishPath`): numbered at once on one node,
+    /// committed through the backplane in a cluster.
+    let channelPublisher: any ConnectionPublisher
     /// The last receiver of a binary user message: its id's bytes and validation result.
     var lastUserReceiver: (bytes: [UInt8], name: String, problem: String?)?
     /// The last channel published to: its name's bytes and validation result, to skip
@@ -73,6 +74,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     init(hub: Hub) {
         self.hub = hub
+        self.channelPublisher = hub.publishing.makeConnectionPublisher()
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))

@@ -41,8 +41,9 @@ final class Hub: Sendable {
     let moderation = Moderation()
     /// Webhook events, when a webhook URL is configured.
     let webhooks: WebhookDispatcher?
-    /// Cluster mode: channel publishes cross nodes through it (Hub+Cluster); nil: single node.
-    let backplane: (any ChannelBackplane)?
+    /// Where channel messages get their numbers: at once on one node, through the backplane in
+    /// a cluster (`PublishPath`).
+    let publishing: any PublishPath
     /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
     let cluster: ClusterStatus
     /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
@@ -61,7 +62,7 @@ final class Hub: Sendable {
         self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks
-        self.backplane = configuration.backplane
+        self.publishing = configuration.backplane.map { BackplanePublishPath(backplane: $0) } ?? LocalPublishPath()
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore
