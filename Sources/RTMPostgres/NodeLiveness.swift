@@ -35,6 +35,12 @@ public struct NodeLiveness: Sendable {
         if lastLiveCount != nil { blind = true }
     }
 
+    /// `node`'s death was not confirmed (it renewed before it could be declared dead, or the
+    /// database could not be asked): it is judged again at the next check.
+    public mutating func undeclare(_ node: String) {
+        dead.remove(node)
+    }
+
     /// Takes every node's lease state (`true`: its lease has not passed) read at `now` and
     /// returns the events: deaths and returns, then the live count when it changed.
     public mutating func observe(_ leases: [String: Bool], at now: NIODeadline) -> [BackplaneEvent] {

@@ -85,6 +85,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
             didStart.finish()
         }
         let registry = self.registry, retention = self.retention
+        try await registry.register(newRun: true)   // a new run: before anything is committed
         let leasing = Task { await registry.run(events: deliver) }
         let trimming = Task { await retention.run() }
         tasks.withLockedValue { $0.insert(contentsOf: [following, leasing, trimming], at: 0) }   // stopped before the client
@@ -93,7 +94,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
     }
 
     public func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt] {
-        try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
+        // Nothing is committed by a node the others may have declared dead (it was paused, or
+        // could not renew): it asks first (`NodeRegistry.ensureLease`, free while the lease runs).
+        try await registry.ensureLease()
+        return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
     }
 
     public func stop() async {

@@ -162,6 +162,11 @@ public enum PostgresSchema {
          "ALTER TABLE rtm_channel_log ADD COLUMN timeline text",
          "ALTER TABLE rtm_user_message ADD COLUMN epoch text",
          "INSERT INTO rtm_meta (key, value) VALUES ('user_timeline', rtm_timeline())"],
+        // 7: fencing (`NodeRegistry`): a survivor declares a node dead by setting `fenced_at`
+        // while the node's lease is lapsed; the node's renewals succeed only while it is NULL,
+        // so a node paused or cut off past its lease learns it was declared dead before it
+        // commits again. Nodes of the previous release ignore the column.
+        ["ALTER TABLE rtm_node ADD COLUMN fenced_at timestamptz"],
     ]
 
     /// The version a fully migrated database has.

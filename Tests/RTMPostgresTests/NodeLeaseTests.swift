@@ -49,6 +49,33 @@ extension PostgresChannelLogTests {
         }
     }
 
+    @Test("Fencing: a node is declared dead only while its lease is lapsed, in the database; the node then learns it at its next renewal and commits nothing (ensureLease throws) until it registers again")
+    func fencing() async throws {
+        try await withDatabase(clients: 2) { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let lease = TimeAmount.milliseconds(200)
+            let survivor = NodeRegistry(client: clients[0], node: "a", interval: .milliseconds(40), lease: lease, logger: Self.logger)
+            let zombie = NodeRegistry(client: clients[1], node: "b", interval: .milliseconds(40), lease: lease, logger: Self.logger)
+            try await survivor.register(newRun: true)
+            try await zombie.register(newRun: true)
+            #expect(try await survivor.fence("b") == false)   // its lease runs: not declared dead
+            try await zombie.ensureLease()
+            // The zombie is paused past its lease (no renewal; by the database's clock and its own).
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(try await survivor.fence("b") == true)
+            #expect(try await survivor.fence("b") == true)   // another survivor: declared already
+            await #expect(throws: NodeFenced.self) { try await zombie.ensureLease() }
+            #expect(try await zombie.renew() == .fenced)
+            #expect(try await survivor.leases()["b"] == false)
+            // It has sent its clients away: it joins again.
+            try await zombie.register(newRun: false)
+            try await zombie.ensureLease()
+            #expect(try await zombie.renew() == .renewed)
+            #expect(try await survivor.fence("b") == false)
+            #expect(try await survivor.leases()["b"] == true)
+        }
+    }
+
     @Test("Retention trims messages older than the horizon, once per period for all nodes, and the follower keeps working")
     func retentionTrimsOldRows() async throws {
         try await withDatabase(clients: 2) { server, clients in

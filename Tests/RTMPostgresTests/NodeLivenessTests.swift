@@ -33,6 +33,18 @@ struct NodeLivenessTests {
         #expect(liveness.dead.isEmpty)
     }
 
+    @Test("P-2: a death the database did not confirm (the node renewed before it could be declared dead) is undeclared and judged again at the next check")
+    func undeclared() {
+        var liveness = NodeLiveness(me: "a", lease: .seconds(10))
+        #expect(describe(liveness.observe(["a": true, "b": true], at: start)) == ["live 2"])
+        #expect(describe(liveness.observe(["a": true, "b": false], at: start)) == ["died b", "live 1"])
+        liveness.undeclare("b")
+        #expect(liveness.dead.isEmpty)
+        #expect(describe(liveness.observe(["a": true, "b": false], at: start)) == ["died b"])
+        liveness.undeclare("b")
+        #expect(describe(liveness.observe(["a": true, "b": true], at: start)) == ["live 2"])
+    }
+
     @Test("P-2: after this node lost sight of the database, nobody is declared dead for a lease: the others' leases lapsed in the outage too; one that does not renew within it is")
     func pauseAfterOutage() {
         var liveness = NodeLiveness(me: "a", lease: .seconds(10))

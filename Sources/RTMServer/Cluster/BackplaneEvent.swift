@@ -14,6 +14,11 @@ public enum BackplaneEvent: Sendable {
     case nodeDied(node: String)
     /// A node declared dead renewed its lease again.
     case nodeReturned(node: String)
+    /// The other nodes declared **this** node dead (it could not renew its lease in time: it
+    /// was paused, or cut off from the database): its sessions are theirs now (grace windows,
+    /// then timeouts). The node sends its clients away and the backplane joins the cluster
+    /// again once this event has been handled; until then it commits nothing.
+    case fenced
     /// Where the channels' numbering stands (SPEC M-2): sent before any message when following
     /// starts, with every channel's position, and again (with none) when the epoch a channel's
     /// first message gets changes (the database failed over). A node answers a subscribe to a

@@ -6,9 +6,10 @@ import RTMProtocol
 /// node, this one included, delivers what the backplane hands back: `Hub.applyCommitted`).
 struct BackplanePublishPath: PublishPath {
     let backplane: any ChannelBackplane
+    let status: ClusterStatus
 
     func makeConnectionPublisher() -> any ConnectionPublisher {
-        BackplaneConnectionPublisher(backplane: backplane)
+        BackplaneConnectionPublisher(backplane: backplane, status: status)
     }
 
     func publish(_ messages: [Hub.Outgoing], channel: ChannelKey, publisher: UserKey, hub: Hub) async throws -> (seqs: [UInt64], epoch: String) {
@@ -20,7 +21,9 @@ struct BackplanePublishPath: PublishPath {
 
 /// One connection's publishes through the backplane: a channel's runs go in read order, one
 /// call at a time, the runs read meanwhile together in the next call (`ClusterPublishQueue`,
-/// M-3). Confined to the connection's event loop.
+/// M-3). Confined to the connection's event loop. A connection accepted before the others
+/// last declared this node dead commits nothing more (`BackplaneEvent.fenced`): its session is
+/// the cluster's to time out or resume elsewhere.
 final class BackplaneConnectionPublisher: ConnectionPublisher {
     /// A run waiting for its turn, and what to do with its outcome.
     private struct Run {
@@ -29,10 +32,15 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
     }
 
     private let backplane: any ChannelBackplane
+    private let status: ClusterStatus
+    /// `status.fenceCount` when the connection was accepted.
+    private let fences: Int
     private var queue = ClusterPublishQueue<Run>()
 
-    init(backplane: any ChannelBackplane) {
+    init(backplane: any ChannelBackplane, status: ClusterStatus) {
         self.backplane = backplane
+        self.status = status
+        self.fences = status.fenceCount
     }
 
     func publish(_ run: [Hub.Outgoing], channel: String, publisher: UserKey, handler: ConnectionHandler,
@@ -46,13 +54,14 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
     /// One backplane call for `runs` (one channel), then the next runs of the channel, if any.
     private func commit(_ runs: [Run], channel: String, publisher: UserKey, handler: ConnectionHandler, context: ChannelHandlerContext) {
         let hub = handler.hub
-        let backplane = self.backplane
+        let backplane = self.backplane, status = self.status, fences = self.fences
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, handler, context, runs), eventLoop: loop)
         let messages = runs.count == 1 ? runs[0].messages : runs.flatMap(\.messages)
         Task {
             let result: Result<(seqs: [UInt64], epoch: String?), any Error>
             do {
+                guard status.fenceCount == fences else { throw NodeFenced() }
                 result = .success(try await hub.publishThroughBackplane(backplane, appId: publisher.appId, channel: channel,
                                                                           publisher: publisher, messages: messages))
             } catch {

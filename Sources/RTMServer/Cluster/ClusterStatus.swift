@@ -12,7 +12,8 @@ import NIOCore
 /// Metrics: `rtm_database_up` (1/0), `rtm_cluster_publish_commit_seconds` (histogram),
 /// `rtm_cluster_log_lag_seconds` (publish time → applied on this node, last batch),
 /// `rtm_cluster_nodes` (live leases), `rtm_cluster_gaps_total` (numbers given up on),
-/// `rtm_cluster_publish_failures_total` (publishes answered with an error: refused or failed).
+/// `rtm_cluster_publish_failures_total` (publishes answered with an error: refused or failed),
+/// `rtm_cluster_fenced_total` (times the others declared this node dead).
 final class ClusterStatus: Sendable {
     private struct State {
         var databaseUp = true
@@ -35,14 +36,18 @@ final class ClusterStatus: Sendable {
     private let commitTimer: Metrics.Timer?
     private let gapCounter: Metrics.Counter?
     private let refusedCounter: Metrics.Counter?
+    private let fencedCounter: Metrics.Counter?
     private let probeInterval: TimeAmount
+    /// How many times the others declared this node dead (`fenced`): a connection accepted
+    /// before the last time commits nothing.
+    private let fences = NIOLockedValueBox(0)
 
     init(metrics: ServerMetrics, enabled: Bool, probeInterval: TimeAmount = .seconds(1), logger: Logger) {
         self.enabled = enabled
         self.probeInterval = probeInterval
         self.logger = logger
         guard enabled else {
-            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter) = (nil, nil, nil, nil, nil, nil)
+            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter) = (nil, nil, nil, nil, nil, nil, nil)
             return
         }
         let factory = metrics.factory
@@ -52,6 +57,7 @@ final class ClusterStatus: Sendable {
         commitTimer = Metrics.Timer(label: "rtm_cluster_publish_commit_seconds", factory: factory)
         gapCounter = Metrics.Counter(label: "rtm_cluster_gaps_total", factory: factory)
         refusedCounter = Metrics.Counter(label: "rtm_cluster_publish_failures_total", factory: factory)
+        fencedCounter = Metrics.Counter(label: "rtm_cluster_fenced_total", factory: factory)
         databaseUpGauge?.record(1)
         nodesGauge?.record(0)
         lagGauge?.record(0.0)
@@ -131,6 +137,16 @@ final class ClusterStatus: Sendable {
         refusedCounter?.increment(by: Int64(count))
     }
 
+    /// The others declared this node dead (`BackplaneEvent.fenced`): counted, and connections
+    /// accepted before now commit nothing (`fenceCount` moved on).
+    func fenced() {
+        fences.withLockedValue { $0 += 1 }
+        fencedCounter?.increment()
+    }
+
+    /// How many times this node was declared dead so far.
+    var fenceCount: Int { fences.withLockedValue { $0 } }
+
     /// Numbers given up on (a gap notice was sent).
     func gaps(_ count: Int) {
         gapCounter?.increment(by: Int64(count))
@@ -157,6 +173,13 @@ final class ClusterStatus: Sendable {
     var deadNodes: Set<String> { state.withLockedValue { $0.deadNodes } }
 }
 
+/// A commit refused because the other nodes declared this node dead (its lease lapsed: it was
+/// paused, or cut off from the database): nothing was stored (`BackplaneEvent.fenced`).
+public struct NodeFenced: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "this node was declared dead by the cluster (it could not renew its lease in time)" }
+}
+
 /// A publish refused because this node knows the shared database is unreachable.
 struct DatabaseLinkDown: Error, CustomStringConvertible {
     var description: String { "the cluster's database is unreachable from this node" }
@@ -175,6 +198,9 @@ public enum ClusterCommitFailure {
     public static func reason(_ error: any Error) -> String {
         if error is DatabaseLinkDown {
             return "the cluster's database is unreachable from this node: nothing was stored; retry later"
+        }
+        if error is NodeFenced {
+            return "this node was declared dead by the cluster (paused or cut off past its lease): nothing was stored; reconnect and resend"
         }
         let what: String
         if error is CancellationError {

@@ -32,6 +32,8 @@ extension Hub {
                 return BackplanePublish(appId: appId, channel: channel, publisher: publisher.userId, msgId: message.msgId,
                                         customType: message.customType, isText: message.isText, payload: message.payload, millis: now)
             })
+        } catch is NodeFenced {
+            throw NodeFenced()   // the database answered: the link is up
         } catch {
             cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)", from: .commit)
             throw error
@@ -103,6 +105,8 @@ extension Hub {
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
+        case .fenced:
+            fenced()
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             if case .nodeDied(let node) = event {
@@ -111,6 +115,22 @@ extension Hub {
             }
             cluster.nodes(event)
         }
+    }
+
+    /// The others declared this node dead (SPEC P-2 from their side: they gave its sessions
+    /// grace windows, or ended them). Connections accepted until now commit nothing more
+    /// (`ClusterStatus.fenceCount`), and every client is sent `goaway` (code 28) and closed
+    /// 1001: it reconnects, resumes its session where the cluster still has it (any node, while
+    /// its grace window runs), or logs in again.
+    func fenced() {
+        cluster.fenced()
+        let reason = "this node was declared dead by the cluster (paused or cut off past its lease): reconnect"
+        let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
+        let open = openConnections
+        for connection in open {
+            Self.close(connection, with: goAway, code: .goingAway, reason: "node declared dead by the cluster")
+        }
+        metrics.sentGoAways(open.count)
     }
 
     /// Starts the backplane (cluster mode), delivering what it commits to this node's subscribers.

@@ -62,7 +62,6 @@ final class Hub: Sendable {
         self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks
-        self.publishing = configuration.backplane.map { BackplanePublishPath(backplane: $0) } ?? LocalPublishPath()
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore
@@ -79,6 +78,7 @@ final class Hub: Sendable {
         let cluster = ClusterStatus(metrics: metrics, enabled: configuration.backplane != nil, probeInterval: configuration.clusterProbeInterval,
                                     logger: logger)
         self.cluster = cluster
+        self.publishing = configuration.backplane.map { BackplanePublishPath(backplane: $0, status: cluster) } ?? LocalPublishPath()
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
                                    commitDelay: configuration.userMessageCommitDelay, deadline: configuration.userMessageDeadline,

@@ -31,6 +31,7 @@ enum MetricHelp {
         "rtm_cluster_log_lag_seconds": "Publish time to applied on this node, newest message of the last batch.",
         "rtm_cluster_nodes": "Cluster nodes with a live lease.",
         "rtm_cluster_gaps_total": "Cluster sequence numbers given up on (gap notices sent).",
+        "rtm_cluster_fenced_total": "Times the other nodes declared this node dead (paused or cut off past its lease); its clients were sent away.",
         "rtm_requests_refused_total": "Requests answered with an error, by the error code's name.",
         "rtm_webhook_events_delivered_total": "Webhook events delivered (a 2xx answer).",
         "rtm_webhook_delivery_failures_total": "Webhook POSTs that failed (each event is retried with backoff).",
