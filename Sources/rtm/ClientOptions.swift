@@ -18,8 +18,10 @@ struct ClientOptions: ParsableArguments {
     /// Lets tests run the CLI with millisecond timers (heartbeat, presence timeout, pong timeout).
     @Flag(help: .hidden) var allowTestTimings = false
 
-    /// A logged-in client, ready to use.
-    func connect(printEvents: Bool) async throws -> RTMClient {
+    /// A logged-in client, ready to use. With `printEvents`, every event is printed; each is
+    /// then passed on to `afterPrinting`, so that a command that ends on an event it reads there
+    /// has printed that event's line before it exits (two separate event streams race).
+    func connect(printEvents: Bool, afterPrinting printed: AsyncStream<RTMEvent>.Continuation? = nil) async throws -> RTMClient {
         let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
         let userId = user ?? "cli-\(DevCredentials.randomHex(4))"
         var config = RTMClientConfig(appId: appId, userId: userId, endpoint: url)
@@ -38,7 +40,13 @@ struct ClientOptions: ParsableArguments {
         let client = try RTMClient(config: config)
         if printEvents {
             let events = client.events()
-            Task { for await event in events { EventPrinter.print(event) } }
+            Task {
+                for await event in events {
+                    EventPrinter.print(event)
+                    printed?.yield(event)
+                }
+                printed?.finish()
+            }
         }
         var token = self.token
         if token == nil, let certificate {

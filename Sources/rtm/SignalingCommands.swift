@@ -82,8 +82,10 @@ struct CallCommand: AsyncParsableCommand {
 
     func run() async throws {
         Interrupt.install()
-        let client = try await options.connect(printEvents: true)
-        let events = client.events()
+        // Read after they are printed: the command ends on an invitation's final state, whose
+        // line must be out before the process exits.
+        let (events, printed) = AsyncStream<RTMEvent>.makeStream()
+        let client = try await options.connect(printEvents: true, afterPrinting: printed)
         switch action {
         case .invite:
             let invitation = try await client.sendLocalInvitation(calleeId: target!, content: content, channelId: channel)
