@@ -13,7 +13,7 @@ test -x "$binary"
 # Every test that starts `rtm` processes (see EndToEndProcessTests for the list of what users see).
 filter='EndToEndProcessTests'
 filter+='|ProcessTests/(suspendedProcess|unprivileged)'
-filter+='|ClusterTests/serveProcesses|ClusterUserMessageTests/killedNodeProcess'
+filter+='|ClusterTests/(serveProcesses|zombieNodeIsFenced)|ClusterUserMessageTests/killedNodeProcess'
 filter+='|ClusterServicesTests/killedNodeProcessReleasesLocks|ClusterSessionTests/deadNodeUsersTimeOut'
 filter+='|ClusterDatabaseRestartTests/databaseRestartUnderLoad'
 filter+='|DeliveryTests/userMessageSurvivesKill9|UserMessageBinaryTests/(acknowledgedSurviveKill9Midstream|resendAfterKill9StoredOnce)'

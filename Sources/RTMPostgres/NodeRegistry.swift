@@ -33,18 +33,24 @@ public final class NodeRegistry: Sendable {
     private let host: String
     private let interval: TimeAmount
     private let lease: TimeAmount
+    /// The bound of the renewal a commit waits for (`ensureLease`): a publisher's refusal must
+    /// come within the client's request timeout.
+    private let callTimeout: TimeAmount
     private let logger: Logger
     /// Until when the lease surely runs: the start of the last successful renewal + `lease`
     /// (the database counts from later), by this process's monotonic clock.
     private let knownUntil = NIOLockedValueBox<NIODeadline?>(nil)
 
+    /// - Parameter callTimeout: the bound of a renewal made before a commit (`ensureLease`);
+    ///   the loop's renewals are bounded by the lease.
     public init(client: PostgresClient, node: String, host: String = ProcessInfo.processInfo.hostName, interval: TimeAmount,
-                lease: TimeAmount, logger: Logger) {
+                lease: TimeAmount, callTimeout: TimeAmount = .seconds(5), logger: Logger) {
         self.client = client
         self.node = node
         self.host = host
         self.interval = interval
         self.lease = lease
+        self.callTimeout = min(callTimeout, lease)
         self.logger = logger
     }
 
@@ -64,12 +70,12 @@ public final class NodeRegistry: Sendable {
         knownUntil.withLockedValue { $0 = started + lease }
     }
 
-    /// Renews this node's lease, unless the others declared it dead meanwhile.
-    public func renew() async throws -> Renewal {
+    /// Renews this node's lease, unless the others declared it dead meanwhile. Bounded by the
+    /// lease (a renewal that takes longer is of no use), or by `timeout`.
+    public func renew(timeout: TimeAmount? = nil) async throws -> Renewal {
         let started = NIODeadline.now()
         let millis = Int64(lease.nanoseconds / 1_000_000)
-        // Bounded by the lease: a renewal that takes longer is of no use (`BoundedCall`).
-        let renewal: Renewal? = try await BoundedCall.run("a lease renewal", timeout: lease) { [self] in
+        let renewal: Renewal? = try await BoundedCall.run("a lease renewal", timeout: timeout ?? lease) { [self] in
             var renewed = false
             for try await _ in try await client.query("""
                 UPDATE rtm_node SET lease_until = now() + \(millis)::int8 * interval '1 millisecond', host = \(host)
@@ -98,7 +104,7 @@ public final class NodeRegistry: Sendable {
     /// declared this node dead.
     public func ensureLease() async throws {
         if let until = knownUntil.withLockedValue({ $0 }), NIODeadline.now() < until { return }
-        if try await renew() == .fenced { throw NodeFenced() }
+        if try await renew(timeout: callTimeout) == .fenced { throw NodeFenced() }
     }
 
     /// Declares `node` dead in the database if its lease is still lapsed: true when it is

@@ -13,13 +13,16 @@ import RTMServer
 /// Each node also holds a lease in `rtm_node` (`NodeRegistry`: the others declare it dead when
 /// it stops renewing) and, now and then, one node trims the log (`ChannelLogRetention`).
 ///
-/// One pool of `poolSize` connections (appends, reads, NOTIFY, leases, trims) plus the
-/// follower's dedicated `LISTEN` connection per node. The schema is created or migrated at
+/// One pool of `poolSize` connections (appends, reads, NOTIFY, trims), the follower's dedicated
+/// `LISTEN` connection, and one connection for the lease alone, so that a node busy with
+/// publishes still renews its lease in time (a lapse would get it declared dead and fenced). The schema is created or migrated at
 /// `start`.
 public final class PostgresChannelBackplane: ChannelBackplane {
     /// This node's name, stored with every message it appends.
     public let node: String
     private let client: PostgresClient
+    /// The lease's own connection (`NodeRegistry`).
+    private let leaseClient: PostgresClient
     private let writer: ChannelLogWriter
     private let follower: ChannelLogFollower
     private let logger: Logger
@@ -41,7 +44,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,
                                            resendMemory: options.resendMemory, logger: logger)
-        self.registry = NodeRegistry(client: client, node: node, interval: options.leaseInterval, lease: options.lease, logger: logger)
+        let leaseClient = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: logger)
+        self.leaseClient = leaseClient
+        self.registry = NodeRegistry(client: leaseClient, node: node, interval: options.leaseInterval, lease: options.lease,
+                                     callTimeout: options.callTimeout, logger: logger)
         self.retention = ChannelLogRetention(client: client, retention: options.retention, interval: options.trimInterval, logger: logger)
     }
 
@@ -60,9 +66,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
     }
 
     public func start(events deliver: @escaping @Sendable (BackplaneEvent) async -> Void) async throws {
-        let client = self.client
+        let client = self.client, leaseClient = self.leaseClient
         let running = Task { await client.run() }
-        tasks.withLockedValue { $0.append(running) }
+        let leaseRunning = Task { await leaseClient.run() }
+        tasks.withLockedValue { $0.append(contentsOf: [running, leaseRunning]) }
         try await PostgresSchema.migrate(client, logger: logger)
         let (started, didStart) = AsyncStream<Void>.makeStream()
         let follower = self.follower, logger = self.logger, writer = self.writer

@@ -13,15 +13,16 @@ import Testing
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterServicesTests {
     /// Two nodes with shared services (timers shrunk) on one fresh database.
-    private func withCluster(_ body: (Harness, Harness) async throws -> Void) async throws {
-        try await withDatabaseAndCluster { _, a, b in try await body(a, b) }
+    private func withCluster(options: PostgresBackplaneOptions = ClusterTests.options(),
+                             _ body: (Harness, Harness) async throws -> Void) async throws {
+        try await withDatabaseAndCluster(options: options) { _, a, b in try await body(a, b) }
     }
 
     /// The same, with the database's server.
     /// `callTimeout`: the store calls' bound.
-    private func withDatabaseAndCluster(callTimeout: TimeAmount = .seconds(10),
+    private func withDatabaseAndCluster(callTimeout: TimeAmount = .seconds(10), options: PostgresBackplaneOptions = ClusterTests.options(),
                                         _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
-        try await ClusterTests().withCluster(configure: { name, location, logger, config in
+        try await ClusterTests().withCluster(options: options, configure: { name, location, logger, config in
             config.sharedServices = PostgresServices(location: location, node: name, retryInterval: .milliseconds(50),
                                                      callTimeout: callTimeout, logger: logger)
             config.lockTTLRange = 1...300
@@ -254,7 +255,8 @@ struct ClusterServicesTests {
 
     @Test("§2.12: locks of a node that dies abruptly are released TTL after the survivors declare it dead; the next owner gets a larger token")
     func deadNodeLocksReleased() async throws {
-        try await withCluster { a, b in
+        // A short lease: the death is declared within 0.55 s.
+        try await withCluster(options: ClusterTests.options { $0.lease = .milliseconds(500); $0.leaseInterval = .milliseconds(50) }) { a, b in
             let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
             let (bob, _) = try await Harness.client("bob", port: b.port)
             try await alice.subscribe("doc", options: SubscribeOptions(withLock: true))

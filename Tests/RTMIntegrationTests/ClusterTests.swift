@@ -42,13 +42,15 @@ struct ClusterTests {
         await b.stop()
     }
 
-    /// The backplane's options for the tests: timers shrunk.
+    /// The backplane's options for the tests: timers shrunk. The lease (2 s) is long enough
+    /// that a node of a loaded machine is not declared dead, and fenced (its clients sent away),
+    /// by mistake; the tests of a death shorten it.
     static func options(_ change: (inout PostgresBackplaneOptions) -> Void = { _ in }) -> PostgresBackplaneOptions {
         var options = PostgresBackplaneOptions()
         options.pollInterval = .milliseconds(20)
         options.retryInterval = .milliseconds(50)
-        options.leaseInterval = .milliseconds(50)
-        options.lease = .milliseconds(500)
+        options.leaseInterval = .milliseconds(100)
+        options.lease = .seconds(2)
         options.callTimeout = .seconds(1)
         change(&options)
         return options

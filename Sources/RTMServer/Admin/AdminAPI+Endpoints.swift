@@ -20,7 +20,7 @@ extension AdminAPI {
 
     func channels(_ request: AdminRequest) throws -> AdminModels.Channels {
         let appId = try request.query["appId"].map { try app($0) }
-        return AdminModels.Channels(channels: hub.channelSummaries(appId: appId))
+        return hub.channelSummaries(appId: appId, page: try AdminPage(query: request.query))
     }
 
     func channel(_ name: String, _ request: AdminRequest) throws -> AdminModels.Channel {
@@ -40,7 +40,7 @@ extension AdminAPI {
 
     func sessions(_ request: AdminRequest) throws -> AdminModels.Sessions {
         let appId = try request.query["appId"].map { try app($0) }
-        return AdminModels.Sessions(sessions: hub.sessionSummaries(appId: appId))
+        return hub.sessionSummaries(appId: appId, page: try AdminPage(query: request.query))
     }
 
     func whoNow(_ request: AdminRequest) throws -> AdminModels.WhoNow {

@@ -47,6 +47,10 @@ enum AdminModels {
 
     struct Channels: Codable, Sendable {
         let channels: [ChannelItem]
+        /// Every channel that matches, on every page.
+        let total: Int
+        /// The next page's cursor (`page=`), while channels remain after this page.
+        var nextPage: String?
     }
 
     struct Member: Codable, Sendable {
@@ -83,6 +87,10 @@ enum AdminModels {
 
     struct Sessions: Codable, Sendable {
         let sessions: [Session]
+        /// Every session that matches, on every page.
+        let total: Int
+        /// The next page's cursor (`page=`), while sessions remain after this page.
+        var nextPage: String?
     }
 
     struct PublishRequest: Codable, Sendable {

@@ -5,16 +5,16 @@ import RTMProtocol
 /// What the admin API does to the hub: reads of its state, publishes as a backend, and the
 /// ends of sessions an administrator decides (disconnect, kick, ban, revoke).
 extension Hub {
-    func channelSummaries(appId: String?) -> [AdminModels.ChannelItem] {
-        state.withLockedValue { $0.channelSummaries(appId: appId) }
+    func channelSummaries(appId: String?, page: AdminPage) -> AdminModels.Channels {
+        state.withLockedValue { $0.channelSummaries(appId: appId, page: page) }
     }
 
     func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [HubState.RecentMessage])? {
         state.withLockedValue { $0.channelDetail(key) }
     }
 
-    func sessionSummaries(appId: String?) -> [AdminModels.Session] {
-        state.withLockedValue { $0.sessionSummaries(appId: appId) }
+    func sessionSummaries(appId: String?, page: AdminPage) -> AdminModels.Sessions {
+        state.withLockedValue { $0.sessionSummaries(appId: appId, page: page) }
     }
 
     /// Channel messages published since start.

@@ -4,13 +4,17 @@ import RTMProtocol
 
 /// What the admin API reads from the hub's state (under the hub's lock), as plain values.
 extension HubState {
-    /// Every channel of `appId` (every app when nil), by name.
-    func channelSummaries(appId: String?) -> [AdminModels.ChannelItem] {
-        channels.compactMap { key, state in
-            guard appId == nil || key.appId == appId else { return nil }
+    /// One page of the channels of `appId` (every app when nil), by app id and name, with
+    /// how many there are and the next page's cursor.
+    func channelSummaries(appId: String?, page: AdminPage) -> AdminModels.Channels {
+        let keys = channels.keys.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.name) }
+        let (picked, next) = page.cut(keys)
+        let items = picked.compactMap { key -> AdminModels.ChannelItem? in
+            guard let state = channels[ChannelKey(appId: key.appId, name: key.name)] else { return nil }
             return AdminModels.ChannelItem(appId: key.appId, name: key.name, members: state.members.count,
-                                  visibleMembers: state.visible, lastSeq: state.seq)
-        }.sorted { ($0.appId, $0.name) < ($1.appId, $1.name) }
+                                           visibleMembers: state.visible, lastSeq: state.seq)
+        }
+        return AdminModels.Channels(channels: items, total: keys.count, nextPage: next)
     }
 
     /// A channel's members (with their temporary state) and its last messages (the replay
@@ -23,13 +27,17 @@ extension HubState {
         return (members, state.visible, state.seq, Array(state.recent))
     }
 
-    /// Sessions of `appId` (every app when nil), by user id.
-    func sessionSummaries(appId: String?) -> [AdminModels.Session] {
-        sessions.values.compactMap { session in
-            guard appId == nil || session.key.appId == appId else { return nil }
-            return AdminModels.Session(appId: session.key.appId, userId: session.key.userId,
-                                  online: session.connection != nil, channels: session.channels.sorted())
-        }.sorted { ($0.appId, $0.userId) < ($1.appId, $1.userId) }
+    /// One page of the sessions of `appId` (every app when nil), by app id and user id, with
+    /// how many there are and the next page's cursor.
+    func sessionSummaries(appId: String?, page: AdminPage) -> AdminModels.Sessions {
+        let keys = sessions.keys.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
+        let (picked, next) = page.cut(keys)
+        let items = picked.compactMap { key -> AdminModels.Session? in
+            guard let session = sessions[UserKey(appId: key.appId, userId: key.name)] else { return nil }
+            return AdminModels.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
+                                       channels: session.channels.sorted())
+        }
+        return AdminModels.Sessions(sessions: items, total: keys.count, nextPage: next)
     }
 
     /// The administrator ends a user's session (kick, ban, revoke): members see it leave (P-4),

@@ -98,6 +98,46 @@ struct AdminAPITests {
         #expect(nobody.json["disconnected"] as? Bool == false)
     }
 
+    @Test("admin listings page: /v1/sessions and /v1/channels take limit and page, answer total and nextPage until the last page, and refuse a bad limit or cursor with 400")
+    func listingsPage() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        var clients: [RTMClient] = []
+        for user in ["carol", "alice", "erin", "bob", "dave"] {
+            let (client, _) = try await Harness.client(user, port: admin.port)
+            try await client.subscribe("room-\(user)")
+            clients.append(client)
+        }
+        let everyone = clients
+        defer { Task { for client in everyone { await client.logout() } } }
+        var users: [String] = []
+        var page: String?
+        var pages = 0
+        repeat {
+            let answer = try await admin.call("GET", "/v1/sessions?limit=2" + (page.map { "&page=\($0)" } ?? ""))
+            #expect(answer.status == 200)
+            #expect(answer.json["total"] as? Int == 5)
+            users += (answer.json["sessions"] as? [[String: Any]] ?? []).compactMap { $0["userId"] as? String }
+            page = answer.json["nextPage"] as? String
+            pages += 1
+        } while page != nil && pages < 10
+        #expect(users == ["alice", "bob", "carol", "dave", "erin"])
+        #expect(pages == 3)
+        let channels = try await admin.call("GET", "/v1/channels?limit=4")
+        #expect((channels.json["channels"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["room-alice", "room-bob", "room-carol", "room-dave"])
+        #expect(channels.json["total"] as? Int == 5)
+        let rest = try await admin.call("GET", "/v1/channels?page=\(try #require(channels.json["nextPage"] as? String))")
+        #expect((rest.json["channels"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["room-erin"])
+        #expect(rest.json["nextPage"] == nil)
+        let all = try await admin.call("GET", "/v1/sessions")
+        #expect((all.json["sessions"] as? [Any])?.count == 5 && all.json["nextPage"] == nil)
+        for bad in ["limit=0", "limit=1001", "limit=x", "page=not-a-cursor"] {
+            let refused = try await admin.call("GET", "/v1/sessions?\(bad)")
+            #expect(refused.status == 400, "\(bad)")
+            #expect((refused.json["message"] as? String)?.isEmpty == false, "\(bad): \(refused.json)")
+        }
+    }
+
     @Test("admin kick: the session ends with kickedOutByServer and the reason; members see the leave; no automatic login (C-6)")
     func kickEndsSession() async throws {
         let admin = try await AdminHarness.start()

@@ -39,6 +39,12 @@ struct AdminConformanceTests {
         try await admin.call("GET", "/v1/channels/room")
         try await admin.call("GET", "/v1/channels/nowhere")
         try await admin.call("GET", "/v1/sessions")
+        let firstSessions = try await admin.call("GET", "/v1/sessions?limit=1")
+        if let next = firstSessions.json["nextPage"] as? String { try await admin.call("GET", "/v1/sessions?limit=1&page=\(next)") }
+        try await admin.call("GET", "/v1/sessions?limit=0")
+        try await admin.call("GET", "/v1/sessions?page=!!")
+        try await admin.call("GET", "/v1/channels?limit=1")
+        try await admin.call("GET", "/v1/channels?limit=1001")
         try await admin.call("GET", "/v1/presence/whonow?channel=room&includeState=true")
         try await admin.call("GET", "/v1/presence/whonow")
         try await admin.call("GET", "/v1/presence/wherenow?user=alice")

@@ -1,0 +1,35 @@
+import Testing
+@testable import RTMServer
+
+/// Paging of the admin listings as a value: order, limit, cursors that survive any name.
+struct AdminPageTests {
+    private func keys(_ names: [String], app: String = "app") -> [AdminPageKey] {
+        names.map { AdminPageKey(appId: app, name: $0) }
+    }
+
+    @Test("A page holds the first `limit` keys after the cursor, in (app id, name) order; the next page's cursor only while keys remain")
+    func pages() {
+        let all = keys(["d", "a", "c", "b", "e"]) + keys(["a"], app: "another")
+        let first = AdminPage(after: nil, limit: 2).cut(all)
+        #expect(first.keys == keys(["a"], app: "another") + keys(["a"]))
+        let second = AdminPage(after: AdminPageKey(cursor: first.nextPage ?? ""), limit: 2).cut(all)
+        #expect(second.keys == keys(["b", "c"]))
+        let last = AdminPage(after: AdminPageKey(cursor: second.nextPage ?? ""), limit: 2).cut(all)
+        #expect(last.keys == keys(["d", "e"]) && last.nextPage == nil)
+        #expect(AdminPage(after: nil, limit: 6).cut(all).nextPage == nil)
+        #expect(AdminPage(after: nil, limit: 5).cut(all).nextPage != nil)
+    }
+
+    @Test("A cursor names its key whatever the names hold (newlines aside: they are not in names); anything else is refused")
+    func cursors() throws {
+        for key in [AdminPageKey(appId: "0123", name: "room/1+2=?&é✓"), AdminPageKey(appId: "", name: "")] {
+            #expect(AdminPageKey(cursor: key.cursor) == key)
+            #expect(!key.cursor.contains("+") && !key.cursor.contains("/") && !key.cursor.contains("="))
+        }
+        #expect(AdminPageKey(cursor: "not-a-cursor") == nil)
+        #expect(throws: AdminFailure.self) { try AdminPage(query: ["page": "not-a-cursor"]) }
+        #expect(throws: AdminFailure.self) { try AdminPage(query: ["limit": "0"]) }
+        #expect(try AdminPage(query: [:]).limit == AdminPage.maxLimit)
+        #expect(try AdminPage(query: ["limit": "7"]).limit == 7)
+    }
+}
