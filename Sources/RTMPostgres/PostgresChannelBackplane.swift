@@ -15,8 +15,8 @@ import RTMServer
 ///
 /// One pool of `poolSize` connections (appends, reads, NOTIFY, trims), the follower's dedicated
 /// `LISTEN` connection, and one connection for the lease alone, so that a node busy with
-/// publishes still renews its lease in time (a lapse would get it declared dead and fenced). The schema is created or migrated at
-/// `start`.
+/// publishes still renews its lease in time (a lapse would get it declared dead and fenced).
+/// The schema is created or migrated at `start`.
 public final class PostgresChannelBackplane: ChannelBackplane {
     /// This node's name, stored with every message it appends.
     public let node: String

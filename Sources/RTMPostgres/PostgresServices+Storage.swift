@@ -46,8 +46,7 @@ extension PostgresServices {
                     FOR SHARE
                     """, logger: logger).decode(String?.self) { owner = value }
                 guard owner == requiredLock.owner else {
-                    return .failure(SharedStoreRefusal(code: .storageLockNotAcquired,
-                                                       reason: "the write needs lock '\(requiredLock.lockName)', which '\(requiredLock.owner)' does not hold"))
+                    return .failure(requiredLock.notHeld)
                 }
             }
             let current = try await PostgresServices.metadata(key, on: connection.query(PostgresServices.selectMetadata(key), logger: logger))

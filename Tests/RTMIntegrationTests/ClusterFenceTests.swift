@@ -9,7 +9,7 @@ import Testing
 /// resumed. It must learn that it was declared dead before it commits anything, send its
 /// clients away, and then join again.
 extension ClusterTests {
-    @Test("A node paused past its lease (SIGSTOP) and resumed: a publish it read during the pause is never acknowledged nor delivered on the other node (refused with -11026 'declared dead' when answered); its clients get goaway (code 28) and close 1001; it counts the fence and then serves again")
+    @Test("P-2, M-3: a node paused past its lease (SIGSTOP) and resumed: a publish it read during the pause is never acknowledged nor delivered on the other node (refused with -11026 'declared dead' when answered); its clients get goaway (code 28) and close 1001; it counts the fence and then serves again")
     func zombieNodeIsFenced() async throws {
         try await RTMProcess.withClusterNodes(["z1", "z2"], extraArguments: ["--lease-seconds", "1"]) { _, nodes in
             let (zombie, survivor) = (nodes[0], nodes[1])

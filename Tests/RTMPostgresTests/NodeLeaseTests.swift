@@ -49,7 +49,7 @@ extension PostgresChannelLogTests {
         }
     }
 
-    @Test("Fencing: a node is declared dead only while its lease is lapsed, in the database; the node then learns it at its next renewal and commits nothing (ensureLease throws) until it registers again")
+    @Test("P-2 fencing: a node is declared dead only while its lease is lapsed, in the database; the node then learns it at its next renewal and commits nothing (ensureLease throws) until it registers again")
     func fencing() async throws {
         try await withDatabase(clients: 2) { _, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)

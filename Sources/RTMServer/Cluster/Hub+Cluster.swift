@@ -32,8 +32,8 @@ extension Hub {
                 return BackplanePublish(appId: appId, channel: channel, publisher: publisher.userId, msgId: message.msgId,
                                         customType: message.customType, isText: message.isText, payload: message.payload, millis: now)
             })
-        } catch is NodeFenced {
-            throw NodeFenced()   // the database answered: the link is up
+        } catch let fenced as NodeFenced {
+            throw fenced   // the database answered: the link is up
         } catch {
             cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)", from: .commit)
             throw error

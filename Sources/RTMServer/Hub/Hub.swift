@@ -67,10 +67,12 @@ final class Hub: Sendable {
         let lockStore: any SharedLockStore
         let lockHolder: StorageService.LockHolder
         if let shared = configuration.sharedServices {
-            (lockStore, lockHolder) = (shared, { _, _, _, _ in false })
+            (lockStore, lockHolder) = (shared, { _, _ in false })
         } else {
             let memory = MemoryLockStore()
-            (lockStore, lockHolder) = (memory, { user, name, appId, channel in memory.holds(user, lock: name, appId: appId, channel: channel) })
+            (lockStore, lockHolder) = (memory, { required, key in
+                memory.holds(required.owner, lock: required.lockName, appId: key.appId, channel: key.target)
+            })
         }
         self.locks = LockService(store: lockStore)
         let metrics = ServerMetrics()

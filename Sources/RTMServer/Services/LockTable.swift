@@ -115,30 +115,31 @@ struct LockTable {
         release { _, lock in lock.due.map { $0 <= now } ?? false }
     }
 
+    /// Changes every lock `owner` holds in `appId`'s channels, in place.
     private mutating func update(appId: String, owner: String, _ change: (inout Lock) -> Void) {
-        for (channel, var table) in channels where channel.appId == appId {
-            for (name, var lock) in table where lock.owner == owner {
-                change(&lock)
-                table[name] = lock
-            }
-            channels[channel] = table
+        for (channel, name) in held(where: { channel, lock in channel.appId == appId && lock.owner == owner }) {
+            change(&channels[channel]![name]!)
         }
     }
 
-    /// Releases the locks `matches` picks; their changes in channel, then name, order.
+    /// Releases the held locks `matches` picks; their changes in channel, then name, order.
     private mutating func release(where matches: (Channel, Lock) -> Bool) -> [SharedLockChange] {
         var changes: [SharedLockChange] = []
-        for channel in channels.keys.sorted(by: { ($0.appId, $0.name) < ($1.appId, $1.name) }) {
-            guard var table = channels[channel] else { continue }
-            for name in table.keys.sorted() {
-                guard var lock = table[name], lock.owner != nil, matches(channel, lock) else { continue }
-                lock.owner = nil
-                lock.due = nil
-                table[name] = lock
-                changes.append(SharedLockChange(appId: channel.appId, channel: channel.name, kind: .lockReleased, detail: lock.detail(name)))
-            }
-            channels[channel] = table
+        for (channel, name) in held(where: matches).sorted(by: { ($0.0.appId, $0.0.name, $0.1) < ($1.0.appId, $1.0.name, $1.1) }) {
+            channels[channel]![name]!.owner = nil
+            channels[channel]![name]!.due = nil
+            changes.append(SharedLockChange(appId: channel.appId, channel: channel.name, kind: .lockReleased,
+                                            detail: channels[channel]![name]!.detail(name)))
         }
         return changes
+    }
+
+    /// The held locks `matches` picks (none copied or sorted on the way: most sweeps find none).
+    private func held(where matches: (Channel, Lock) -> Bool) -> [(Channel, String)] {
+        var found: [(Channel, String)] = []
+        for (channel, table) in channels {
+            for (name, lock) in table where lock.owner != nil && matches(channel, lock) { found.append((channel, name)) }
+        }
+        return found
     }
 }

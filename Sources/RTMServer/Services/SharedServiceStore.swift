@@ -42,6 +42,12 @@ public struct MetadataLockGuard: Sendable, Equatable {
         self.lockName = lockName
         self.owner = owner
     }
+
+    /// The refusal of a write whose writer does not hold the lock (`storageLockNotAcquired`),
+    /// the same from a local store and a shared one.
+    public var notHeld: RequestRefusal {
+        RequestRefusal(code: .storageLockNotAcquired, reason: "the write needs lock '\(lockName)', which '\(owner)' does not hold")
+    }
 }
 
 /// A committed metadata change, as nodes announce it to each other.

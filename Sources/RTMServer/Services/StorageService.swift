@@ -34,8 +34,8 @@ final class StorageService: @unchecked Sendable {
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
-    /// Whether a user holds a channel's lock now: (user, lock name, app id, channel).
-    typealias LockHolder = @Sendable (String, String, String, String) -> Bool
+    /// Whether a guard's owner holds its lock of the set's channel now.
+    typealias LockHolder = @Sendable (MetadataLockGuard, StorageKey) -> Bool
 
     private let lockHolder: LockHolder
 
@@ -87,10 +87,7 @@ final class StorageService: @unchecked Sendable {
                     shared.announce(StorageChangeNotice(key: key, kind: StorageEventKind(operation),
                                                         majorRevision: metadata.majorRevision, notifyAll: notifyAll))
                 } else {
-                    if let requiredLock, !lockHolder(requiredLock.owner, requiredLock.lockName, key.appId, key.target) {
-                        throw Failure(code: .storageLockNotAcquired,
-                                      reason: "the write needs lock '\(requiredLock.lockName)', which '\(requiredLock.owner)' does not hold")
-                    }
+                    if let requiredLock, !lockHolder(requiredLock, key) { throw requiredLock.notHeld }
                     metadata = try apply(try load(key).metadata)
                     try store.saveMetadata(key, metadata)
                     documents[key] = MetadataDocument(metadata)
