@@ -158,7 +158,7 @@ let package = Package(
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         // The server's rules as values, time passed in: no sockets, no clock, milliseconds.
         .testTarget(name: "RTMServerTests", dependencies: [
-            "RTMServer", "RTMProtocol",
+            "RTMServer", "RTMProtocol", "RTMAuth",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

@@ -64,6 +64,18 @@ extension ClientCore {
         }
     }
 
+    /// The server ended a subscription (a narrower capability token): the channel is
+    /// forgotten as after `unsubscribe`, and the application told.
+    func subscriptionEnded(_ frame: Frame) {
+        guard let channel = frame.channel else { return }
+        subscriptions.removeAll { $0 == channel }
+        subscriptionOptions[channel] = nil
+        presenceStates[channel] = nil
+        serverChannels.removeAll { $0 == channel }
+        emit(.unsubscribed(SubscriptionEndedEvent(channelName: channel, code: RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.notPermitted.rawValue),
+                                                  reason: frame.reason ?? "the server ended the subscription")))
+    }
+
     /// The positions to send for `channels` on a login or a subscribe.
     func positions(for channels: [String]) -> [String: ChannelPosition]? {
         let known = channels.compactMap { channel in positions[channel].map { (channel, $0) } }

@@ -26,6 +26,8 @@ final class ClientCore: @unchecked Sendable {
     /// Set by a `goaway` frame, so the loss it causes says why.
     var goAwayReason: String?
     var token: String?
+    /// The capability token sent at every (re)login (nil: none).
+    var capability: String?
     var tokenProvider: (@Sendable () async throws -> String)?
     var resumeToken: String?
     var serverChannels: [String] = []
@@ -182,6 +184,7 @@ final class ClientCore: @unchecked Sendable {
         case .topic(let t): delegate.rtmClient(owner, didReceiveTopicEvent: t)
         case .peersOnlineStatus(let s): delegate.rtmClient(owner, peersOnlineStatusChanged: s)
         case .call(let c): delegate.rtmClient(owner, didReceiveCallEvent: c)
+        case .unsubscribed(let e): delegate.rtmClient(owner, subscriptionEnded: e)
         }
     }
 
@@ -247,7 +250,10 @@ final class ClientCore: @unchecked Sendable {
                           heartbeatInterval: config.heartbeatInterval, presenceTimeout: config.presenceTimeout,
                           resumeToken: resume ? resumeToken : nil,
                           positions: resume && resumeToken != nil ? positions(for: subscriptions) : nil)
-            .with { $0.binaryUser = true }   // user messages in the binary form (PROTOCOL.md §2.3)
+            .with {
+                $0.binaryUser = true   // user messages in the binary form (PROTOCOL.md §2.3)
+                $0.capability = capability
+            }
         ClientTransport.send(login, on: channel)
     }
 
@@ -324,6 +330,8 @@ final class ClientCore: @unchecked Sendable {
         case .kicked:
             let reason = LinkStateChangeReason(rawValue: frame.code ?? LinkStateChangeReason.kickedOutByServer.rawValue)
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))
+        case .unsubscribed:
+            subscriptionEnded(frame)
         case .goAway:
             // The server drains or shuts down: the link is lost with that reason, and the next
             // attempt goes to the next endpoint after the spread the server asked for (T-12).

@@ -90,13 +90,19 @@ public final class RTMClient: Sendable {
 
     /// Logs in with a token (nil or empty: the app id alone, for apps without a certificate).
     /// Returns when connected; throws on rejection or login timeout (C-1).
-    public func login(token: String?) async throws(RTMError) {
-        try await login { core in core.token = token; core.tokenProvider = nil }
+    ///
+    /// `capability`: a capability token from the app's backend (a JWT, PROTOCOL.md §8.1) that
+    /// limits what this session may do on channels and other users; it is sent again at every
+    /// re-login, and with stream-channel joins. Requests it does not allow fail with
+    /// `notPermitted` (-10104).
+    public func login(token: String?, capability: String? = nil) async throws(RTMError) {
+        try await login { core in core.token = token; core.capability = capability; core.tokenProvider = nil }
     }
 
     /// Logs in asking `tokenProvider` for a fresh token at every (re)login (SPEC T-7).
-    public func login(tokenProvider: @escaping @Sendable () async throws -> String) async throws(RTMError) {
-        try await login { core in core.tokenProvider = tokenProvider }
+    /// `capability`: as in `login(token:capability:)`.
+    public func login(tokenProvider: @escaping @Sendable () async throws -> String, capability: String? = nil) async throws(RTMError) {
+        try await login { core in core.tokenProvider = tokenProvider; core.capability = capability }
     }
 
     private func login(_ setup: @escaping @Sendable (ClientCore) -> Void) async throws(RTMError) {
@@ -120,12 +126,18 @@ public final class RTMClient: Sendable {
 
     /// Replaces the token in-band, without reconnecting (T-7). After a token-expired stop it
     /// also resumes reconnecting (C-7).
-    public func renewToken(_ token: String) async throws(RTMError) {
+    ///
+    /// `capability`: a new capability token replacing the session's (nil: the session keeps
+    /// its own). Subscriptions a narrower one no longer allows end at once, each reported as
+    /// `RTMEvent.unsubscribed`.
+    public func renewToken(_ token: String, capability: String? = nil) async throws(RTMError) {
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
             core.token = token
+            if let capability { core.capability = capability }
             if core.machine.isConnected {
-                return core.request(Frame(type: .renewToken, token: token), operation: "renewToken").map { reply in
+                return core.request(Frame(type: .renewToken, token: token).with { $0.capability = capability },
+                                    operation: "renewToken").map { reply in
                     core.scheduleTokenWarning(expiresAt: reply.expiresAt, serverNow: reply.ts)
                     return reply
                 }

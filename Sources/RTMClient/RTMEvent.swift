@@ -42,6 +42,19 @@ public enum RTMEvent: Sendable {
     case peersOnlineStatus([PeerOnlineStatus])
     /// A call invitation sent or received changed state (§1.8).
     case call(CallEvent)
+    /// The server ended a subscription: a renewed capability token no longer grants it. The
+    /// channel is no longer subscribed (nor restored after a reconnection).
+    case unsubscribed(SubscriptionEndedEvent)
+}
+
+/// A subscription the server ended (`RTMEvent.unsubscribed`).
+public struct SubscriptionEndedEvent: Sendable, Equatable {
+    /// The channel.
+    public let channelName: String
+    /// Why: `RTMErrorCode.notPermitted` (-10104).
+    public let code: RTMErrorCode
+    /// The server's reason, naming the grant that is missing.
+    public let reason: String
 }
 
 /// Messages of a channel that were missed and could not be replayed (SPEC M-2).
@@ -160,6 +173,8 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, peersOnlineStatusChanged statuses: [PeerOnlineStatus])
     /// A call invitation changed state (the classic `AgoraRtmCallDelegate` callbacks).
     func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent)
+    /// The server ended a subscription (a renewed capability token no longer grants it).
+    func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent)
 }
 
 extension RTMClientDelegate {
@@ -193,4 +208,6 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, peersOnlineStatusChanged statuses: [PeerOnlineStatus]) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent) {}
+    /// Does nothing.
+    public func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent) {}
 }

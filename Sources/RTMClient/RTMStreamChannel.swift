@@ -177,12 +177,16 @@ public final class RTMStreamChannel: Sendable {
         }
     }
 
-    /// Replaces this channel's token in-band (§2.13).
-    public func renewToken(_ token: String) async throws(RTMError) {
+    /// Replaces this channel's token in-band (§2.13). `capability`: a new capability token for
+    /// this STREAM connection (nil: it keeps its own); one that no longer grants `stream.join`
+    /// on the channel is refused with `notPermitted` and the server ends the membership.
+    public func renewToken(_ token: String, capability: String? = nil) async throws(RTMError) {
         let core = self.core
         _ = try await request("renewToken") {
             core.joinOptions.token = token
-            return core.request(Frame(type: .renewToken, token: token), operation: "renewToken").map { reply in
+            if let capability { core.joinOptions.capability = capability }
+            return core.request(Frame(type: .renewToken, token: token).with { $0.capability = capability },
+                                operation: "renewToken").map { reply in
                 core.client.scheduleTokenWarning(expiresAt: reply.expiresAt, serverNow: reply.ts, channel: core.name)
                 return reply
             }

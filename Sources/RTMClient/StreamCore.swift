@@ -115,6 +115,7 @@ final class StreamCore: @unchecked Sendable {
                          withPresence: joinOptions.withPresence, beQuiet: joinOptions.beQuiet).with {
             $0.withMetadata = joinOptions.withMetadata ? true : nil
             $0.withLock = joinOptions.withLock ? true : nil
+            $0.capability = joinOptions.capability ?? client.capability   // stream.join (PROTOCOL.md §8.1)
         }
         ClientTransport.send(join, on: channel)
     }
@@ -247,6 +248,8 @@ final class StreamCore: @unchecked Sendable {
 public struct JoinChannelOptions: Sendable, Equatable {
     /// Token for this channel; nil: the client's login token.
     public var token: String?
+    /// Capability token for this channel's STREAM connection; nil: the client's login one.
+    public var capability: String?
     /// Receive the channel's presence events (default true).
     public var withPresence: Bool
     /// Be invisible: not listed, no join/leave events (default false).
@@ -258,8 +261,10 @@ public struct JoinChannelOptions: Sendable, Equatable {
     public var withLock: Bool
 
     /// Options with their defaults.
-    public init(token: String? = nil, withPresence: Bool = true, beQuiet: Bool = false, withMetadata: Bool = false, withLock: Bool = false) {
+    public init(token: String? = nil, withPresence: Bool = true, beQuiet: Bool = false, withMetadata: Bool = false, withLock: Bool = false,
+                capability: String? = nil) {
         self.token = token
+        self.capability = capability
         self.withPresence = withPresence
         self.beQuiet = beQuiet
         self.withMetadata = withMetadata

@@ -144,6 +144,7 @@ struct StreamLinkMachine: Sendable {
         case .invalidChannelName: .invalidChannelName
         case .invalidAppId: .inconsistentAppId
         case .invalidUserId: .invalidUserId
+        case .notPermitted: .joinFailed   // the capability token does not grant stream.join
         default: nil
         }
         guard let fatal else {

@@ -105,6 +105,9 @@ public struct Frame: Codable, Sendable, Equatable {
     /// When the session's token stops granting login, ms since the Unix epoch (login and
     /// renewToken replies; absent: never).
     public var expiresAt: Int64?
+    /// The capability token (a JWT, PROTOCOL.md §8.1) that limits what the session may do
+    /// (`login`, `join`; `renewToken` to replace it).
+    public var capability: String?
 
     // stream channels and topics (AGORA_REFERENCE §2.9)
     /// Topic name (joinTopic, leaveTopic, publishTopic, subscribeTopic, topic messages).
@@ -211,7 +214,7 @@ public struct Frame: Codable, Sendable, Equatable {
         case event, users, code, reason, ts, serverTimeout
         case msgId, epoch, positions, count, stored
         case state, states, keys, withPresence, beQuiet, includeState, page, channels, left, timedOut
-        case expiresAt, topic, qos, priority, meta, topics, failed
+        case expiresAt, capability, topic, qos, priority, meta, topics, failed
         case storageType, metadata, recordTs, recordUserId, withMetadata, withLock, notifyAll
         case lockName, ttl, retry, fencingToken, locks
         case peers, invitationId, memberCounts
@@ -260,6 +263,7 @@ public struct Frame: Codable, Sendable, Equatable {
         left = try c.field([String].self, .left)
         timedOut = try c.field([String].self, .timedOut)
         expiresAt = try c.field(Int64.self, .expiresAt)
+        capability = try c.field(String.self, .capability)
         topic = try c.field(String.self, .topic)
         qos = try c.field(Int.self, .qos)
         priority = try c.field(Int.self, .priority)

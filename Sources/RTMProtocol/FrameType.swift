@@ -124,6 +124,9 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A topic event on a stream connection (`event`: snapshot/remoteJoinTopic/remoteLeaveTopic,
     /// `userId`, `topics`).
     public static let topicEvent = FrameType(rawValue: "topic")
+    /// The server ended a subscription (`channel`, `code`, `reason`): a renewed capability
+    /// token no longer grants it. The client forgets the channel (it does not resubscribe).
+    public static let unsubscribed = FrameType(rawValue: "unsubscribed")
     /// The server is going away (shutdown); reconnect with backoff.
     public static let goAway = FrameType(rawValue: "goaway")
 }

@@ -45,6 +45,9 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let tlsHandshakeFailed = RTMErrorCode(rawValue: -10102)
     /// The server's port requires TLS and the client connected with `ws://`: use `wss://`.
     public static let tlsRequired = RTMErrorCode(rawValue: -10103)
+    /// The session may not do this: its capability token does not grant the operation on that
+    /// channel or user, or the channel is private and needs a grant (this protocol's addition).
+    public static let notPermitted = RTMErrorCode(rawValue: -10104)
     /// The client is not subscribed to that channel.
     public static let channelNotSubscribed = RTMErrorCode(rawValue: -11002)
     /// Too many subscribed channels for this client.
@@ -159,7 +162,7 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -10014: "invalidParameter", -10017: "duplicateOperation",
         -10021: "operationRateExceedLimitation", -10023: "loginCanceled", -10025: "notConnected",
         -10100: "invalidFrame", -10101: "requestTimeout",
-        -10102: "tlsHandshakeFailed", -10103: "tlsRequired", -11002: "channelNotSubscribed",
+        -10102: "tlsHandshakeFailed", -10103: "tlsRequired", -10104: "notPermitted", -11002: "channelNotSubscribed",
         -11005: "channelInstanceExceedLimitation", -11009: "channelInvalidMessage",
         -11010: "channelMessageLengthExceedLimitation", -11025: "channelPublishMessageTooFrequent",
         -11026: "channelPublishMessageTimeout", -11029: "channelCustomTypeLengthOverflow",

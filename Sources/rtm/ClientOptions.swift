@@ -9,6 +9,7 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "For wss://: PEM file of the CA certificates to trust instead of the system trust store.") var caFile: String?
     @Option(help: "User id to log in as (default: a random cli-XXXX).") var user: String?
     @Option(help: "Login token (default: minted from the app certificate).") var token: String?
+    @Option(help: "Capability token limiting what the session may do (a JWT from `rtm token --capability`).") var capability: String?
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
     @Option(help: "App certificate, to mint a token when --token is not given.") var appCertificate: String?
     @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
@@ -53,7 +54,7 @@ struct ClientOptions: ParsableArguments {
             token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: userId,
                                                  privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 24 * 3600)
         }
-        try await client.login(token: token)
+        try await client.login(token: token, capability: capability)
         return client
     }
 }
@@ -105,6 +106,7 @@ enum EventPrinter {
             line = "call      from \(i.callerId) [\(i.id)] \(i.state)(\(i.state.rawValue))"
                 + (i.state == .invitationReceived ? " content=\(i.content)\(i.channelId.map { " channel=\($0)" } ?? "")" : "")
                 + (i.error.map { " error=\($0)(\($0.rawValue))" } ?? "")
+        case .unsubscribed(let e): line = "unsubscribed #\(e.channelName) by the server: \(e.reason) (\(e.code.rawValue))"
         case .peersOnlineStatus(let statuses):
             line = "online    " + statuses.map { "\($0.userId)=\($0.state)(\($0.state.rawValue))" }.joined(separator: " ")
         }

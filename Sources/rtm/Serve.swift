@@ -1,5 +1,6 @@
 import Foundation
 import ArgumentParser
+import RTMAuth
 import Logging
 import RTMPostgres
 import RTMServer
@@ -23,6 +24,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite, invitations.sqlite).") var dataDir = "rtm-data"
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
+    @Option(help: "Private channels: a channel-name pattern (exact, 'prefix*', '*'; repeatable) that only sessions whose capability token grants the operation may use (see `rtm token --capability`).") var privateChannels: [String] = []
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
@@ -79,6 +81,10 @@ struct Serve: AsyncParsableCommand {
         config.port = port
         config.heartbeatSlack = .nanoseconds(Int64(heartbeatSlack * 1e9))
         config.publishRatePerSecond = publishRate
+        for pattern in privateChannels {
+            if let problem = Capabilities.patternProblem(pattern) { throw ValidationError("--private-channels: \(problem)") }
+        }
+        config.privateChannels = privateChannels
         config.loginRatePerSecond = loginRate
         if let maxConnections {
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be > 0, got \(maxConnections)") }

@@ -35,6 +35,40 @@ struct ServeOptionsTests {
         await alice.logout()
     }
 
+    @Test("`rtm serve --private-channels` with `rtm token --capability`: the CLI's capability token opens what it grants and nothing else; a bad pattern or operation is refused by name")
+    func privateChannelsAndCapabilityTokens() async throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-caps-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let badPattern = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--private-channels", "a*b"])
+        badPattern.process.waitUntilExit()
+        #expect(badPattern.process.terminationStatus != 0)
+        #expect(badPattern.output.contains { $0.contains("--private-channels") }, "\(badPattern.output)")
+        let credentials = ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]
+        let badOperation = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "room=fly"] + credentials)
+        badOperation.process.waitUntilExit()
+        #expect(badOperation.process.terminationStatus != 0)
+        #expect(badOperation.output.contains { $0.contains("unknown operation 'fly'") }, "\(badOperation.output)")
+        let minted = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "private.ops=subscribe,publish",
+                                                "--capability", "public.*=*", "--user-capability", "*=send"] + credentials)
+        minted.process.waitUntilExit()
+        let capability = try #require(minted.output.first { $0.split(separator: ".").count == 3 }, "\(minted.output)")
+        let port = try LoopbackPort.free()
+        let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--private-channels", "private.*"] + credentials)
+        defer { server.stop() }
+        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        let (alice, _) = try await Harness.client("alice", port: port, login: false)
+        try await alice.login(token: Harness.token("alice"), capability: capability)
+        _ = try await alice.subscribe("private.ops")
+        _ = try await alice.subscribe("public.chat")
+        #expect(await CapabilityTests.code { _ = try await alice.subscribe("private.hr") } == .notPermitted)
+        #expect(await CapabilityTests.code { _ = try await alice.subscribe("other") } == .notPermitted)
+        let (bob, _) = try await Harness.client("bob", port: port)
+        #expect(await CapabilityTests.code { _ = try await bob.subscribe("private.ops") } == .notPermitted)
+        _ = try await bob.subscribe("other")
+        await alice.logout()
+        await bob.logout()
+    }
+
     @Test("`rtm serve --admin-tls-cert` without `--admin-tls-key` (and the reverse) is refused by name")
     func adminTLSFlagsGoTogether() throws {
         for flag in ["--admin-tls-cert", "--admin-tls-key"] {

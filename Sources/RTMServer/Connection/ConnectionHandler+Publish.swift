@@ -72,6 +72,10 @@ extension ConnectionHandler {
         var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
         var runChannel: String?
+        // Access is checked once per run of publishes to one channel, and not at all for a
+        // session without restrictions.
+        let access = self.access
+        let restricted = access.map { !$0.isUnrestricted } ?? false
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             fanout.stats.channelMessagesIn &+= run.count
@@ -101,6 +105,11 @@ extension ConnectionHandler {
                 guard lifecycle.maySend else { break }
                 let publish = UnsafePointer(batch.baseAddress! + pending)
                 guard let channel = publishChannel(publish.pointee.publish, context: context) else { continue }
+                if restricted, channel != runChannel, let refusal = access?.mayPublish(channel) {
+                    publishRun()
+                    guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
+                    continue
+                }
                 if let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
                     publishRun()
                     guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }

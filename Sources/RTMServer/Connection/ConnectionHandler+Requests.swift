@@ -16,6 +16,11 @@ extension ConnectionHandler {
         case .ignored:
             return
         }
+        // Which channels and users the session may touch is SessionAccess's call.
+        if let refusal = access?.refusal(for: frame, streamChannel: stream?.channel.name) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            return
+        }
         switch (lifecycle.state, frame.type) {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
@@ -88,7 +93,10 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .invalidUserId, problem), context: context)
             return
         }
-        guard case .success(let expiresAt) = verifyToken(frame, appId: appId, userId: userId, certificate: entry, context: context) else { return }
+        guard case .success(let tokenExpiry) = verifyToken(frame, appId: appId, userId: userId, certificate: entry, context: context),
+              case .success(let (capabilities, capabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
+                                                                                     certificate: entry, context: context) else { return }
+        let expiresAt = Self.earlier(tokenExpiry, capabilityExpiry)
         let heartbeat = (frame.heartbeatInterval ?? 5).clamped(to: config.heartbeatRange)
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)
         let key = UserKey(appId: appId, userId: userId)
@@ -103,6 +111,7 @@ extension ConnectionHandler {
         case .rejected(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .admitted(let admission):
+            access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
             guard let confirmed else {
                 return loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
@@ -146,6 +155,8 @@ extension ConnectionHandler {
                 .with { $0.expiresAt = expiresAt }, context: context)
         // A resumed session: what its channels published meanwhile (M-2).
         if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
+        // A resumed session's channels its new capability token no longer grants end now.
+        if admission.resumed, access?.isUnrestricted == false { endForbiddenSubscriptions(key: key, context: context) }
         // Every user message still waiting for this user, then new ones as they come (M-1).
         hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
     }
@@ -153,13 +164,22 @@ extension ConnectionHandler {
     /// SPEC C-7, T-7: the new token replaces the old one in-band; the session goes on.
     private func renewToken(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         let certificate = hub.configuration.apps[key.appId] ?? nil
-        guard case .success(let expiresAt) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context) else { return }
+        guard case .success(let tokenExpiry) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context),
+              case .success(let (capabilities, newCapabilityExpiry)) = verifyCapability(frame, appId: key.appId, userId: key.userId,
+                                                                                        certificate: certificate, context: context) else { return }
         if let refusal = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
+        // A new capability token replaces the grants (narrower ones end what they no longer
+        // allow); without one the session keeps its grants and their expiry.
+        if let capabilities {
+            access = makeAccess(userId: key.userId, capabilities: capabilities, expiry: newCapabilityExpiry)
+        }
+        let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
         scheduleTokenExpiry(expiresAt, context: context)
         send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
+        if capabilities != nil { endForbiddenSubscriptions(key: key, context: context) }
     }
 
     /// Verifies a login, join or renewToken token ("006" or "007"). On success: when its login

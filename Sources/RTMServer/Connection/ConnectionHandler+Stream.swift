@@ -21,7 +21,15 @@ extension ConnectionHandler {
             return
         }
         guard let channel = validChannel(frame, context: context) else { return }
-        guard case .success(let expiresAt) = verifyToken(frame, appId: appId, userId: userId, certificate: certificate, context: context) else { return }
+        guard case .success(let tokenExpiry) = verifyToken(frame, appId: appId, userId: userId, certificate: certificate, context: context),
+              case .success(let (capabilities, capabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
+                                                                                     certificate: certificate, context: context) else { return }
+        let expiresAt = Self.earlier(tokenExpiry, capabilityExpiry)
+        let access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
+        if let refusal = access.refusal(for: frame) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            return
+        }
         let user = UserKey(appId: appId, userId: userId)
         // K-3: a stream channel needs the user's MESSAGE connection (login) first.
         guard hub.connection(of: user) != nil else {
@@ -39,6 +47,7 @@ extension ConnectionHandler {
         let snapshot = hub.streams.join(membership, connection: connection, quiet: frame.beQuiet ?? false,
                                         withPresence: frame.withPresence ?? true, services: features)
         self.appId = appId
+        self.access = access
         stream = membership
         hub.countConnection(.stream, opened: true)
         counted = .stream
@@ -139,8 +148,22 @@ extension ConnectionHandler {
             }
         case .renewToken:
             let certificate = hub.configuration.apps[membership.channel.appId] ?? nil
-            guard case .success(let expiresAt) = verifyToken(frame, appId: membership.channel.appId, userId: membership.userId,
-                                                             certificate: certificate, context: context) else { return }
+            guard case .success(let tokenExpiry) = verifyToken(frame, appId: membership.channel.appId, userId: membership.userId,
+                                                               certificate: certificate, context: context),
+                  case .success(let (capabilities, capabilityExpiry)) = verifyCapability(
+                      frame, appId: membership.channel.appId, userId: membership.userId, certificate: certificate, context: context)
+            else { return }
+            if let capabilities {
+                let renewed = makeAccess(userId: membership.userId, capabilities: capabilities, expiry: capabilityExpiry)
+                // A narrower token that no longer grants the stream channel ends the membership.
+                if let refusal = renewed.check(.streamJoin, membership.channel.name) {
+                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                    closeConnection(context: context, code: .policyViolation)
+                    return
+                }
+                access = renewed
+            }
+            let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
             scheduleTokenExpiry(expiresAt, context: context)
             send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
         case .join:

@@ -22,6 +22,10 @@ extension ConnectionHandler {
             return
         }
         guard let receiver = receiverName(request, context: context) else { return }
+        if let refusal = access?.maySend(to: receiver) {
+            send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
+            return
+        }
         if let refusal = payloadProblem(size: request.payload.readableBytes, customType: request.customType) {
             send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
             return

@@ -57,6 +57,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var appId: String?
     /// Set at login; kept after the session ends so the mailbox can be detached.
     var loggedInUser: String?
+    /// What the session may do (set at login or join; `SessionAccess` decides every request).
+    var access: SessionAccess?
     /// Ends the session when the token expires unless it is renewed first.
     var tokenExpiry: Scheduled<Void>?
     /// Which connection counter this connection was added to.

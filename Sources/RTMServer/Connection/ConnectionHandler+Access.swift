@@ -1,0 +1,53 @@
+import Foundation
+import NIOCore
+import RTMAuth
+import RTMProtocol
+
+/// The session's access (`SessionAccess`): its capability token, read at login, join and
+/// renewToken, and what a narrower one ends.
+extension ConnectionHandler {
+    /// The capability token's grants and expiry (ms) of a `login`, `join` or `renewToken`
+    /// (nil grants: the frame carries none). On failure the error is sent.
+    func verifyCapability(_ frame: Frame, appId: String, userId: String, certificate: String?,
+                          context: ChannelHandlerContext) -> Result<(Capabilities?, Int64?), TokenError> {
+        guard let token = frame.capability else { return .success((nil, nil)) }
+        let now = UInt32(clamping: Int(Date().timeIntervalSince1970))
+        do throws(TokenError) {
+            let verified = try CapabilityToken.verify(token, appId: appId, userId: userId, appCertificate: certificate, now: now)
+            return .success((verified.capabilities, verified.expiresAt.map { Int64($0) * 1000 }))
+        } catch {
+            let code: RTMErrorCode = error.kind == .expired ? .tokenExpired : .invalidToken
+            send(.error(id: frame.id, code, "capability token rejected: \(error.reason)"), context: context)
+            return .failure(error)
+        }
+    }
+
+    /// The session's access from its verified capability (nil: none).
+    func makeAccess(userId: String, capabilities: Capabilities?, expiry: Int64?) -> SessionAccess {
+        SessionAccess(userId: userId, capabilities: capabilities, privateChannels: hub.configuration.privateChannels,
+                      capabilityExpiry: expiry)
+    }
+
+    /// The earlier of two expiries (ms; nil = never).
+    static func earlier(_ a: Int64?, _ b: Int64?) -> Int64? {
+        switch (a, b) {
+        case let (a?, b?): min(a, b)
+        case let (a?, nil): a
+        case let (nil, b): b
+        }
+    }
+
+    /// A renewal changed the session's grants: every subscription they no longer allow ends
+    /// now, and the client is told (`unsubscribed`, -10104, with the reason), so that it does
+    /// not subscribe again after a reconnection.
+    func endForbiddenSubscriptions(key: UserKey, context: ChannelHandlerContext) {
+        guard let access else { return }
+        for channel in localChannels.sorted() where !access.maySubscribe(channel) {
+            leaveFanout(channel, appId: key.appId)
+            _ = hub.unsubscribe(connection, channel: channel)
+            let refusal = access.check(.subscribe, channel)
+            send(Frame(type: .unsubscribed, channel: channel, code: RTMErrorCode.notPermitted.rawValue,
+                       reason: refusal?.reason ?? "the capability token no longer grants subscribe"), context: context)
+        }
+    }
+}
