@@ -50,6 +50,8 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let notPermitted = RTMErrorCode(rawValue: -10104)
     /// The client is not subscribed to that channel.
     public static let channelNotSubscribed = RTMErrorCode(rawValue: -11002)
+    /// The subscription failed: the channel is full (its namespace's member limit).
+    public static let channelSubscribeFailed = RTMErrorCode(rawValue: -11021)
     /// Too many subscribed channels for this client.
     public static let channelInstanceExceedLimitation = RTMErrorCode(rawValue: -11005)
     /// Invalid message (neither text nor data, or both).
@@ -149,6 +151,8 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let historyOperationFailed = RTMErrorCode(rawValue: -15001)
     /// History: start/end are not valid timestamps (negative, or end after start).
     public static let historyInvalidTimestamp = RTMErrorCode(rawValue: -15002)
+    /// The channel keeps no history (its namespace has none).
+    public static let historyOperationNotPermitted = RTMErrorCode(rawValue: -15004)
 
     /// The reference name of the code, or its number.
     public var description: String {
@@ -164,11 +168,11 @@ public struct RTMErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
         -10100: "invalidFrame", -10101: "requestTimeout",
         -10102: "tlsHandshakeFailed", -10103: "tlsRequired", -10104: "notPermitted", -11002: "channelNotSubscribed",
         -11005: "channelInstanceExceedLimitation", -11009: "channelInvalidMessage",
-        -11010: "channelMessageLengthExceedLimitation", -11025: "channelPublishMessageTooFrequent",
+        -11010: "channelMessageLengthExceedLimitation", -11021: "channelSubscribeFailed", -11025: "channelPublishMessageTooFrequent",
         -11026: "channelPublishMessageTimeout", -11029: "channelCustomTypeLengthOverflow",
         -11033: "channelReceiverOffline", -11035: "channelReceiverOfflineButMessageStoreSucceeded",
         -11036: "channelReceiverOfflineAndMessageStoreFailed", -13001: "presenceNotConnected",
         -13004: "presenceCacheTooManyStates", -13005: "presenceStateCountOverflow", -13006: "presenceInvalidStateKey",
         -13009: "presenceStateValueSizeOverflow", -13011: "presenceUserNotExist",
-    ].merging([-11001: "channelNotJoined", -11007: "channelJoinFailed", -11027: "channelNotConnected", -11003: "channelExceedTopicUserLimitation", -11008: "channelInvalidTopicName", -11011: "channelInvalidUserList", -11012: "channelNotAvailable", -11013: "channelTopicNotSubscribed", -11014: "channelExceedTopicLimitation", -11016: "channelTopicNotJoined", -11018: "channelInvalidTopicMeta", -12001: "storageOperationFailed", -12002: "storageMetadataItemExceedLimitation", -12003: "storageInvalidMetadataItem", -12004: "storageInvalidArgument", -12005: "storageInvalidRevision", -12006: "storageMetadataLengthOverflow", -12007: "storageInvalidLockName", -12008: "storageLockNotAcquired", -12009: "storageInvalidKey", -12011: "storageKeyLengthOverflow", -12012: "storageValueLengthOverflow", -12013: "storageDuplicateKey", -12014: "storageOutdatedRevision", -12015: "storageNotSubscribe", -14001: "lockOperationFailed", -14004: "lockAlreadyExist", -14005: "lockInvalidName", -14006: "lockNotAcquired", -14007: "lockAcquireFailed", -14008: "lockNotExist", -15001: "historyOperationFailed", -15002: "historyInvalidTimestamp"], uniquingKeysWith: { a, _ in a })
+    ].merging([-11001: "channelNotJoined", -11007: "channelJoinFailed", -11027: "channelNotConnected", -11003: "channelExceedTopicUserLimitation", -11008: "channelInvalidTopicName", -11011: "channelInvalidUserList", -11012: "channelNotAvailable", -11013: "channelTopicNotSubscribed", -11014: "channelExceedTopicLimitation", -11016: "channelTopicNotJoined", -11018: "channelInvalidTopicMeta", -12001: "storageOperationFailed", -12002: "storageMetadataItemExceedLimitation", -12003: "storageInvalidMetadataItem", -12004: "storageInvalidArgument", -12005: "storageInvalidRevision", -12006: "storageMetadataLengthOverflow", -12007: "storageInvalidLockName", -12008: "storageLockNotAcquired", -12009: "storageInvalidKey", -12011: "storageKeyLengthOverflow", -12012: "storageValueLengthOverflow", -12013: "storageDuplicateKey", -12014: "storageOutdatedRevision", -12015: "storageNotSubscribe", -14001: "lockOperationFailed", -14004: "lockAlreadyExist", -14005: "lockInvalidName", -14006: "lockNotAcquired", -14007: "lockAcquireFailed", -14008: "lockNotExist", -15001: "historyOperationFailed", -15002: "historyInvalidTimestamp", -15004: "historyOperationNotPermitted"], uniquingKeysWith: { a, _ in a })
 }

@@ -11,10 +11,10 @@ public struct ServerConfiguration: Sendable {
     /// Known applications: app id → app certificate. A nil certificate accepts any token
     /// (the reference's "App ID only" mode); use it for development only.
     public var apps: [String: String?] = [:]
-    /// Channel-name patterns (`private.*`, `admins`; `Capabilities.matches`) whose channels
-    /// only a session whose capability token grants the operation may use: a session without
-    /// a capability token is refused there (-10104 notPermitted), and may do anything elsewhere.
-    public var privateChannels: [String] = []
+    /// Rules for the channels whose names match a pattern (`ChannelNamespace`: private, no
+    /// client publishes, no presence, no history, at most N members), the first match winning.
+    /// A channel in none keeps every default. `rtm serve --namespace 'PATTERN:OPTION,…'`.
+    public var namespaces: [ChannelNamespace] = []
     /// The redundancy added to a client's heartbeat interval before the server declares it lost
     /// (SPEC H-2: `heartbeatInterval + 10 s`).
     public var heartbeatSlack: TimeAmount = .seconds(10)

@@ -1,6 +1,5 @@
 import Foundation
 import ArgumentParser
-import RTMAuth
 import Logging
 import RTMPostgres
 import RTMServer
@@ -24,7 +23,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite, invitations.sqlite).") var dataDir = "rtm-data"
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
-    @Option(help: "Private channels: a channel-name pattern (exact, 'prefix*', '*'; repeatable) that only sessions whose capability token grants the operation may use (see `rtm token --capability`).") var privateChannels: [String] = []
+    @Option(help: "A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a capability token's grant opens it, see `rtm token --capability`), no-client-publish (the backend publishes, through the admin API), no-presence, no-history, max-members=N. E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'.") var namespace: [String] = []
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
@@ -81,10 +80,9 @@ struct Serve: AsyncParsableCommand {
         config.port = port
         config.heartbeatSlack = .nanoseconds(Int64(heartbeatSlack * 1e9))
         config.publishRatePerSecond = publishRate
-        for pattern in privateChannels {
-            if let problem = Capabilities.patternProblem(pattern) { throw ValidationError("--private-channels: \(problem)") }
+        config.namespaces = try namespace.map { text in
+            do throws(NamespaceError) { return try ChannelNamespace(parsing: text) } catch { throw ValidationError("--namespace: \(error)") }
         }
-        config.privateChannels = privateChannels
         config.loginRatePerSecond = loginRate
         if let maxConnections {
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be > 0, got \(maxConnections)") }

@@ -35,14 +35,14 @@ struct ServeOptionsTests {
         await alice.logout()
     }
 
-    @Test("`rtm serve --private-channels` with `rtm token --capability`: the CLI's capability token opens what it grants and nothing else; a bad pattern or operation is refused by name")
+    @Test("`rtm serve --namespace PATTERN:private` with `rtm token --capability`: the CLI's capability token opens what it grants and nothing else; a bad pattern or operation is refused by name")
     func privateChannelsAndCapabilityTokens() async throws {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-caps-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
-        let badPattern = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--private-channels", "a*b"])
+        let badPattern = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--namespace", "a*b:private"])
         badPattern.process.waitUntilExit()
         #expect(badPattern.process.terminationStatus != 0)
-        #expect(badPattern.output.contains { $0.contains("--private-channels") }, "\(badPattern.output)")
+        #expect(badPattern.output.contains { $0.contains("--namespace") }, "\(badPattern.output)")
         let credentials = ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let badOperation = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "room=fly"] + credentials)
         badOperation.process.waitUntilExit()
@@ -53,7 +53,7 @@ struct ServeOptionsTests {
         minted.process.waitUntilExit()
         let capability = try #require(minted.output.first { $0.split(separator: ".").count == 3 }, "\(minted.output)")
         let port = try LoopbackPort.free()
-        let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--private-channels", "private.*"] + credentials)
+        let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--namespace", "private.*:private"] + credentials)
         defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port, login: false)

@@ -7,7 +7,7 @@ import Testing
 /// capability token or a private channel pattern allows.
 struct SessionAccessTests {
     static let roomOnly = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": Set(Capabilities.ChannelOperation.allCases)]),
-                                        privateChannels: [])
+                                        namespaces: [])
 
     static func frame(_ type: FrameType, channel: String? = nil, user: String? = nil, _ body: (inout Frame) -> Void = { _ in }) -> Frame {
         Frame(type: type, id: 1, userId: user, channel: channel).with(body)
@@ -40,7 +40,7 @@ struct SessionAccessTests {
 
     @Test("each grant is its own: subscribe alone does not give publish, withMetadata needs metadata.read, withLock needs lock")
     func grantsAreSeparate() {
-        let access = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": [.subscribe]]), privateChannels: [])
+        let access = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": [.subscribe]]), namespaces: [])
         #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a")) == nil)
         #expect(access.refusal(for: Self.frame(.publish, channel: "room.a"))?.reason.contains("publish") == true)
         #expect(access.mayPublish("room.a") != nil)
@@ -51,7 +51,7 @@ struct SessionAccessTests {
 
     @Test("users: send, status, invite and user metadata need a user grant; oneself is always allowed")
     func userOperations() {
-        let access = SessionAccess(userId: "alice", capabilities: Capabilities(users: ["bob": [.send]]), privateChannels: [])
+        let access = SessionAccess(userId: "alice", capabilities: Capabilities(users: ["bob": [.send]]), namespaces: [])
         #expect(access.refusal(for: Self.frame(.sendUser, user: "bob")) == nil)
         #expect(access.maySend(to: "bob") == nil && access.maySend(to: "carol")?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.sendUser, user: "carol"))?.code == .notPermitted)
@@ -72,21 +72,67 @@ struct SessionAccessTests {
         }
     }
 
-    @Test("no capability token: everything allowed but the private channels, which need a grant")
-    func privateChannels() {
-        let open = SessionAccess(userId: "alice", capabilities: nil, privateChannels: [])
+    static func namespaces(_ texts: String...) -> [ChannelNamespace] {
+        texts.map { try! ChannelNamespace(parsing: $0) }
+    }
+
+    @Test("no capability token: everything allowed but the private namespaces, which need a grant")
+    func privateNamespaces() {
+        let open = SessionAccess(userId: "alice", capabilities: nil, namespaces: [])
         #expect(open.isUnrestricted)
         #expect(open.refusal(for: Self.frame(.subscribe, channel: "anything")) == nil)
-        let guarded = SessionAccess(userId: "alice", capabilities: nil, privateChannels: ["private.*", "admins"])
+        let guarded = SessionAccess(userId: "alice", capabilities: nil, namespaces: Self.namespaces("private.*:private", "admins:private"))
         #expect(!guarded.isUnrestricted)
         #expect(guarded.refusal(for: Self.frame(.subscribe, channel: "public.a")) == nil)
-        #expect(guarded.refusal(for: Self.frame(.subscribe, channel: "private.a"))?.reason.contains("is private ('private.*')") == true)
+        #expect(guarded.refusal(for: Self.frame(.subscribe, channel: "private.a"))?.reason.contains("is private (namespace 'private.*')") == true)
         #expect(guarded.refusal(for: Self.frame(.getLocks, channel: "admins"))?.code == .notPermitted)
         #expect(guarded.refusal(for: Self.frame(.sendUser, user: "bob")) == nil)
         // A token granting the private channel opens it; what it does not grant stays closed.
         let granted = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["private.a": [.subscribe]]),
-                                    privateChannels: ["private.*"])
+                                    namespaces: Self.namespaces("private.*:private"))
         #expect(granted.refusal(for: Self.frame(.subscribe, channel: "private.a")) == nil)
         #expect(granted.refusal(for: Self.frame(.subscribe, channel: "public.a"))?.code == .notPermitted)
+    }
+
+    @Test("namespace rules bound everyone, a capability token too: no client publishes, no presence requests, no history (-15004)")
+    func namespaceRules() {
+        let namespaces = Self.namespaces("news.*:no-client-publish", "quiet.*:no-presence", "ephemeral.*:no-history")
+        let everything = Capabilities(channels: ["*": Set(Capabilities.ChannelOperation.allCases)])
+        for access in [SessionAccess(userId: "alice", capabilities: nil, namespaces: namespaces),
+                       SessionAccess(userId: "alice", capabilities: everything, namespaces: namespaces)] {
+            #expect(access.refusal(for: Self.frame(.publish, channel: "news.today"))?.reason.contains("clients may not publish") == true)
+            #expect(access.mayPublish("news.today")?.code == .notPermitted)
+            #expect(access.mayPublish("quiet.a") == nil)
+            #expect(access.refusal(for: Self.frame(.subscribe, channel: "news.today")) == nil)
+            for type in [FrameType.whoNow, .getState, .setState, .removeState] {
+                #expect(access.refusal(for: Self.frame(type, channel: "quiet.a"))?.reason.contains("has no presence") == true, "\(type)")
+            }
+            #expect(access.refusal(for: Self.frame(.getChannelMemberCount) { $0.channels = ["quiet.a"] })?.code == .notPermitted)
+            #expect(access.refusal(for: Self.frame(.getMessages, channel: "ephemeral.a"))?.code == .historyOperationNotPermitted)
+            #expect(access.refusal(for: Self.frame(.publish, channel: "ephemeral.a") { $0.storeInHistory = true })?.code == .historyOperationNotPermitted)
+            #expect(access.refusal(for: Self.frame(.publish, channel: "ephemeral.a")) == nil)
+            #expect(access.refusal(for: Self.frame(.getMessages, channel: "news.today")) == nil)
+        }
+    }
+
+    @Test("namespace options parse from the command-line form; the first matching pattern wins; bad ones are named")
+    func namespaceParsing() throws {
+        let room = try ChannelNamespace(parsing: "room.*:max-members=50,no-history")
+        #expect(room.pattern == "room.*" && room.maxMembers == 50 && !room.history && room.presence && room.clientPublish && !room.isPrivate)
+        let colon = try ChannelNamespace(parsing: "a:b*:private")   // split at the last ':'
+        #expect(colon.pattern == "a:b*" && colon.isPrivate)
+        let list = Self.namespaces("room.vip*:private", "room.*:no-presence")
+        #expect(list.namespace(of: "room.vip1")?.isPrivate == true)
+        #expect(list.namespace(of: "room.a")?.presence == false)
+        #expect(list.namespace(of: "lobby") == nil)
+        for (text, problem) in [("room.*", "PATTERN:OPTION"), ("room.*:", "no option"), ("room.*:loud", "unknown option 'loud'"),
+                                ("room.*:max-members=0", "unknown option 'max-members=0'"), ("a*b:private", "before its end")] {
+            do {
+                _ = try ChannelNamespace(parsing: text)
+                Issue.record("accepted \(text)")
+            } catch {
+                #expect(error.description.contains(problem), "\(text): \(error)")
+            }
+        }
     }
 }

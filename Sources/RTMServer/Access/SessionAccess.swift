@@ -6,24 +6,25 @@ import RTMProtocol
 /// `mayPublish` / `maySend` on the binary paths), never the request handlers themselves.
 ///
 /// A session whose login brought a capability token may do on channels and other users only
-/// what the token grants (`Capabilities`). A session without one may do anything, except on
-/// the server's private channels (`ServerConfiguration.privateChannels`), which need a grant.
-/// A session may always act on itself (its own user metadata, its own conversation history,
-/// the invitations it received).
+/// what the token grants (`Capabilities`). A session without one may do anything, except in
+/// private namespaces, which need a grant. The server's namespaces (`ChannelNamespace`) bound
+/// everyone: no client publishes where clients may not, no presence or history where the
+/// namespace has none. A session may always act on itself (its own user metadata, its own
+/// conversation history, the invitations it received).
 struct SessionAccess: Sendable, Equatable {
     /// The session's user id.
     let userId: String
     /// The capability token's grants; nil: no capability token.
     var capabilities: Capabilities?
-    /// The server's private channel patterns.
-    let privateChannels: [String]
+    /// The server's namespaces (`ServerConfiguration.namespaces`).
+    let namespaces: [ChannelNamespace]
     /// When the capability token stops being accepted (ms since the Unix epoch; nil: never,
     /// or no token): the session ends then unless a renewal brings a new one.
     var capabilityExpiry: Int64? = nil
 
     /// Everything allowed (no capability token, no private channels): the refusal checks
     /// return at once (the publish path pays nothing for access control it does not use).
-    var isUnrestricted: Bool { capabilities == nil && privateChannels.isEmpty }
+    var isUnrestricted: Bool { capabilities == nil && namespaces.isEmpty }
 
     /// Why the session may not run `frame`, or nil. Requests that touch no channel or other
     /// user (ping, logout, unsubscribe, acknowledgements, answers to one's own invitations)
@@ -37,14 +38,14 @@ struct SessionAccess: Sendable, Equatable {
                 ?? (frame.withMetadata == true ? check(.metadataRead, frame.channel) : nil)
                 ?? (frame.withLock == true ? check(.lock, frame.channel) : nil)
         case .publish:
-            return check(.publish, frame.channel)
+            return check(.publish, frame.channel) ?? (frame.storeInHistory == true ? historyCheck(frame.channel) : nil)
         case .setState, .removeState, .getState, .whoNow:
             return check(.presence, frame.channel)
         case .getChannelMemberCount:
             return (frame.channels ?? []).lazy.compactMap { check(.presence, $0) }.first
         case .getMessages:
             // A user conversation's history is the session's own.
-            return frame.channelType == "user" ? nil : check(.history, frame.channel)
+            return frame.channelType == "user" ? nil : check(.history, frame.channel) ?? historyCheck(frame.channel)
         case .setMetadata, .replaceMetadata, .updateMetadata, .removeMetadata:
             return metadataCheck(frame, channel: .metadataWrite, user: .metadataWrite)
         case .getMetadata, .subscribeMetadata:
@@ -86,16 +87,32 @@ struct SessionAccess: Sendable, Equatable {
 
     // MARK: decisions
 
-    /// A channel operation: granted by the token, or (no token) allowed unless private. A
-    /// missing name is left to the request's own validation.
+    /// A channel operation: allowed by the channel's namespace, and granted by the token (or,
+    /// without a token, allowed unless the namespace is private). A missing name is left to the
+    /// request's own validation.
     func check(_ operation: Capabilities.ChannelOperation, _ channel: String?) -> RequestRefusal? {
         guard let channel else { return nil }
+        let namespace = namespaces.namespace(of: channel)
+        if let namespace {
+            if operation == .publish, !namespace.clientPublish {
+                return RequestRefusal(code: .notPermitted, reason: "clients may not publish to channel '\(channel)' (namespace '\(namespace.pattern)': the backend publishes there, through the admin API)")
+            }
+            if operation == .presence, !namespace.presence {
+                return RequestRefusal(code: .notPermitted, reason: "channel '\(channel)' has no presence (namespace '\(namespace.pattern)'): its members are not listed")
+            }
+        }
         if let capabilities {
             guard !capabilities.allows(operation, channel: channel) else { return nil }
             return RequestRefusal(code: .notPermitted, reason: "'\(userId)' may not \(Self.verb(operation)) channel '\(channel)': its capability token does not grant \(operation.rawValue) there")
         }
-        guard let pattern = privateChannels.first(where: { Capabilities.matches($0, channel) }) else { return nil }
-        return RequestRefusal(code: .notPermitted, reason: "channel '\(channel)' is private ('\(pattern)'): \(Self.verb(operation)) it needs a capability token granting \(operation.rawValue)")
+        guard let namespace, namespace.isPrivate else { return nil }
+        return RequestRefusal(code: .notPermitted, reason: "channel '\(channel)' is private (namespace '\(namespace.pattern)'): \(Self.verb(operation)) it needs a capability token granting \(operation.rawValue)")
+    }
+
+    /// Storing or reading a channel's history: refused where the namespace keeps none.
+    func historyCheck(_ channel: String?) -> RequestRefusal? {
+        guard let channel, let namespace = namespaces.namespace(of: channel), !namespace.history else { return nil }
+        return RequestRefusal(code: .historyOperationNotPermitted, reason: "channel '\(channel)' keeps no history (namespace '\(namespace.pattern)')")
     }
 
     /// An operation on another user: granted by the token, or (no token) allowed. Always

@@ -24,7 +24,7 @@ extension ConnectionHandler {
 
     /// The session's access from its verified capability (nil: none).
     func makeAccess(userId: String, capabilities: Capabilities?, expiry: Int64?) -> SessionAccess {
-        SessionAccess(userId: userId, capabilities: capabilities, privateChannels: hub.configuration.privateChannels,
+        SessionAccess(userId: userId, capabilities: capabilities, namespaces: hub.configuration.namespaces,
                       capabilityExpiry: expiry)
     }
 

@@ -216,8 +216,15 @@ extension ConnectionHandler {
 
     private func subscribe(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context) else { return }
-        let features = ChannelFeatures(frame)
-        switch hub.subscribe(connection, channel: channel, quiet: frame.beQuiet ?? false, features: features) {
+        var features = ChannelFeatures(frame)
+        var quiet = frame.beQuiet ?? false
+        let namespace = hub.configuration.namespaces.namespace(of: channel)
+        if namespace?.presence == false {
+            // No presence in the namespace: members join quietly and get no presence events.
+            features.remove(.presence)
+            quiet = true
+        }
+        switch hub.subscribe(connection, channel: channel, quiet: quiet, features: features, maxMembers: namespace?.maxMembers) {
         case .rejected(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .subscribed(let snapshot, _):

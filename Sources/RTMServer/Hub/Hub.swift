@@ -240,8 +240,9 @@ final class Hub: Sendable {
 
     // MARK: channels
 
-    func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures) -> HubState.SubscribeDecision {
-        modify { $0.onSubscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: Self.wallMillis) }
+    func subscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures,
+                   maxMembers: Int? = nil) -> HubState.SubscribeDecision {
+        modify { $0.onSubscribe(connection, channel: channel, quiet: quiet, features: features, maxMembers: maxMembers, wallMillis: Self.wallMillis) }
     }
 
     func unsubscribe(_ connection: ConnectionRef, channel: String) -> Bool {

@@ -81,10 +81,10 @@ extension HubState {
 
     /// A subscribe (or a repeated one changing its options).
     mutating func onSubscribe(_ connection: ConnectionRef, channel: String, quiet: Bool, features: ChannelFeatures,
-                              wallMillis: Int64) -> (SubscribeDecision, [HubAction]) {
+                              maxMembers: Int? = nil, wallMillis: Int64) -> (SubscribeDecision, [HubAction]) {
         let key = userKey(of: connection)
         let wasMember = key.flatMap { sessions[$0]?.channels.contains(channel) } ?? true
-        let decision = subscribe(connection, channel: channel, quiet: quiet, features: features, wallMillis: wallMillis)
+        let decision = subscribe(connection, channel: channel, quiet: quiet, features: features, maxMembers: maxMembers, wallMillis: wallMillis)
         var actions: [HubAction] = []
         if case .subscribed(_, let join) = decision {
             if !wasMember, let key {

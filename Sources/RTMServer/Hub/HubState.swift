@@ -293,7 +293,8 @@ struct HubState {
 
     // MARK: channels
 
-    mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, features: ChannelFeatures, wallMillis: Int64) -> SubscribeDecision {
+    mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, features: ChannelFeatures,
+                            maxMembers: Int? = nil, wallMillis: Int64) -> SubscribeDecision {
         guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
             return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in"))
         }
@@ -311,6 +312,10 @@ struct HubState {
         }
         guard session.channels.count < maxChannels else {
             return .rejected(RequestRefusal(code: .channelInstanceExceedLimitation, reason: "already subscribed to \(maxChannels) channels, the limit per client"))
+        }
+        // The namespace's member limit (a member of another session of the user is replaced, not added).
+        if let maxMembers, state.members[key.userId] == nil, state.members.count >= maxMembers {
+            return .rejected(RequestRefusal(code: .channelSubscribeFailed, reason: "channel '\(name)' is full: \(maxMembers) members, its namespace's limit"))
         }
         session.channels.insert(name)
         sessions[key] = session
