@@ -51,7 +51,7 @@ struct MetricsTests {
         await harness.stop()
     }
 
-    @Test("The process's own figures (memory, descriptors, CPU, threads, start time) under the usual process_* names, the build's version, and refused requests by error code")
+    @Test("The process's own figures (memory, descriptors, CPU, threads, start time) under the usual process_* names, the build's version, and refused requests by request type and error code")
     func processBuildAndRefusals() async throws {
         let harness = try await Harness.start()
         let before = try await Self.scrape(harness.port)
@@ -63,7 +63,7 @@ struct MetricsTests {
         let replies = try await client.waitFor { $0.count >= 3 }
         #expect(replies.count == 3 && replies.dropFirst().allSatisfy { String(buffer: $0.payload).contains("-10008") })
         let after = try await Self.scrape(harness.port)
-        #expect(after["rtm_requests_refused_total{code=\"invalidChannelName\"}"] - before["rtm_requests_refused_total{code=\"invalidChannelName\"}"] == 2)
+        #expect(after["rtm_requests_refused_total{operation=\"subscribe\",code=\"invalidChannelName\"}"] - before["rtm_requests_refused_total{operation=\"subscribe\",code=\"invalidChannelName\"}"] == 2)
         #expect(after["rtm_build_info{version=\"\(RTMServer.version)\"}"] == 1)
         let resident = after["process_resident_memory_bytes"]
         #expect(resident > 1_000_000 && after["process_virtual_memory_bytes"] >= resident)

@@ -79,6 +79,8 @@ def main():
     parser.add_argument("--expect", action="append", default=[])
     parser.add_argument("--channel", help="click this channel's row to inspect it")
     parser.add_argument("--publish", help="publish this text to --channel with the page's publish form")
+    parser.add_argument("--next-page", help="then click this list's (channels, sessions) 'next' button")
+    parser.add_argument("--then-expect", action="append", default=[], help="text shown after --next-page")
     parser.add_argument("--screenshot", required=True)
     parser.add_argument("--timeout", type=float, default=20)
     parser.add_argument("--settle", type=float, default=1.2, help="seconds to let the live chart run before the screenshot")
@@ -133,6 +135,23 @@ def main():
         else:
             print("page text:\n" + text)
             sys.exit(f"the console did not show {options.expect} (and a drawn chart, the key in sessionStorage) within {options.timeout} s")
+        if options.next_page:
+            # Page through a list as an operator does: its pager's "next" button.
+            clicked = page.evaluate(
+                f"(() => {{ for (const b of document.querySelectorAll('#{options.next_page}Pager button'))"
+                " if (b.textContent.startsWith('next')) { b.click(); return true; } return false; })()")
+            if not clicked:
+                sys.exit(f"no 'next' button under the {options.next_page} list: "
+                         + str(page.evaluate(f"document.getElementById('{options.next_page}Pager').innerText")))
+            while time.time() < deadline:
+                text = page.evaluate("document.getElementById('app').innerText") or ""
+                if all(e in text for e in options.then_expect):
+                    break
+                time.sleep(0.2)
+            else:
+                print("page text:\n" + text)
+                sys.exit(f"after 'next' the console did not show {options.then_expect} within {options.timeout} s")
+            options.expect += options.then_expect
         time.sleep(options.settle)   # more polls, so the chart has points
         shot = page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         with open(options.screenshot, "wb") as f:

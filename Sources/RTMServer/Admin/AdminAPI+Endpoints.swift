@@ -4,6 +4,11 @@ import RTMProtocol
 
 /// The admin API's endpoints (`openapi/admin.yaml`).
 extension AdminAPI {
+    /// `/v1/info`, once the event loops' counts of refusals are folded in.
+    func info(respond: @escaping Respond) {
+        hub.foldLoopStats(on: hub.fanouts[0].eventLoop).whenComplete { [self] _ in respond(.json(info())) }
+    }
+
     func info() -> AdminModels.Info {
         let counts = hub.connectionCounters
         let now = Hub.wallMillis
@@ -15,6 +20,9 @@ extension AdminAPI {
                                open: hub.openConnections.count),
             sessions: hub.sessionCount, channels: hub.channelCount, bans: bans,
             counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount.withLockedValue { $0 }),
+            refusals: hub.metrics.refusals.map { key, count in
+                AdminModels.Refusal(operation: key.operation.rawValue, code: key.code, name: RTMErrorCode(rawValue: key.code).description, count: count)
+            }.sorted { ($0.count, $1.operation, $1.code) > ($1.count, $0.operation, $0.code) },
             webhooks: hub.webhooks?.stats)
     }
 

@@ -66,7 +66,7 @@ struct AdminAPI: Sendable {
         }
         guard method == request.method else { return respond(Self.notAllowed(request, allowed: method)) }
         switch joined {
-        case "info": respond(.json(info()))
+        case "info": info(respond: respond)
         case "channels": respond(.json(try channels(request)))
         case "sessions": respond(.json(try sessions(request)))
         case "presence/whonow": respond(.json(try whoNow(request)))

@@ -52,6 +52,7 @@ form{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:6px 0}
 input{padding:4px 6px;border:1px solid #ccd;border-radius:4px;font:inherit}button{padding:4px 10px;font:inherit;cursor:pointer}
 canvas{width:100%;height:180px;display:block}
 #login{max-width:420px;margin:80px auto}
+.pager{margin-top:6px;font-size:12px}.pager button{margin-left:8px}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 </style></head>
 <body>
@@ -67,11 +68,11 @@ canvas{width:100%;height:180px;display:block}
   <section><h2>Node</h2><div class="kv" id="info"></div></section>
   <section><h2>Live: messages/s and connections</h2><canvas id="chart" width="600" height="180"></canvas>
     <div class="legend"><span><i style="background:#2563eb"></i>messages/s <b id="rate">0</b></span><span><i style="background:#16a34a"></i>connections <b id="conns">0</b></span></div></section>
-  <section><h2>Channels</h2><table><thead><tr><th>channel</th><th>members</th><th>last seq</th></tr></thead><tbody id="channels"></tbody></table></section>
+  <section><h2>Channels</h2><table><thead><tr><th>channel</th><th>members</th><th>last seq</th></tr></thead><tbody id="channels"></tbody></table><div class="pager" id="channelsPager"></div></section>
   <section><h2>Channel inspector <span id="inspected" class="muted"></span></h2>
     <div><b>members</b> <span id="members" class="muted">—</span></div>
     <table><thead><tr><th>seq</th><th>time</th><th>publisher</th><th>message</th></tr></thead><tbody id="recent"></tbody></table></section>
-  <section><h2>Connections (sessions)</h2><table><thead><tr><th>user</th><th>state</th><th>channels</th><th></th></tr></thead><tbody id="sessions"></tbody></table></section>
+  <section><h2>Connections (sessions)</h2><table><thead><tr><th>user</th><th>state</th><th>channels</th><th></th></tr></thead><tbody id="sessions"></tbody></table><div class="pager" id="sessionsPager"></div></section>
   <section><h2>Publish</h2>
     <form id="pubForm"><input id="pubChannel" placeholder="channel" required><input id="pubText" placeholder="message" size="30" required><button>Publish</button></form>
     <h2>Kick or ban</h2>
@@ -83,6 +84,10 @@ canvas{width:100%;height:180px;display:block}
 const $ = id => document.getElementById(id);
 let key = sessionStorage.getItem("rtmAdminKey");
 let inspected = null, timer = null;
+// The channel and session lists come a page at a time (the API's cursors); each keeps the
+// cursors of the pages before the one shown, so "previous" goes back.
+const pageSize = 50;
+const paging = {channels: [null], sessions: [null]};
 const samples = [];   // {t, messages, connections}
 
 function el(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined) e.textContent = String(text); if (cls) e.className = cls; return e; }
@@ -110,8 +115,10 @@ function start() {
 
 async function refresh() {
   try {
-    const [info, channels, sessions] = await Promise.all([api("GET", "/v1/info"), api("GET", "/v1/channels"), api("GET", "/v1/sessions")]);
+    const [info, channels, sessions] = await Promise.all([api("GET", "/v1/info"), api("GET", "/v1/channels" + pageQuery("channels")),
+                                                          api("GET", "/v1/sessions" + pageQuery("sessions"))]);
     renderInfo(info); renderChannels(channels.channels); renderSessions(sessions.sessions);
+    renderPager("channels", channels, channels.channels.length); renderPager("sessions", sessions, sessions.sessions.length);
     // By default the busiest channel (the most messages) is inspected; a click picks another.
     if (!inspected && channels.channels.length) inspected = channels.channels.reduce((a, b) => b.lastSeq > a.lastSeq ? b : a);
     if (inspected) {
@@ -133,7 +140,8 @@ function renderInfo(info) {
   const items = [["nodes", 1], ["version", info.version], ["uptime", Math.round(info.uptimeSeconds) + " s"], ["apps", info.apps.join(", ")],
     ["MESSAGE connections", info.connections.message], ["STREAM connections", info.connections.stream], ["peak (PCU)", info.connections.peakMessage],
     ["sessions", info.sessions], ["channels", info.channels], ["active bans", info.bans],
-    ["channel messages", info.counters.channelMessages], ["user messages", info.counters.userMessages]];
+    ["channel messages", info.counters.channelMessages], ["user messages", info.counters.userMessages],
+    ["refused requests", info.refusals.reduce((sum, r) => sum + r.count, 0)]];
   for (const [k, v] of items) { kv.appendChild(el("b", k)); kv.appendChild(el("span", v)); }
   // One sample a second at most (a form's extra refresh would make a spike of a few ms).
   const previous = samples[samples.length - 1];
@@ -172,6 +180,19 @@ function drawChart() {
   }
   const last = data[data.length - 1] || {rate: 0, connections: samples.length ? samples[samples.length - 1].connections : 0};
   $("rate").textContent = last.rate.toFixed(1); $("conns").textContent = last.connections;
+}
+
+function pageQuery(name) {
+  const cursor = paging[name][paging[name].length - 1];
+  return "?limit=" + pageSize + (cursor ? "&page=" + encodeURIComponent(cursor) : "");
+}
+
+function renderPager(name, listing, shown) {
+  const cursors = paging[name], pager = $(name + "Pager"); pager.replaceChildren();
+  const first = (cursors.length - 1) * pageSize;
+  pager.appendChild(el("span", shown ? (first + 1) + "–" + (first + shown) + " of " + listing.total : (first ? "no more" : ""), "muted"));
+  if (cursors.length > 1) { const b = el("button", "‹ previous"); b.onclick = () => { cursors.pop(); refresh(); }; pager.appendChild(b); }
+  if (listing.nextPage) { const b = el("button", "next ›"); b.onclick = () => { cursors.push(listing.nextPage); refresh(); }; pager.appendChild(b); }
 }
 
 function renderChannels(channels) {

@@ -33,8 +33,17 @@ enum AdminModels {
         let channels: Int
         let bans: Int
         let counters: Counters
+        /// Requests refused since start, by request type and error code, most first.
+        let refusals: [Refusal]
         /// Webhook delivery (absent when no webhook is configured).
         let webhooks: WebhookStats?
+    }
+
+    struct Refusal: Codable, Sendable {
+        let operation: String
+        let code: Int
+        let name: String
+        let count: Int
     }
 
     struct ChannelItem: Codable, Sendable {

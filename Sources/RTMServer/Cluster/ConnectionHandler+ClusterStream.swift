@@ -13,10 +13,10 @@ extension ConnectionHandler {
             case .success:
                 Hub.send(Frame(type: .ok, id: id, channel: name).with { $0.topic = topic }, on: channel)
             case .failure(let error as TopicOutboxFull):
-                hub.reply(.error(id: id, .channelPublishMessageTooFrequent, error.description), on: channel)
+                hub.reply(.error(id: id, .channelPublishMessageTooFrequent, error.description), to: .publishTopic, on: channel)
             case .failure(let error):
                 logger.warning("a topic message through the cluster backplane failed", metadata: ["error": "\(error)"])
-                hub.reply(.error(id: id, .channelPublishMessageTimeout, ClusterCommitFailure.reason(error)), on: channel)
+                hub.reply(.error(id: id, .channelPublishMessageTimeout, ClusterCommitFailure.reason(error)), to: .publishTopic, on: channel)
             }
         }
     }

@@ -20,13 +20,15 @@ extension ConnectionHandler {
     func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
         switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
         case BinaryFrame.sendUserOp?:
+            operation = .sendUser
             binarySendUser(payload, context: context)
             return
         case BinaryFrame.ackUserOp?:
+            operation = .ackUser
             binaryAckUser(payload, context: context)
             return
         default:
-            break
+            operation = .publish
         }
         switch BinaryFrame.readPublish(payload) {
         case .failure(let error):
@@ -64,6 +66,7 @@ extension ConnectionHandler {
     func flushPublishes(context: ChannelHandlerContext) {
         flushUserSends()
         guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
+        operation = .publish
         let started = NIODeadline.now()
         defer { hub.metrics.request(.publish, nanoseconds: (NIODeadline.now() - started).nanoseconds) }   // one per batch
         let batch = pendingPublishes
@@ -138,7 +141,7 @@ extension ConnectionHandler {
             hub.cluster.publishesFailed(run.count)
             let reason = ClusterCommitFailure.reason(error)
             for message in run {
-                send(.error(id: message.requestID, .channelPublishMessageTimeout, reason), context: context)
+                send(.error(id: message.requestID, .channelPublishMessageTimeout, reason), context: context, operation: .publish)
             }
         case .success(let seqs):
             var acks: [(requestID: UInt64, seq: UInt64)] = []
@@ -230,7 +233,7 @@ extension ConnectionHandler {
                        context: ChannelHandlerContext) -> Bool {
         guard lifecycle.maySend else { return false }
         lastErrorCode = refusal.code.rawValue
-        fanout.stats.refused[refusal.code.rawValue, default: 0] &+= 1
+        fanout.stats.refused[RefusalKey(operation: .publish, code: refusal.code.rawValue), default: 0] &+= 1
         guard errorBudget.tryAcquire(now: lastRead) else {
             writeReplies(&replies, context: context)   // before the close frame
             closeForRejectedRequests(context: context)

@@ -333,7 +333,7 @@ extension ConnectionHandler {
             case .failure(let error):
                 reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "\(error)")   // the mailbox's reason
             }
-            hub.reply(reply, on: channel)
+            hub.reply(reply, to: .sendUser, on: channel)
         }
     }
 

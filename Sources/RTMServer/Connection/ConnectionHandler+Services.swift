@@ -22,7 +22,7 @@ extension ConnectionHandler {
             hub.readLocks(appId: key.appId, channel: channel) { [hub] result in
                 switch result {
                 case .success(let details): Hub.send(Frame(type: .ok, id: requestID, channel: channel).with { $0.locks = details }, on: nio)
-                case .failure(let error): hub.reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), on: nio)
+                case .failure(let error): hub.reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), to: .getLocks, on: nio)
                 }
             }
         case .getMessages: getMessages(frame, key: key, context: context)
@@ -71,24 +71,25 @@ extension ConnectionHandler {
         let requiredLock = lockName.map { MetadataLockGuard(lockName: $0, owner: key.userId) }
         hub.storage.write(operation, key: storageKey, request: request, options: options, author: key.userId,
                           notifyAll: frame.notifyAll == true && storageKey.type == .channel, requiredLock: requiredLock,
-                          reply: Self.metadataReply(frame.id, on: context.channel, hub: hub))
+                          reply: Self.metadataReply(frame.id, to: frame.type, on: context.channel, hub: hub))
     }
 
     /// Answers a metadata request with the set, or with the failure.
-    private static func metadataReply(_ requestID: UInt64?, on channel: any Channel, hub: Hub) -> @Sendable (Result<Metadata, StorageService.Failure>) -> Void {
+    private static func metadataReply(_ requestID: UInt64?, to operation: FrameType, on channel: any Channel, hub: Hub)
+        -> @Sendable (Result<Metadata, StorageService.Failure>) -> Void {
         { result in
             switch result {
             case .success(let metadata):
                 Hub.send(Frame(type: .ok, id: requestID).with { $0.metadata = metadata }, on: channel)
             case .failure(let failure):
-                hub.reply(.error(id: requestID, failure.code, failure.reason), on: channel)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), to: operation, on: channel)
             }
         }
     }
 
     private func getMetadata(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let storageKey = storageKey(frame, key: key, context: context) else { return }
-        hub.storage.read(storageKey, reply: Self.metadataReply(frame.id, on: context.channel, hub: hub))
+        hub.storage.read(storageKey, reply: Self.metadataReply(frame.id, to: frame.type, on: context.channel, hub: hub))
     }
 
     /// subscribeMetadata replies with the current set (the snapshot); later changes arrive as
@@ -114,7 +115,7 @@ extension ConnectionHandler {
                 Hub.send(Frame(type: .ok, id: requestID, userId: target).with { $0.metadata = metadata }, on: channel)
                 Hub.send(Hub.storageEvent(storageKey, kind: .snapshot, metadata: metadata), on: channel)
             case .failure(let failure):
-                hub.reply(.error(id: requestID, failure.code, failure.reason), on: channel)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), to: .subscribeMetadata, on: channel)
             }
         }
     }
@@ -198,7 +199,7 @@ extension ConnectionHandler {
                     $0.newStart = page.newStart
                 }, on: nio)
             case .failure(let failure):
-                hub.reply(.error(id: requestID, failure.code, failure.reason), on: nio)
+                hub.reply(.error(id: requestID, failure.code, failure.reason), to: .getMessages, on: nio)
             }
         }
     }
@@ -223,9 +224,9 @@ extension ConnectionHandler {
         let requestID = frame.id
         hub.storage.appendHistory(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey) { [hub] result in
             switch result {
-            case .success: hub.reply(reply, on: nio)
+            case .success: hub.reply(reply, to: frame.type, on: nio)
             case .failure(let failure):
-                hub.reply(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), on: nio)
+                hub.reply(.error(id: requestID, .historyOperationFailed, "delivered, but not stored in history: \(failure.reason)"), to: frame.type, on: nio)
             }
         }
     }

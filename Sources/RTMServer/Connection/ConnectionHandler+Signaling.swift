@@ -42,7 +42,7 @@ extension ConnectionHandler {
                     reply.id = frame.id
                     send(reply, context: context)
                 case .failure(let refusal):
-                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context, operation: frame.type)
                 }
             }
         default:

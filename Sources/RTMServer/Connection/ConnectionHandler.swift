@@ -71,6 +71,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
     var lastErrorCode: Int?
+    /// The type of the request being run, which its refusals are counted by
+    /// (`rtm_requests_refused_total`); replies that come later name their request's type.
+    var operation = RefusalKey.unknownOperation
 
     enum Counted { case none, message, stream }
 
@@ -148,10 +151,11 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             do {
                 decoded = try FrameCodec.decode(payload)
             } catch {
-                send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
+                send(.error(id: error.requestID, .invalidFrame, error.description), context: context, operation: RefusalKey.unknownOperation)
                 return
             }
             let started = NIODeadline.now()
+            operation = decoded.type
             handle(decoded, context: context)
             hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
@@ -320,11 +324,12 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: helpers
 
-    func send(_ frame: Frame, context: ChannelHandlerContext) {
+    /// Sends a frame; a refusal is counted by `operation` (default: the request being run).
+    func send(_ frame: Frame, context: ChannelHandlerContext, operation: FrameType? = nil) {
         guard lifecycle.maySend else { return }   // nothing after our close frame
         if frame.type == .error, let code = frame.code {
             lastErrorCode = code
-            fanout.stats.refused[code, default: 0] &+= 1
+            fanout.stats.refused[RefusalKey(operation: operation ?? self.operation, code: code), default: 0] &+= 1
         }
         if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
             closeForRejectedRequests(context: context)

@@ -12,7 +12,7 @@ extension Hub {
     /// it waits for the lock).
     func lock(_ request: LockService.Request, channel: ChannelKey, name: String, connection: ConnectionRef, requestID: UInt64?) {
         guard let user = userKey(of: connection) else {
-            reply(.error(id: requestID, .notLogin, "not logged in"), on: connection.channel)
+            reply(.error(id: requestID, .notLogin, "not logged in"), to: request.frameType, on: connection.channel)
             return
         }
         let key = LockService.LockKey(appId: channel.appId, channel: channel.name, name: name)
@@ -21,22 +21,22 @@ extension Hub {
             do {
                 result = try await locks.store.perform(request.operation, appId: channel.appId, channel: channel.name, name: name, user: user.userId)
             } catch {
-                reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), on: connection.channel)
+                reply(.error(id: requestID, .lockOperationFailed, "the lock store failed: \(error)"), to: request.frameType, on: connection.channel)
                 return
             }
             switch result {
             case .done(let detail, let change):
                 if let change { await lockChanged([change], local: true) }
                 reply(Self.lockReply(requestID, channel: channel.name, lockName: name, detail: request.operation == .acquire ? detail : nil),
-                      on: connection.channel)
+                      to: request.frameType, on: connection.channel)
             case .refused(let refusal) where refusal.code == .lockAcquireFailed && request.waits:
                 let waiter = LockService.Waiter(connection: connection, userId: user.userId, requestID: requestID)
                 if let superseded = locks.wait(waiter, for: key) {
                     reply(.error(id: superseded.requestID, .duplicateOperation, "superseded by a newer acquireLock of '\(name)'"),
-                          on: superseded.connection.channel)
+                          to: .acquireLock, on: superseded.connection.channel)
                 }
             case .refused(let refusal):
-                reply(.error(id: requestID, refusal.code, refusal.reason), on: connection.channel)
+                reply(.error(id: requestID, refusal.code, refusal.reason), to: request.frameType, on: connection.channel)
             }
         }
     }
@@ -63,7 +63,7 @@ extension Hub {
             switch change.kind {
             case .lockRemoved:
                 for waiter in locks.removeAll(of: key) {
-                    reply(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), on: waiter.connection.channel)
+                    reply(.error(id: waiter.requestID, .lockNotExist, "lock '\(key.name)' was removed"), to: .acquireLock, on: waiter.connection.channel)
                 }
             case .lockReleased:
                 await grantWaiters(of: key)
@@ -86,11 +86,11 @@ extension Hub {
             case .done(let detail, let change)?:
                 locks.removeFirst(waiter, of: key)
                 if let change { await lockChanged([change], local: true) }
-                reply(Self.lockReply(waiter.requestID, channel: key.channel, lockName: key.name, detail: detail), on: waiter.connection.channel)
+                reply(Self.lockReply(waiter.requestID, channel: key.channel, lockName: key.name, detail: detail), to: .acquireLock, on: waiter.connection.channel)
                 return
             case .refused(let refusal)? where refusal.code == .lockNotExist:
                 locks.removeFirst(waiter, of: key)
-                reply(.error(id: waiter.requestID, .lockNotExist, refusal.reason), on: waiter.connection.channel)
+                reply(.error(id: waiter.requestID, .lockNotExist, refusal.reason), to: .acquireLock, on: waiter.connection.channel)
             default:
                 return   // held again (or the store is unreachable): the waits go on
             }

@@ -24,7 +24,7 @@ extension Hub {
             case .broadcast(let broadcast):
                 perform([broadcast])
             case .send(let frame, let connection):
-                reply(frame, on: connection.channel)
+                Self.send(frame, on: connection.channel)   // events (the hub's refusals are replies, counted where sent)
             case .kick(let connection, _, let code, let reason):
                 Self.close(connection, with: Frame(type: .kicked, code: code.rawValue, reason: reason), code: .normalClosure, reason: reason)
             case .closeReplaced(let connection, let reason):

@@ -334,11 +334,12 @@ final class Hub: Sendable {
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
     }
 
-    /// Sends a reply like `send(_:on:)`; a refusal is counted in `rtm_requests_refused_total`.
+    /// Sends a reply to a request of type `operation` like `send(_:on:)`; a refusal is counted
+    /// in `rtm_requests_refused_total`.
     /// For the replies that leave off their connection's loop (stores, locks, the cluster);
     /// the connection's own replies are counted by `ConnectionHandler.send`.
-    func reply(_ frame: Frame, on channel: any Channel) {
-        if frame.type == .error, let code = frame.code { metrics.refused(RTMErrorCode(rawValue: code)) }
+    func reply(_ frame: Frame, to operation: FrameType, on channel: any Channel) {
+        if frame.type == .error, let code = frame.code { metrics.refused(RTMErrorCode(rawValue: code), operation: operation) }
         Self.send(frame, on: channel)
     }
 

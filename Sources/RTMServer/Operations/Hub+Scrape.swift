@@ -6,15 +6,14 @@ extension Hub {
     /// folds them into the metrics, sets the gauges from the server's state, and renders the
     /// Prometheus text with the process's figures. The future completes on `loop`.
     func scrape(on loop: any EventLoop) -> EventLoopFuture<String> {
-        let taken = fanouts.map { fanout in fanout.eventLoop.submit { fanout.stats.take() } }
+        let taken = foldLoopStats(on: loop)
         let mailboxDepth = loop.makePromise(of: Int.self)
         mailbox.queueDepth(mailboxDepth)
         let webhookStats = loop.makePromise(of: WebhookStats?.self)
         if let webhooks { webhooks.stats { webhookStats.succeed($0) } } else { webhookStats.succeed(nil) }
-        let gathered = EventLoopFuture.whenAllSucceed(taken, on: loop).and(mailboxDepth.futureResult).and(webhookStats.futureResult)
+        let gathered = taken.and(mailboxDepth.futureResult).and(webhookStats.futureResult)
         return gathered.map { [self] gathered, webhookStats in
-            let (stats, depth) = gathered
-            for loopStats in stats { metrics.fold(loopStats) }
+            let (_, depth) = gathered
             if let webhookStats { metrics.fold(webhookStats) }
             let counts = connectionCounters
             metrics.set(.messageConnections, counts.message)
@@ -26,6 +25,15 @@ extension Hub {
             metrics.set(.storageQueue, storage.queueDepth)
             metrics.set(.draining, isDraining ? 1 : 0)
             return metrics.render()
+        }
+    }
+
+    /// Takes every event loop's traffic counts (one hop to each, the counts read and reset on
+    /// their own loop) and folds them into the metrics; completes on `loop`.
+    func foldLoopStats(on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let taken = fanouts.map { fanout in fanout.eventLoop.submit { fanout.stats.take() } }
+        return EventLoopFuture.whenAllSucceed(taken, on: loop).map { [self] stats in
+            for loopStats in stats { metrics.fold(loopStats) }
         }
     }
 }

@@ -1,3 +1,4 @@
+import RTMProtocol
 /// Traffic counts of one event loop, as plain integers: the hot path (publish fan-out, reads)
 /// adds to them once per batch, with no lock or atomic; `ServerMetrics` takes and folds them
 /// into the Prometheus counters when `/metrics` is scraped. Confined to its loop (it lives in
@@ -19,8 +20,8 @@ struct LoopStats: Sendable, Equatable {
     /// WebSocket frame bytes written to clients by the fan-out, replay and replies.
     var bytesOut = 0
     /// Requests refused (an error reply, or refused while the connection closed for its error
-    /// budget), by error code.
-    var refused: [Int: Int] = [:]
+    /// budget), by operation and error code.
+    var refused: [RefusalKey: Int] = [:]
 
     /// Returns the counts so far and starts again from zero.
     mutating func take() -> LoopStats {
@@ -39,4 +40,14 @@ struct LoopStats: Sendable, Equatable {
         bytesOut &+= other.bytesOut
         refused.merge(other.refused, uniquingKeysWith: &+)
     }
+}
+
+/// What a refusal is counted by: the request's type (`unknown` when it could not be read) and
+/// the error code.
+struct RefusalKey: Hashable, Sendable {
+    let operation: FrameType
+    let code: Int
+
+    /// A frame whose type could not be read.
+    static let unknownOperation = FrameType(rawValue: "unknown")
 }

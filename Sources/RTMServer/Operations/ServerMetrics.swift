@@ -45,6 +45,7 @@ final class ServerMetrics: Sendable {
     private let startTime = Date().timeIntervalSince1970
     /// The webhook totals of the last scrape (`fold(_:)` counts what changed since).
     private let lastWebhooks = NIOLockedValueBox(WebhookStats())
+    private let refusalTotals = NIOLockedValueBox([RefusalKey: Int]())
 
     /// Gauges set from the server's state at each scrape.
     enum Gauge: CaseIterable {
@@ -137,7 +138,7 @@ final class ServerMetrics: Sendable {
         deliveries.increment(by: Int64(stats.deliveries))
         bytesIn.increment(by: Int64(stats.bytesIn))
         bytesOut.increment(by: Int64(stats.bytesOut))
-        for (code, count) in stats.refused { refused(RTMErrorCode(rawValue: code), count: count) }
+        for (key, count) in stats.refused { refused(RTMErrorCode(rawValue: key.code), operation: key.operation, count: count) }
     }
 
     /// Webhook delivery, from the dispatcher's totals: each counter advances by what changed
@@ -182,12 +183,18 @@ final class ServerMetrics: Sendable {
         Metrics.Counter(label: "rtm_login_rejections_total", dimensions: [("code", code.description)], factory: factory).increment()
     }
 
-    /// Requests refused with `code` (its name is the label): counted by the event loops and
-    /// folded in at scrape, or here at once on the rarer routes (store and lock failures).
-    func refused(_ code: RTMErrorCode, count: Int = 1) {
-        Metrics.Counter(label: "rtm_requests_refused_total", dimensions: [("code", code.description)], factory: factory)
-            .increment(by: Int64(count))
+    /// Requests of `operation` (the request's type) refused with `code` (its name is the
+    /// label): counted by the event loops and folded in at scrape, or here at once on the
+    /// rarer routes (store and lock failures). The totals are also kept for the admin API's
+    /// `/v1/info` (`refusals`).
+    func refused(_ code: RTMErrorCode, operation: FrameType, count: Int = 1) {
+        Metrics.Counter(label: "rtm_requests_refused_total", dimensions: [("operation", operation.rawValue), ("code", code.description)],
+                        factory: factory).increment(by: Int64(count))
+        refusalTotals.withLockedValue { $0[RefusalKey(operation: operation, code: code.rawValue), default: 0] += count }
     }
+
+    /// Every refusal so far by operation and error code (the admin API's `/v1/info`).
+    var refusals: [RefusalKey: Int] { refusalTotals.withLockedValue { $0 } }
 
     /// A WebSocket connection ended (`reason`: one of `DisconnectReason`'s values).
     func disconnected(_ reason: DisconnectReason) {

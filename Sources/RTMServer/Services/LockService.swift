@@ -20,6 +20,17 @@ final class LockService: Sendable {
     struct Request: Sendable {
         var operation: SharedLockOperation
         var waits = false
+
+        /// The request's frame type (what its refusals are counted by).
+        var frameType: FrameType {
+            switch operation {
+            case .set: .setLock
+            case .acquire: .acquireLock
+            case .release: .releaseLock
+            case .revoke: .revokeLock
+            case .remove: .removeLock
+            }
+        }
     }
 
     /// A lock of a channel.

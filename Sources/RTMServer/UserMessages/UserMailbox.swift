@@ -331,7 +331,7 @@ final class UserMailbox: @unchecked Sendable {
             case .callback(let reply):
                 reply(.failure(UserMessageRefused(description: reason)))
             case .binary(let connection, let requestID):
-                metrics?.refused(.channelReceiverOfflineAndMessageStoreFailed)
+                metrics?.refused(.channelReceiverOfflineAndMessageStoreFailed, operation: .sendUser)
                 Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, reason), on: connection.channel)
             }
         }

@@ -263,7 +263,14 @@ struct AdminAPITests {
         #expect(try await admin.call("GET", "/v1/channels/nowhere").status == 404)
         let history = try await waitForHistory(admin, channel: "room")
         #expect((history.json["messages"] as? [[String: Any]])?.first?["text"] as? String == "one")
+        // Refusals by request type and code: one answered by the lock store (off the loop), one by the connection.
+        await #expect(throws: RTMError.self) { try await alice.releaseLock(channel: "room", lockName: "none") }
+        await #expect(throws: RTMError.self) { _ = try await alice.whereNow(userId: "ghost") }
         let info = try await admin.call("GET", "/v1/info")
+        let refusals = (info.json["refusals"] as? [[String: Any]]) ?? []
+        #expect(refusals.contains { $0["operation"] as? String == "releaseLock" && $0["name"] as? String == "lockNotExist" && $0["count"] as? Int == 1 },
+                "\(refusals)")
+        #expect(refusals.contains { $0["operation"] as? String == "whereNow" && $0["code"] as? Int == -13011 }, "\(refusals)")
         #expect((info.json["connections"] as? [String: Any])?["message"] as? Int == 1)
         #expect((info.json["counters"] as? [String: Any])?["channelMessages"] as? Int == 1)
         #expect(info.json["version"] as? String == "0.14.0")

@@ -44,4 +44,23 @@ struct AdminConsoleTests {
         let attributes = try FileManager.default.attributesOfItem(atPath: screenshot)
         #expect((attributes[.size] as? Int ?? 0) > 10_000, "screenshot \(screenshot) is missing or empty")
     }
+
+    @Test("console: the channel list comes a page at a time (50 rows), with its count, and 'next' shows the rest",
+          .enabled(if: runsWhen(chromium != nil && pythonHas(["websocket"]), orRequiredBy: "RTM_CONSOLE_TEST"),
+                   "needs Chromium and the Python package websocket-client (.ci/run installs both)"))
+    func consolePages() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, _) = try await Harness.client("alice", port: admin.port)
+        let (bob, _) = try await Harness.client("bob", port: admin.port)
+        defer { Task { await alice.logout(); await bob.logout() } }
+        for i in 0..<60 { _ = try await (i < 30 ? alice : bob).subscribe(String(format: "ch%02d", i)) }
+        let python = try #require(python3)
+        let result = try runProgram(python, [
+            "\(packageRoot)/Tests/console/check_console.py", "--url", "\(admin.baseURL)/console", "--key", AdminHarness.key,
+            "--expect", "1–50 of 60", "--expect", "ch49", "--next-page", "channels", "--then-expect", "51–60 of 60",
+            "--then-expect", "ch59", "--screenshot", "\(packageRoot)/.build/console-pages.png",
+        ])
+        #expect(result.status == 0, "\(result.output)")
+    }
 }
