@@ -28,7 +28,8 @@ final class ClientCore: @unchecked Sendable {
     var token: String?
     /// The capability token sent at every (re)login (nil: none).
     var capability: String?
-    var tokenProvider: (@Sendable () async throws -> String)?
+    /// Asked for a fresh login token (and capability token) at every (re)login (SPEC T-7).
+    var credentialsProvider: (@Sendable () async throws -> RTMCredentials)?
     var resumeToken: String?
     var serverChannels: [String] = []
     var loginWaiters: [EventLoopPromise<Void>] = []
@@ -200,18 +201,19 @@ final class ClientCore: @unchecked Sendable {
     private func open(attempt: UInt64, resume: Bool) {
         connection = (attempt, nil)
         goAwayReason = nil
-        if let provider = tokenProvider {
+        if let provider = credentialsProvider {
             // SPEC T-7: ask for a fresh token at every (re)login.
             let loop = self.loop
             weak let weakSelf = self
             Task {
-                let result: Result<String, any Error>
+                let result: Result<RTMCredentials, any Error>
                 do { result = .success(try await provider()) } catch { result = .failure(error) }
                 loop.execute {
                     guard let self = weakSelf, self.connection?.attempt == attempt else { return }
                     switch result {
-                    case .success(let token):
-                        self.token = token
+                    case .success(let credentials):
+                        self.token = credentials.token
+                        self.capability = credentials.capability
                         self.connectTransport(attempt: attempt, resume: resume)
                     case .failure(let error):
                         self.run(self.machine.connectionClosed(attempt: attempt, message: "token provider failed: \(error)", now: .now()))

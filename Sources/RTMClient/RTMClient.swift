@@ -96,13 +96,28 @@ public final class RTMClient: Sendable {
     /// re-login, and with stream-channel joins. Requests it does not allow fail with
     /// `notPermitted` (-10104).
     public func login(token: String?, capability: String? = nil) async throws(RTMError) {
-        try await login { core in core.token = token; core.capability = capability; core.tokenProvider = nil }
+        try await login { core in core.token = token; core.capability = capability; core.credentialsProvider = nil }
     }
 
     /// Logs in asking `tokenProvider` for a fresh token at every (re)login (SPEC T-7).
-    /// `capability`: as in `login(token:capability:)`.
+    /// `capability`: as in `login(token:capability:)`, the same at every login (for one that
+    /// changes, use `login(credentialsProvider:)`).
     public func login(tokenProvider: @escaping @Sendable () async throws -> String, capability: String? = nil) async throws(RTMError) {
-        try await login { core in core.tokenProvider = tokenProvider; core.capability = capability }
+        try await login(credentialsProvider: { RTMCredentials(token: try await tokenProvider(), capability: capability) })
+    }
+
+    /// Logs in asking `credentialsProvider` for a fresh login token and capability token at
+    /// every (re)login (SPEC T-7): for a backend whose capability tokens expire, or change
+    /// with what the user may do.
+    ///
+    /// ```swift
+    /// try await client.login(credentialsProvider: {
+    ///     let issued = try await myBackend.rtmCredentials(for: "alice")
+    ///     return RTMCredentials(token: issued.token, capability: issued.capability)
+    /// })
+    /// ```
+    public func login(credentialsProvider: @escaping @Sendable () async throws -> RTMCredentials) async throws(RTMError) {
+        try await login { core in core.credentialsProvider = credentialsProvider }
     }
 
     private func login(_ setup: @escaping @Sendable (ClientCore) -> Void) async throws(RTMError) {

@@ -127,3 +127,18 @@ extension TimeAmount {
     /// A time amount from fractional seconds.
     static func fractionalSeconds(_ value: Double) -> TimeAmount { .nanoseconds(Int64(value * 1e9)) }
 }
+
+/// What a backend hands a client to log in: the login token and, when the app limits what its
+/// users may do, a capability token (PROTOCOL.md §8.1). See `RTMClient.login(credentialsProvider:)`.
+public struct RTMCredentials: Sendable, Equatable {
+    /// The login token ("006" or "007"; empty for an app without a certificate).
+    public var token: String
+    /// The capability token (a JWT), or nil: the session is not limited by one.
+    public var capability: String?
+
+    /// Credentials of a login token and an optional capability token.
+    public init(token: String, capability: String? = nil) {
+        self.token = token
+        self.capability = capability
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import RTMAuth
 import RTMProtocol
 import RTMServer
@@ -129,6 +130,31 @@ struct CapabilityTests {
         guard case .unsubscribed(let event)? = ended else { Issue.record("no unsubscribed event"); return }
         #expect(event.channelName == "room.b")
         #expect(await events.first(since: mark, within: soon) { $0.link?.currentState == .connected }?.link?.isResumed == true)
+        #expect(await alice.subscribedChannels == ["room.a"])
+        await alice.logout()
+        try? await proxy.stop()
+        await harness.stop()
+    }
+
+    @Test("login(credentialsProvider:): every login asks for both tokens; a narrower capability token at a reconnection takes effect")
+    func credentialsProvider() async throws {
+        let harness = try await Harness.start()
+        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let (alice, events) = try await Harness.client("alice", port: proxy.port, login: false)
+        let calls = NIOLockedValueBox(0)
+        try await alice.login(credentialsProvider: {
+            let call = calls.withLockedValue { $0 += 1; return $0 }
+            let channels: [String: Set<Capabilities.ChannelOperation>] = call == 1 ? ["room.*": [.subscribe]] : ["room.a": [.subscribe]]
+            return RTMCredentials(token: Harness.token("alice"), capability: Self.capability("alice", channels: channels))
+        })
+        _ = try await alice.subscribe("room.a")
+        _ = try await alice.subscribe("room.b")
+        let mark = await events.mark()
+        proxy.cutAll()
+        let ended = await events.first(since: mark, within: soon) { if case .unsubscribed = $0 { true } else { false } }
+        guard case .unsubscribed(let event)? = ended else { Issue.record("no unsubscribed event"); return }
+        #expect(event.channelName == "room.b")
+        #expect(calls.withLockedValue { $0 } >= 2)
         #expect(await alice.subscribedChannels == ["room.a"])
         await alice.logout()
         try? await proxy.stop()
