@@ -46,8 +46,8 @@ extension Hub {
 
     /// Queues a topic message of `publisher` for the backplane; `done` runs (on any thread)
     /// once it is committed, or failed, or refused.
-    func publishTopic(_ link: StreamClusterLink, publisher: StreamMembership, topic: String, frame: Frame,
-                      done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+    static func publishTopic(_ link: StreamClusterLink, publisher: StreamMembership, topic: String, frame: Frame,
+                             done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         var payload = ByteBuffer()
         if let text = frame.text { payload.writeString(text) } else if let data = frame.data { payload.writeBytes(data) }
         let publish = BackplanePublish(appId: publisher.channel.appId, channel: Self.topicLogChannel(publisher.channel.name, topic: topic),

@@ -133,18 +133,21 @@ extension ConnectionHandler {
             switch hub.streams.recipients(of: membership, topic: topic) {
             case .failure(let failure): reply(failure)
             case .success(let recipients):
-                if let link = hub.streams.cluster {   // cluster mode: through the log, answered after the commit
-                    fanout.stats.streamMessagesIn &+= 1
-                    return publishTopicThroughBackplane(link, frame, membership: membership, topic: topic)
-                }
-                let message = Frame(type: .message, channel: membership.channel.name, channelType: "stream", publisher: membership.userId,
-                                    text: frame.text, data: frame.data, customType: frame.customType, ts: Hub.wallMillis).with { $0.topic = topic }
-                let buffer = FrameCodec.encode(message)
-                for recipient in recipients { Hub.sendEncoded(buffer, on: recipient.channel) }
                 fanout.stats.streamMessagesIn &+= 1
-                fanout.stats.streamMessagesOut &+= recipients.count
-                fanout.stats.bytesOut &+= recipients.count &* buffer.readableBytes
-                reply(nil)
+                // Delivered now (one node), or answered once committed (a cluster): `TopicPublishPath`.
+                let nio = connection.channel, hub = self.hub, id = frame.id, name = membership.channel.name
+                let outcome = hub.topicPublishing.publish(frame, publisher: membership, topic: topic, recipients: recipients) { refusal in
+                    if let refusal {
+                        hub.reply(.error(id: id, refusal.code, refusal.reason), to: .publishTopic, on: nio)
+                    } else {
+                        Hub.send(Frame(type: .ok, id: id, channel: name).with { $0.topic = topic }, on: nio)
+                    }
+                }
+                if case .delivered(let count, let bytes) = outcome {
+                    fanout.stats.streamMessagesOut &+= count
+                    fanout.stats.bytesOut &+= bytes
+                    reply(nil)
+                }
             }
         case .renewToken:
             let certificate = hub.configuration.apps[membership.channel.appId] ?? nil

@@ -44,6 +44,9 @@ final class Hub: Sendable {
     /// Where channel messages get their numbers: at once on one node, through the backplane in
     /// a cluster (`PublishPath`).
     let publishing: any PublishPath
+    /// Where STREAM connections' topic messages go: delivered at once on one node, committed
+    /// through the backplane first in a cluster.
+    let topicPublishing: any TopicPublishPath
     /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
     let cluster: ClusterStatus
     /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
@@ -108,9 +111,11 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
-        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: configuration.backplane.map {
+        let streamLink = configuration.backplane.map {
             StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
-        })
+        }
+        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: streamLink)
+        self.topicPublishing = streamLink.map { BackplaneTopicPath(link: $0, logger: logger) } ?? LocalTopicPath()
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger, lockHolder: lockHolder)
         if configuration.backplane != nil {
             mailbox.setOnlineElsewhere { [unowned self] keys in
