@@ -144,7 +144,8 @@ public final class RTMClient: Sendable {
     ///
     /// `capability`: a new capability token replacing the session's (nil: the session keeps
     /// its own). Subscriptions a narrower one no longer allows end at once, each reported as
-    /// `RTMEvent.unsubscribed`.
+    /// `RTMEvent.unsubscribed`; the stream channels it no longer allows to join end too (their
+    /// link state goes to failed, `joinFailed`).
     public func renewToken(_ token: String, capability: String? = nil) async throws(RTMError) {
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {

@@ -185,6 +185,27 @@ struct CapabilityTests {
         await harness.stop()
     }
 
+    @Test("a MESSAGE renewal's narrower capability reaches the user's STREAM connections at once: one whose channel it no longer grants ends")
+    func messageRenewalReachesStreams() async throws {
+        let harness = try await Harness.start()
+        let (alice, events) = try await Harness.client("alice", port: harness.port, login: false)
+        try await alice.login(token: Harness.token("alice"),
+                              capability: Self.capability("alice", channels: ["game": [.streamJoin], "lobby": [.streamJoin], "room.*": [.subscribe]]))
+        let game = try alice.createStreamChannel("game")
+        let lobby = try alice.createStreamChannel("lobby")
+        _ = try await game.join()
+        _ = try await lobby.join()
+        let mark = await events.mark()
+        try await alice.renewToken(Harness.token("alice"), capability: Self.capability("alice", channels: ["lobby": [.streamJoin], "room.*": [.subscribe]]))
+        let failed = await events.first(since: mark, within: soon) { ($0.link.map { $0.serviceType == .stream && $0.currentState == .failed }) ?? false }?.link
+        #expect(failed?.reasonCode == .joinFailed)
+        #expect(failed?.affectedChannels == ["game"])
+        #expect(await StreamTests.eventually { harness.server.connectionCounters.stream == 1 })
+        #expect(await alice.linkState == .connected)
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("a private namespace: refused without a capability token, open with one that grants it; other channels stay open")
     func privateChannels() async throws {
         let harness = try await Harness.start { $0.namespaces = [try! ChannelNamespace(parsing: "private.*:private")] }

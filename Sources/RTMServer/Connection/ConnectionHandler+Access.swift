@@ -37,6 +37,19 @@ extension ConnectionHandler {
         }
     }
 
+    /// The user's MESSAGE session renewed its capability token: this STREAM connection takes
+    /// the new grants too, and ends (close 1008, `notPermitted`'s reason) when they no longer
+    /// grant its channel; its client's rejoin is then refused for good.
+    func streamGrantsChanged(_ capabilities: Capabilities, expiry: Int64?) {
+        guard let stream, let context, lifecycle.maySend else { return }
+        let renewed = makeAccess(userId: stream.userId, capabilities: capabilities, expiry: expiry)
+        if let refusal = renewed.check(.streamJoin, stream.channel.name) {
+            closeConnection(context: context, code: .policyViolation, reason: String(refusal.reason.utf8.prefix(120)) ?? "not permitted")
+            return
+        }
+        access = renewed
+    }
+
     /// A renewal changed the session's grants: every subscription they no longer allow ends
     /// now, and the client is told (`unsubscribed`, -10104, with the reason), so that it does
     /// not subscribe again after a reconnection.

@@ -175,6 +175,10 @@ extension ConnectionHandler {
         // allow); without one the session keeps its grants and their expiry.
         if let capabilities {
             access = makeAccess(userId: key.userId, capabilities: capabilities, expiry: newCapabilityExpiry)
+            // The user's STREAM connections take the new grants at once too.
+            for stream in hub.streams.connections(of: key) {
+                stream.withHandler { $0.streamGrantsChanged(capabilities, expiry: newCapabilityExpiry) }
+            }
         }
         let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
         scheduleTokenExpiry(expiresAt, context: context)

@@ -35,6 +35,13 @@ final class ConnectionRef: Sendable, Hashable {
         }
     }
 
+    /// Runs `body` with the connection's handler on its loop (nothing when it is gone).
+    func withHandler(_ body: @escaping @Sendable (ConnectionHandler) -> Void) {
+        channel.eventLoop.execute { [handler] in
+            if let connectionHandler = handler.value?.handler { body(connectionHandler) }
+        }
+    }
+
     static func == (lhs: ConnectionRef, rhs: ConnectionRef) -> Bool { lhs.id == rhs.id }
     func hash(into hasher: inout Hasher) { hasher.combine(id) }
 }
