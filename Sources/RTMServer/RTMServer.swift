@@ -176,15 +176,20 @@ public final class RTMServer: Service, Sendable {
     /// current certificate stays. Does nothing without TLS. `rtm serve` calls it on SIGHUP.
     /// The admin listener's certificate (`adminTLSCertificatePath`) is reloaded the same way.
     public func reloadTLSCertificate() throws {
+        // Each listener on its own: a broken client certificate must not keep the admin
+        // listener's from being rotated (nor the reverse). The first failure is thrown after.
+        var firstFailure: (any Error)?
         for tls in [tls, adminTLS].compactMap({ $0 }) {
             do {
                 try tls.reload()
                 logger.info("TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
             } catch {
-                logger.error("TLS certificate reload failed; keeping the current one", metadata: ["error": "\(error)"])
-                throw error
+                logger.error("TLS certificate reload failed; keeping the current one",
+                             metadata: ["certificate": "\(tls.certificatePath)", "error": "\(error)"])
+                if firstFailure == nil { firstFailure = error }
             }
         }
+        if let firstFailure { throw firstFailure }
     }
 
     /// Whether `host` names the loopback interface only.

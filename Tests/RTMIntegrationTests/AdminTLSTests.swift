@@ -40,6 +40,27 @@ struct AdminTLSTests {
         #expect(try Self.curl(base + "/v1/info", ["--cacert", certificates.caFile]).status != 0)
     }
 
+    @Test("a reload rotates each listener on its own: a broken client certificate does not keep the admin listener's new one from being served")
+    func reloadEachListener() async throws {
+        let client = try TestCertificates.make("client-side")
+        let adminFirst = try TestCertificates.make("admin-first")
+        let adminNext = try TestCertificates.make("admin-second")
+        defer { client.remove(); adminFirst.remove(); adminNext.remove() }
+        let admin = try await AdminHarness.start {
+            $0.tlsCertificatePath = client.certificateFile
+            $0.tlsKeyPath = client.keyFile
+            $0.adminTLSCertificatePath = adminFirst.certificateFile
+            $0.adminTLSKeyPath = adminFirst.keyFile
+        }
+        defer { Task { await admin.stop() } }
+        try "not a certificate".write(toFile: client.certificateFile, atomically: true, encoding: .utf8)
+        try adminNext.install(over: adminFirst)
+        #expect(throws: (any Error).self) { try admin.harness.server.reloadTLSCertificate() }
+        let base = "https://127.0.0.1:\(admin.adminPort)"
+        let rotated = try Self.curl(base + "/v1/info", ["--cacert", adminNext.caFile])
+        #expect(rotated.output.contains("status=200"), "\(rotated.output)")
+    }
+
     @Test("admin: listening off loopback over plain HTTP logs a warning that the key crosses the network in clear; with a certificate it does not")
     func plainOffLoopbackWarns() async throws {
         let plain = try await AdminHarness.start { $0.adminHost = "0.0.0.0" }
