@@ -126,6 +126,11 @@ struct CallCommand: AsyncParsableCommand {
             } else {
                 try await client.refuseRemoteInvitation(remote.id, response: response)
             }
+            // Its final state is printed before the command logs out and exits (the reply can
+            // come before the printer has written that line).
+            for await event in events {
+                if case .call(.remote(let answered)) = event, answered.id == remote.id, answered.state.isFinal { break }
+            }
         case .cancel:
             do {
                 try await client.cancelLocalInvitation(target!)
