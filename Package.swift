@@ -158,8 +158,9 @@ let package = Package(
         .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
         // The server's rules as values, time passed in: no sockets, no clock, milliseconds.
         .testTarget(name: "RTMServerTests", dependencies: [
-            "RTMServer", "RTMProtocol", "RTMAuth",
+            "RTMServer", "RTMProtocol", "RTMAuth", "RTMWebSocket", "RTMTestSupport",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RTMProtocol
+import RTMTestSupport
 import Testing
 @testable import RTMServer
 
@@ -61,7 +62,14 @@ struct JSONPublishTests {
         }
     }
 
-    static func text(_ json: String) -> ByteBuffer { ServerFrameDecoderTests.frame(0x1, Array(json.utf8), key: [0x9A, 0x17, 0xC3, 0x5E]) }
+    /// A client frame: masked with `key` (nil: unmasked).
+    static func clientFrame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = [1, 2, 3, 4], rsv: UInt8 = 0) -> ByteBuffer {
+        var out = ByteBuffer()
+        RawPeer.appendFrame(to: &out, opcode: opcode, payload, fin: fin, masked: key != nil, key: key, rsv: rsv)
+        return out
+    }
+
+    static func text(_ json: String) -> ByteBuffer { JSONPublishTests.clientFrame(0x1, Array(json.utf8), key: [0x9A, 0x17, 0xC3, 0x5E]) }
 
     @Test("JSON publishes of one read (with binary ones among them) are delivered in one message frame of consecutive items; each JSON one gets its ok, the binary ones one ack frame")
     func jsonPublishesOfOneReadShareAFrame() async throws {
@@ -82,7 +90,7 @@ struct JSONPublishTests {
             if i == 5 {
                 var body = ByteBuffer()
                 BinaryFrame.writePublish(into: &body, requestID: 99, msgId: nil, channel: "room", customType: nil, isText: true, payload: Array("bin".utf8))
-                frames.append(ServerFrameDecoderTests.frame(0x2, Array(body.readableBytesView), key: [1, 2, 3, 4]))
+                frames.append(JSONPublishTests.clientFrame(0x2, Array(body.readableBytesView), key: [1, 2, 3, 4]))
             } else {
                 frames.append(Self.text(#"{"type":"publish","id":\#(10 + i),"channel":"room","msgId":\#(500 + i),"text":"m\#(i)"}"#))
             }

@@ -51,7 +51,7 @@ struct WebSocketRulesTests {
 struct ClientWebSocketRulesTests {
     /// A server frame (unmasked unless `key` is given).
     static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = nil, rsv: UInt8 = 0) -> ByteBuffer {
-        ServerFrameDecoderTests.frame(opcode, payload, fin: fin, key: key, rsv: rsv)
+        JSONPublishTests.clientFrame(opcode, payload, fin: fin, key: key, rsv: rsv)
     }
 
     static func channel() throws -> EmbeddedChannel {
@@ -140,7 +140,7 @@ struct ServerCloseHandshakeTests {
 
     @Test("The server echoes a client's close code, then closes (RFC 6455 §5.5.1); it answers violations with 1002, 1007, 1009 before closing")
     func closeCodesOverTCP() async throws {
-        let frame = ServerFrameDecoderTests.frame
+        let frame = JSONPublishTests.clientFrame
         #expect(try await Self.closeCode(after: frame(0x8, [0x0F, 0xA0] + Array("going".utf8), true, [9, 9, 9, 9], 0)) == 4000)
         #expect(try await Self.closeCode(after: frame(0x8, [], true, [1, 2, 3, 4], 0)) == 1000)
         #expect(try await Self.closeCode(after: frame(0x8, [0x03, 0xEC], true, [1, 2, 3, 4], 0)) == 1002)   // 1004
