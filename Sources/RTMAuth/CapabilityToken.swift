@@ -50,9 +50,10 @@ public enum CapabilityToken {
             throw TokenError(.malformed, "the capability token's algorithm is '\(header["alg"] ?? "missing")'; only HS256 is accepted")
         }
         if let certificate = appCertificate {
-            let expected = signature(String(parts[0]) + "." + String(parts[1]), certificate: certificate)
-            guard let given = base64URLDecode(parts[2]), given.count == expected.count,
-                  zip(given, expected).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            // swift-crypto's check compares in constant time.
+            guard let given = base64URLDecode(parts[2]),
+                  HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Array((String(parts[0]) + "." + String(parts[1])).utf8),
+                                                         using: key(certificate)) else {
                 throw TokenError(.badSignature, "the capability token's signature does not verify with the app's certificate")
             }
         }
@@ -119,7 +120,12 @@ public enum CapabilityToken {
     }
 
     private static func signature(_ input: String, certificate: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(certificate.utf8))))
+        Array(HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: key(certificate)))
+    }
+
+    /// The HS256 key: the app certificate's bytes.
+    private static func key(_ certificate: String) -> SymmetricKey {
+        SymmetricKey(data: Array(certificate.utf8))
     }
 
     private static func json(_ object: [String: Any]) -> Data {

@@ -68,12 +68,18 @@ extension ClientCore {
     /// forgotten as after `unsubscribe`, and the application told.
     func subscriptionEnded(_ frame: Frame) {
         guard let channel = frame.channel else { return }
-        subscriptions.removeAll { $0 == channel }
-        subscriptionOptions[channel] = nil
-        presenceStates[channel] = nil
+        forgetSubscription(channel)
         serverChannels.removeAll { $0 == channel }
         emit(.unsubscribed(SubscriptionEndedEvent(channelName: channel, code: RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.notPermitted.rawValue),
                                                   reason: frame.reason ?? "the server ended the subscription")))
+    }
+
+    /// Forgets a subscription (an unsubscribe, or the server ending it): not restored after a
+    /// reconnection, and its presence state cleared (P-4).
+    func forgetSubscription(_ channel: String) {
+        subscriptions.removeAll { $0 == channel }
+        subscriptionOptions[channel] = nil
+        presenceStates[channel] = nil
     }
 
     /// The positions to send for `channels` on a login or a subscribe.

@@ -197,9 +197,7 @@ public final class RTMClient: Sendable {
         try check(channel: channel, operation: "unsubscribe")
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
-            core.subscriptions.removeAll { $0 == channel }
-            core.subscriptionOptions[channel] = nil
-            core.presenceStates[channel] = nil   // leaving clears the state (P-4)
+            core.forgetSubscription(channel)   // leaving clears the state too (P-4)
             return core.request(Frame(type: .unsubscribe, channel: channel), operation: "unsubscribe")
         }
         _ = try await Self.wait(future, operation: "unsubscribe")

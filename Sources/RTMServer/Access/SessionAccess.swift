@@ -22,7 +22,7 @@ struct SessionAccess: Sendable, Equatable {
     /// or no token): the session ends then unless a renewal brings a new one.
     var capabilityExpiry: Int64? = nil
 
-    /// Everything allowed (no capability token, no private channels): the refusal checks
+    /// Everything allowed (no capability token, no namespaces): the refusal checks
     /// return at once (the publish path pays nothing for access control it does not use).
     var isUnrestricted: Bool { capabilities == nil && namespaces.isEmpty }
 
@@ -77,12 +77,6 @@ struct SessionAccess: Sendable, Equatable {
     /// Whether the session may send user messages to `userId` (the binary user-message path).
     func maySend(to userId: String) -> RequestRefusal? {
         isUnrestricted ? nil : check(.send, user: userId)
-    }
-
-    /// Whether the session may go on receiving `channel`'s messages (after its capability
-    /// token changed).
-    func maySubscribe(_ channel: String) -> Bool {
-        check(.subscribe, channel) == nil
     }
 
     // MARK: decisions

@@ -42,12 +42,19 @@ extension ConnectionHandler {
     /// grant its channel; its client's rejoin is then refused for good.
     func streamGrantsChanged(_ capabilities: Capabilities, expiry: Int64?) {
         guard let stream, let context, lifecycle.maySend else { return }
-        let renewed = makeAccess(userId: stream.userId, capabilities: capabilities, expiry: expiry)
-        if let refusal = renewed.check(.streamJoin, stream.channel.name) {
+        if let refusal = adoptStreamGrants(capabilities, expiry: expiry, membership: stream) {
             closeConnection(context: context, code: .policyViolation, reason: String(refusal.reason.utf8.prefix(120)) ?? "not permitted")
-            return
         }
+    }
+
+    /// New grants for this STREAM connection (its own renewal, or its user's MESSAGE one):
+    /// adopted, or the refusal when they no longer grant its channel (`stream.join`), and the
+    /// caller ends the connection.
+    func adoptStreamGrants(_ capabilities: Capabilities, expiry: Int64?, membership: StreamMembership) -> RequestRefusal? {
+        let renewed = makeAccess(userId: membership.userId, capabilities: capabilities, expiry: expiry)
+        if let refusal = renewed.check(.streamJoin, membership.channel.name) { return refusal }
         access = renewed
+        return nil
     }
 
     /// A renewal changed the session's grants: every subscription they no longer allow ends
@@ -55,12 +62,11 @@ extension ConnectionHandler {
     /// not subscribe again after a reconnection.
     func endForbiddenSubscriptions(key: UserKey, context: ChannelHandlerContext) {
         guard let access else { return }
-        for channel in localChannels.sorted() where !access.maySubscribe(channel) {
+        for channel in localChannels.sorted() {
+            guard let refusal = access.check(.subscribe, channel) else { continue }
             leaveFanout(channel, appId: key.appId)
             _ = hub.unsubscribe(connection, channel: channel)
-            let refusal = access.check(.subscribe, channel)
-            send(Frame(type: .unsubscribed, channel: channel, code: RTMErrorCode.notPermitted.rawValue,
-                       reason: refusal?.reason ?? "the capability token no longer grants subscribe"), context: context)
+            send(Frame(type: .unsubscribed, channel: channel, code: refusal.code.rawValue, reason: refusal.reason), context: context)
         }
     }
 }

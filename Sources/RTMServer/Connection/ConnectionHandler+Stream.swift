@@ -156,15 +156,11 @@ extension ConnectionHandler {
                   case .success(let (capabilities, capabilityExpiry)) = verifyCapability(
                       frame, appId: membership.channel.appId, userId: membership.userId, certificate: certificate, context: context)
             else { return }
-            if let capabilities {
-                let renewed = makeAccess(userId: membership.userId, capabilities: capabilities, expiry: capabilityExpiry)
-                // A narrower token that no longer grants the stream channel ends the membership.
-                if let refusal = renewed.check(.streamJoin, membership.channel.name) {
-                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-                    closeConnection(context: context, code: .policyViolation)
-                    return
-                }
-                access = renewed
+            // A narrower token that no longer grants the stream channel ends the membership.
+            if let capabilities, let refusal = adoptStreamGrants(capabilities, expiry: capabilityExpiry, membership: membership) {
+                send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                closeConnection(context: context, code: .policyViolation)
+                return
             }
             let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
             scheduleTokenExpiry(expiresAt, context: context)
