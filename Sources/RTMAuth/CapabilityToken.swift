@@ -82,6 +82,16 @@ public enum CapabilityToken {
         return VerifiedCapabilities(capabilities: try capabilities(grants), expiresAt: expiresAt)
     }
 
+    /// Grants in the JSON form of the token's `rtm` claim (`{"channels": {"room.*":
+    /// ["subscribe"]}, "users": {"*": ["send"]}}`), as decoded by `JSONSerialization`; the
+    /// authorization hook's `connect` answer carries them in this form too.
+    public static func grants(fromJSON object: Any) throws(TokenError) -> Capabilities {
+        guard let grants = object as? [String: Any] else {
+            throw TokenError(.malformed, "the grants must be an object with 'channels' and/or 'users'")
+        }
+        return try capabilities(grants)
+    }
+
     // MARK: helpers
 
     private static func capabilities(_ grants: [String: Any]) throws(TokenError) -> Capabilities {

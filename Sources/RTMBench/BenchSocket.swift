@@ -1,10 +1,13 @@
 import NIOCore
+import RTMAuth
 import NIOPosix
 
 /// What a benchmark connection speaks after the WebSocket upgrade.
 public enum BenchTarget: Sendable, Equatable {
     /// This project's server: login, subscribe, binary publish / message frames.
-    case rtm(appId: String, certificate: String?)
+    /// `capabilities`: each client also logs in with a capability token granting these
+    /// (the cost of access control, `rtm bench --capability`).
+    case rtm(appId: String, certificate: String?, capabilities: Capabilities? = nil)
     /// The reference floor server (`fanout-bench floor-server`): text `SUB` / `PUB`, answer
     /// `OK`, then raw binary frames.
     case floor

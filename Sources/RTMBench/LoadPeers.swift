@@ -39,14 +39,22 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
     }
 
     private func sendLogin() {
-        guard case .rtm(let appId, let certificate) = target else { return }
+        guard case .rtm(let appId, let certificate, let capabilities) = target else { return }
         var token = ""
+        var capability: String?
+        let now = UInt32(Date().timeIntervalSince1970)
         if let certificate {
             token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: userId,
-                                                 privilegeExpireTimestamp: UInt32(Date().timeIntervalSince1970) + 3600)
+                                                 privilegeExpireTimestamp: now + 3600)
+            capability = capabilities.map {
+                CapabilityToken.mint($0, appId: appId, userId: userId, appCertificate: certificate, issuedAt: now, expiresAt: now + 3600)
+            }
         }
         let login = Frame(type: .login, id: 1, appId: appId, userId: userId, token: token, heartbeatInterval: 5, presenceTimeout: 5)
-            .with { $0.binaryUser = userMessages ? true : nil }   // user messages in the binary form (§2.3)
+            .with {
+                $0.binaryUser = userMessages ? true : nil   // user messages in the binary form (§2.3)
+                $0.capability = capability
+            }
         socket.sendText(String(buffer: FrameCodec.encode(login)))
     }
 

@@ -71,8 +71,15 @@ public final class RTMServer: Service, Sendable {
             try WebhookDispatcher(configuration: $0, dataDirectory: configuration.dataDirectory, fullSync: configuration.storeFullSync,
                                   group: group, logger: logger)
         }
+        if configuration.authorizationHook == nil, let hooked = configuration.namespaces.first(where: { !$0.hooks.isEmpty }) {
+            throw AuthorizationHookConfigurationError("namespace '\(hooked.pattern)' asks the authorization hook, but none is configured (--auth-hook)")
+        }
+        let authorizationHook = try configuration.authorizationHook.map { hook throws(AuthorizationHookConfigurationError) in
+            try AuthorizationHook(configuration: hook, group: group, logger: logger)
+        }
         self.hub = Hub(configuration: configuration, loops: loops, store: store, serviceStore: serviceStore,
-                       invitationStore: try Self.invitationStore(configuration), logger: logger, webhooks: webhooks)
+                       invitationStore: try Self.invitationStore(configuration), logger: logger, webhooks: webhooks,
+                       authorizationHook: authorizationHook)
         ticks.install(Dictionary(uniqueKeysWithValues: hub.fanouts.map { (ObjectIdentifier($0.eventLoop), $0.liveness.ticks) }))
     }
 

@@ -15,6 +15,10 @@ public struct ServerConfiguration: Sendable {
     /// client publishes, no presence, no history, at most N members), the first match winning.
     /// A channel in none keeps every default. `rtm serve --namespace 'PATTERN:OPTION,…'`.
     public var namespaces: [ChannelNamespace] = []
+    /// The app's backend, asked whether logins, subscribes and publishes may go ahead (the
+    /// namespaces say which subscribes and publishes); nil: never asked.
+    /// `rtm serve --auth-hook URL --auth-hook-secret S`.
+    public var authorizationHook: AuthorizationHookConfiguration?
     /// The redundancy added to a client's heartbeat interval before the server declares it lost
     /// (SPEC H-2: `heartbeatInterval + 10 s`).
     public var heartbeatSlack: TimeAmount = .seconds(10)

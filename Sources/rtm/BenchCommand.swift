@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RTMAuth
 import RTMBench
 
 struct Bench: AsyncParsableCommand {
@@ -42,6 +43,8 @@ struct LoadArguments: ParsableArguments {
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
     @Option(help: "App certificate (default: the data directory's development app).") var appCertificate: String?
     @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
+    @Flag(help: "Log every client in with a capability token too (granting subscribe and publish on bench-*), to measure access control's cost.")
+    var capability = false
 
     func options(groups: Int, subscribersPerGroup: Int) throws -> LoadOptions {
         var options = LoadOptions()
@@ -50,7 +53,9 @@ struct LoadArguments: ParsableArguments {
             options.target = .floor
         } else {
             let (appId, certificate) = try Credentials.resolve(appId: appId, appCertificate: appCertificate, dataDir: dataDir)
-            options.target = .rtm(appId: appId, certificate: certificate)
+            guard !capability || certificate != nil else { throw ValidationError("--capability needs the app certificate (tokens are signed with it)") }
+            options.target = .rtm(appId: appId, certificate: certificate,
+                                  capabilities: capability ? Capabilities(channels: ["bench-*": [.subscribe, .publish]]) : nil)
             if options.path == "/" { options.path = "/v1" }
         }
         options.groups = groups

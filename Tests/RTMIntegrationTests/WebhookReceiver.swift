@@ -57,6 +57,12 @@ final class WebhookReceiver: Sendable {
         return received.map(\.event).filter { seen.insert($0.eventId).inserted }
     }
 
+    /// The `X-RTM-Signature` header a body signed with `key` carries (webhooks, the
+    /// authorization hook).
+    static func signature(of body: Data, key: SymmetricKey) -> String {
+        "sha256=" + HMAC<SHA256>.authenticationCode(for: body, using: key).map { String(format: "%02x", $0) }.joined()
+    }
+
     /// Waits until `condition` holds for what was received; false after `timeout`.
     func wait(within timeout: Duration, until condition: ([Received]) -> Bool) async -> Bool {
         let end = ContinuousClock.now + timeout
@@ -93,7 +99,7 @@ private final class ReceiverHandler: ChannelInboundHandler {
             body.writeBuffer(&chunk)
         case .end:
             let bytes = Data(body.readableBytesView)
-            let expected = "sha256=" + HMAC<SHA256>.authenticationCode(for: bytes, using: key).map { String(format: "%02x", $0) }.joined()
+            let expected = WebhookReceiver.signature(of: bytes, key: key)
             let signature = head?.headers.first(name: "X-RTM-Signature")
             var status = HTTPResponseStatus.badRequest
             if let event = try? JSONDecoder().decode(WebhookEvent.self, from: bytes) {

@@ -27,6 +27,11 @@ public struct ChannelNamespace: Sendable, Equatable {
     public var history = true
     /// At most this many members at once (nil: no limit); a subscribe past it is refused.
     public var maxMembers: Int?
+    /// The events the authorization hook is asked about here (`subscribe`, `publish`; needs
+    /// `ServerConfiguration.authorizationHook`).
+    public var hooks: Set<HookEvent> = []
+    /// What a hooked request gets when the backend cannot decide.
+    public var hookFailure: HookFailureMode = .closed
 
     /// A namespace with every default for `pattern`.
     public init(pattern: String) {
@@ -34,7 +39,8 @@ public struct ChannelNamespace: Sendable, Equatable {
     }
 
     /// Parses the command-line form `PATTERN:OPTION,OPTION` (split at the last `:`): options
-    /// `private`, `no-client-publish`, `no-presence`, `no-history`, `max-members=N`. Throws a
+    /// `private`, `no-client-publish`, `no-presence`, `no-history`, `max-members=N`,
+    /// `hook-subscribe`, `hook-publish`, `hook-fail-open`. Throws a
     /// `NamespaceError` naming the problem.
     public init(parsing text: String) throws(NamespaceError) {
         guard let colon = text.lastIndex(of: ":") else {
@@ -51,6 +57,9 @@ public struct ChannelNamespace: Sendable, Equatable {
             case "no-client-publish": clientPublish = false
             case "no-presence": presence = false
             case "no-history": history = false
+            case "hook-subscribe": hooks.insert(.subscribe)
+            case "hook-publish": hooks.insert(.publish)
+            case "hook-fail-open": hookFailure = .open
             default:
                 guard option.hasPrefix("max-members="), let count = Int(option.dropFirst("max-members=".count)), count > 0 else {
                     throw NamespaceError("namespace '\(pattern)': unknown option '\(option)' (options: \(Self.optionNames))")
@@ -60,7 +69,7 @@ public struct ChannelNamespace: Sendable, Equatable {
         }
     }
 
-    static let optionNames = "private, no-client-publish, no-presence, no-history, max-members=N"
+    static let optionNames = "private, no-client-publish, no-presence, no-history, max-members=N, hook-subscribe, hook-publish, hook-fail-open"
 }
 
 /// A namespace option that could not be read.
@@ -74,5 +83,12 @@ extension [ChannelNamespace] {
     /// The namespace of `channel`: the first whose pattern matches it.
     func namespace(of channel: String) -> ChannelNamespace? {
         first { Capabilities.matches($0.pattern, channel) }
+    }
+
+    /// The failure mode of `event` on `channel` when its namespace asks the hook about it;
+    /// nil: not asked.
+    func hook(_ event: HookEvent, on channel: String) -> HookFailureMode? {
+        guard let namespace = namespace(of: channel), namespace.hooks.contains(event) else { return nil }
+        return namespace.hookFailure
     }
 }

@@ -14,6 +14,8 @@ extension ConnectionHandler {
         var publish: BinaryFrame.Publish
         /// Sent as JSON (answered with a JSON `ok`), else binary (answered in a `0x82` frame).
         var json: Bool
+        /// The authorization hook allowed it (and its limits and rate were checked).
+        var cleared = false
     }
 
     /// A binary message from the client.
@@ -79,6 +81,14 @@ extension ConnectionHandler {
         // session without restrictions.
         let access = self.access
         let restricted = access.map { !$0.isUnrestricted } ?? false
+        // The authorization hook, where a namespace asks it about publishes: the channel last
+        // looked up and its failure mode, the channel a kept allow covers, and where the batch
+        // stops to ask (the rest waits for the answer).
+        let hooks = hub.hooksPublishes
+        var hookChannel: String?
+        var hookMode: HookFailureMode?
+        var hookAllowed: String?
+        var askAt: (index: Int, channel: String, mode: HookFailureMode)?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             fanout.stats.channelMessagesIn &+= run.count
@@ -103,7 +113,7 @@ extension ConnectionHandler {
         // Fields read in place through a buffer pointer: binding each element to a local, or an
         // array's subscript, copied it (three references retained and released per message).
         batch.withUnsafeBufferPointer { batch in
-            for pending in batch.indices {
+            messages: for pending in batch.indices {
                 // Closing (say, the flood of refusals spent the error budget): the rest is dropped.
                 guard lifecycle.maySend else { break }
                 let publish = UnsafePointer(batch.baseAddress! + pending)
@@ -113,10 +123,27 @@ extension ConnectionHandler {
                     guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
                     continue
                 }
-                if let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
+                if !publish.pointee.cleared,
+                   let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
                     publishRun()
                     guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
                     continue
+                }
+                if hooks, !publish.pointee.cleared, channel != hookAllowed {
+                    if channel != hookChannel { (hookChannel, hookMode) = (channel, hub.configuration.namespaces.hook(.publish, on: channel)) }
+                    if let mode = hookMode {
+                        switch hub.authorizationHook?.cached(publishQuestion(publish.pointee.publish, channel: channel, key: key)) {
+                        case .allow?:
+                            hookAllowed = channel
+                        case .deny(let refusal)?:
+                            publishRun()
+                            guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break messages }
+                            continue messages
+                        case nil:
+                            askAt = (pending, channel, mode)
+                            break messages
+                        }
+                    }
                 }
                 if channel != runChannel { publishRun(); runChannel = channel }
                 run.append(Hub.Outgoing(requestID: publish.pointee.publish.requestID, msgId: publish.pointee.publish.msgId,
@@ -127,6 +154,9 @@ extension ConnectionHandler {
         publishRun()
         writeReplies(&replies, context: context)
         writePublishAcks(acks, context: context)
+        if let askAt {
+            askHookAboutPublish(batch[askAt.index], channel: askAt.channel, rest: batch[(askAt.index + 1)...], mode: askAt.mode, key: key, context: context)
+        }
     }
 
     /// Answers a run of publishes answered after their commit (a cluster), or failed: binary

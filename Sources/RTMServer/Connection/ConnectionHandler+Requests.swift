@@ -5,8 +5,8 @@ import RTMAuth
 import RTMProtocol
 
 extension ConnectionHandler {
-    /// Runs one decoded request frame.
-    func handle(_ frame: Frame, context: ChannelHandlerContext) {
+    /// Runs one decoded request frame (`asked`: the authorization hook allowed it already).
+    func handle(_ frame: Frame, context: ChannelHandlerContext, asked: Bool = false) {
         // Which requests the connection's state admits is the state machine's call.
         switch lifecycle.admit(frame.type) {
         case .allowed: break
@@ -21,16 +21,27 @@ extension ConnectionHandler {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
+        // Where a namespace says so, the app's backend decides too (the request waits).
+        if !asked, let (question, mode) = hookQuestion(for: frame) {
+            return askHook(question, failure: mode, context: context) { [self] verdict in
+                switch verdict {
+                case .deny(let refusal):
+                    operation = frame.type
+                    send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                case .allow(let rewrite):
+                    operation = frame.type
+                    handle(Self.rewritten(frame, rewrite), context: context, asked: true)
+                }
+            }
+        }
         switch (lifecycle.state, frame.type) {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
         case (.upgraded, .login):
             lastErrorCode = nil
             login(frame, context: context)
-            switch lifecycle.state {
-            case .loggedIn, .awaitingCluster: break
-            default: noteLoginRejected(code: lastErrorCode)
-            }
+            // A login waiting for the hook's answer is counted when it comes.
+            if held == nil { noteLoginOutcome() }
         case (.upgraded, .join):
             joinStream(frame, context: context)
         case (.joined(let membership), _):
@@ -79,7 +90,16 @@ extension ConnectionHandler {
 
     // MARK: login
 
-    private func login(_ frame: Frame, context: ChannelHandlerContext) {
+    /// Counts a refused login (the state says whether it was).
+    private func noteLoginOutcome() {
+        switch lifecycle.state {
+        case .loggedIn, .awaitingCluster: break
+        default: noteLoginRejected(code: lastErrorCode)
+        }
+    }
+
+    /// A login (`connect`: the authorization hook's verdict, once asked).
+    private func login(_ frame: Frame, context: ChannelHandlerContext, connect: HookVerdict? = nil) {
         let config = hub.configuration
         guard let appId = frame.appId, let userId = frame.userId else {
             send(.error(id: frame.id, .invalidParameter, "login needs appId and userId"), context: context)
@@ -94,8 +114,32 @@ extension ConnectionHandler {
             return
         }
         guard case .success(let tokenExpiry) = verifyToken(frame, appId: appId, userId: userId, certificate: entry, context: context),
-              case .success(let (capabilities, capabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
-                                                                                     certificate: entry, context: context) else { return }
+              case .success(let (tokenCapabilities, tokenCapabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
+                                                                                               certificate: entry, context: context) else { return }
+        // The app's backend decides whether the user may log in, and may set its grants.
+        if let mode = config.authorizationHook?.connect, connect == nil {
+            let address = context.channel.remoteAddress?.ipAddress
+            let question = HookQuestion(event: .connect, appId: appId, userId: userId, address: address)
+            return askHook(question, failure: mode, context: context) { [self] verdict in
+                guard case .upgraded = lifecycle.state else { return }
+                let late = held != nil   // answered later: handle() did not count the outcome
+                login(frame, context: context, connect: verdict)
+                if late { noteLoginOutcome() }
+            }
+        }
+        var capabilities = tokenCapabilities
+        var capabilityExpiry = tokenCapabilityExpiry
+        switch connect {
+        case .deny(let refusal)?:
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            return
+        case .allow(let rewrite?)? where rewrite.capabilities != nil:
+            // The backend's grants replace the capability token's (and its expiry).
+            capabilities = rewrite.capabilities
+            capabilityExpiry = nil
+        case .allow?, nil:
+            break
+        }
         let expiresAt = Self.earlier(tokenExpiry, capabilityExpiry)
         let heartbeat = (frame.heartbeatInterval ?? 5).clamped(to: config.heartbeatRange)
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)

@@ -5,8 +5,8 @@ import RTMProtocol
 /// A STREAM connection (SPEC K-3, H-3; AGORA_REFERENCE §2.9): opened by `join` instead of
 /// `login`, one stream channel per connection, topics on it.
 extension ConnectionHandler {
-    /// The first frame of a STREAM connection.
-    func joinStream(_ frame: Frame, context: ChannelHandlerContext) {
+    /// The first frame of a STREAM connection (`asked`: the authorization hook allowed it).
+    func joinStream(_ frame: Frame, context: ChannelHandlerContext, asked: Bool = false) {
         let config = hub.configuration
         guard let appId = frame.appId, let userId = frame.userId else {
             send(.error(id: frame.id, .invalidParameter, "join needs appId and userId"), context: context)
@@ -29,6 +29,17 @@ extension ConnectionHandler {
         if let refusal = access.refusal(for: frame) {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
+        }
+        // Where the namespace says so, the app's backend decides too (as for a subscribe).
+        if !asked, hub.authorizationHook != nil, let mode = config.namespaces.hook(.subscribe, on: channel) {
+            let question = HookQuestion(event: .subscribe, appId: appId, userId: userId, channel: channel, channelType: "stream")
+            return askHook(question, failure: mode, context: context) { [self] verdict in
+                guard case .upgraded = lifecycle.state else { return }
+                switch verdict {
+                case .deny(let refusal): send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+                case .allow: joinStream(frame, context: context, asked: true)
+                }
+            }
         }
         let user = UserKey(appId: appId, userId: userId)
         // K-3: a stream channel needs the user's MESSAGE connection (login) first.

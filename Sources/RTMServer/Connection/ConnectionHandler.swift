@@ -71,6 +71,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
     var lastErrorCode: Int?
+    /// Inputs that arrived while the authorization hook was being asked, in order; nil: not
+    /// asking (`ConnectionHandler+Hook`).
+    var held: [HeldInput]?
     /// The type of the request being run, which its refusals are counted by
     /// (`rtm_requests_refused_total`); replies that come later name their request's type.
     var operation = RefusalKey.unknownOperation
@@ -116,17 +119,25 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         readWholeFrame = true
+        process(unwrapInboundIn(data), context: context)
+    }
+
+    /// Runs what the client sent: now, or after the authorization hook's answer when one is
+    /// awaited (`held`: the client's order is kept).
+    func process(_ inbound: ServerInbound, context: ChannelHandlerContext) {
         let frame: WebSocketFrame
-        switch unwrapInboundIn(data) {
+        switch inbound {
         case .binary(let messages):
             // Binary publishes are gathered and run together when the read batch ends (their
             // liveness stamp too, in channelReadComplete).
-            for message in messages {
-                fanout.stats.bytesIn &+= message.readableBytes
-                binaryFrame(message, context: context)
+            for index in messages.indices {
+                guard held == nil else { return hold(.binary(Array(messages[index...]))) }
+                fanout.stats.bytesIn &+= messages[index].readableBytes
+                binaryFrame(messages[index], context: context)
             }
             return
         case .frame(let whole):
+            guard held == nil else { return hold(inbound) }
             frame = whole
             fanout.stats.bytesIn &+= whole.data.readableBytes
         }
@@ -139,6 +150,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if gatherJSONPublish(frame.data) { return }
             lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
+            guard held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
             let payload = frame.data
             if let ts = FrameCodec.fastPing(payload) {
                 guard lifecycle.maySend else { return }

@@ -41,6 +41,10 @@ final class Hub: Sendable {
     let moderation = Moderation()
     /// Webhook events, when a webhook URL is configured.
     let webhooks: WebhookDispatcher?
+    /// The app's backend, asked about logins, subscribes and publishes, when configured.
+    let authorizationHook: AuthorizationHook?
+    /// Some namespace asks the hook about publishes (the publish path checks nothing otherwise).
+    let hooksPublishes: Bool
     /// Where channel messages get their numbers: at once on one node, through the backplane in
     /// a cluster (`PublishPath`).
     let publishing: any PublishPath
@@ -58,13 +62,15 @@ final class Hub: Sendable {
 
     init(configuration: ServerConfiguration, loops: [any EventLoop], store: any UserMessageStore,
          serviceStore: any ServiceStore, invitationStore: any InvitationStore = InMemoryInvitationStore(), logger: Logger,
-         webhooks: WebhookDispatcher? = nil) {
+         webhooks: WebhookDispatcher? = nil, authorizationHook: AuthorizationHook? = nil) {
         self.configuration = configuration
         self.publishRateRefusal = RequestRefusal(code: .channelPublishMessageTooFrequent,
                                                  reason: "more than \(Int(configuration.publishRatePerSecond)) messages per second")
         self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks
+        self.authorizationHook = authorizationHook
+        self.hooksPublishes = authorizationHook != nil && configuration.namespaces.contains { $0.hooks.contains(.publish) }
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore

@@ -15,6 +15,7 @@ extension Hub {
         return gathered.map { [self] gathered, webhookStats in
             let (_, depth) = gathered
             if let webhookStats { metrics.fold(webhookStats) }
+            if let authorizationHook { metrics.fold(authorizationHook.stats) }
             let counts = connectionCounters
             metrics.set(.messageConnections, counts.message)
             metrics.set(.streamConnections, counts.stream)

@@ -33,6 +33,8 @@ enum MetricHelp {
         "rtm_cluster_gaps_total": "Cluster sequence numbers given up on (gap notices sent).",
         "rtm_cluster_fenced_total": "Times the other nodes declared this node dead (paused or cut off past its lease); its clients were sent away.",
         "rtm_requests_refused_total": "Requests answered with an error, by the error code's name.",
+        "rtm_auth_hook_requests_total": "Authorization hook questions by event (connect, subscribe, publish) and outcome (allow, deny, cached, failed, breaker_open).",
+        "rtm_auth_hook_breaker_open": "1 while the authorization hook's circuit breaker is open (requests answered by their namespace's failure mode without asking).",
         "rtm_webhook_events_delivered_total": "Webhook events delivered (a 2xx answer).",
         "rtm_webhook_delivery_failures_total": "Webhook POSTs that failed (each event is retried with backoff).",
         "rtm_webhook_events_dropped_total": "Webhook events given up: the queue was full (oldest first), or maxRetryDuration of failures passed.",

@@ -46,6 +46,8 @@ final class ServerMetrics: Sendable {
     /// The webhook totals of the last scrape (`fold(_:)` counts what changed since).
     private let lastWebhooks = NIOLockedValueBox(WebhookStats())
     private let refusalTotals = NIOLockedValueBox([RefusalKey: Int]())
+    /// The authorization hook's counters of the last scrape.
+    private let lastHook = NIOLockedValueBox(AuthorizationHook.Stats())
 
     /// Gauges set from the server's state at each scrape.
     enum Gauge: CaseIterable {
@@ -158,6 +160,23 @@ final class ServerMetrics: Sendable {
         Metrics.Gauge(label: "rtm_queue_depth", dimensions: [("queue", "webhooks")], factory: factory).record(webhooks.queued)
         Metrics.Gauge(label: "rtm_webhook_oldest_queued_seconds", factory: factory).record(webhooks.oldestQueuedSeconds ?? 0)
         Metrics.Gauge(label: "rtm_webhook_receiver_up", factory: factory).record(webhooks.receiverUp ? 1 : 0)
+    }
+
+    /// The authorization hook's questions by event and outcome, and its breaker, from its
+    /// totals: each counter advances by what changed since the last scrape.
+    func fold(_ hook: AuthorizationHook.Stats) {
+        let previous = lastHook.withLockedValue { last in
+            defer { last = hook }
+            return last
+        }
+        for event in HookEvent.allCases {
+            for outcome in AuthorizationHook.Stats.Outcome.allCases {
+                Metrics.Counter(label: "rtm_auth_hook_requests_total", dimensions: [("event", event.rawValue), ("outcome", outcome.rawValue)],
+                                factory: factory)
+                    .increment(by: Int64(max(0, hook.count(event, outcome) - previous.count(event, outcome))))
+            }
+        }
+        Metrics.Gauge(label: "rtm_auth_hook_breaker_open", factory: factory).record(hook.breakerOpen ? 1 : 0)
     }
 
     /// Sets a gauge.

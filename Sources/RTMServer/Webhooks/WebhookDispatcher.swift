@@ -208,7 +208,7 @@ final class WebhookDispatcher: @unchecked Sendable {
         guard !stopped else { return }
         let signature = Self.signature(of: item.body, key: key)
         let headers = [("X-RTM-Signature", "sha256=\(signature)"), ("X-RTM-Event-Id", item.eventId), ("X-RTM-Attempt", "\(attempt)")]
-        client.post(body: item.body, headers: headers).whenComplete { result in
+        client.post(body: item.body, headers: headers).map(\.status).whenComplete { result in
             self.queue.async {
                 guard !self.stopped else { return }
                 switch result {

@@ -4,9 +4,10 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// POSTs one webhook body per connection with NIO's HTTP/1 client handlers.
+/// POSTs one body per connection with NIO's HTTP/1 client handlers: webhook events, and the
+/// authorization hook's questions.
 ///
-/// Why not async-http-client: a webhook needs one POST and its status code, nothing of a
+/// Why not async-http-client: each needs one POST and its answer, nothing of a
 /// general client (pooling, redirects, HTTP/2, proxies), and async-http-client would add its
 /// own dependency tree to every build. One connection per POST also means no stale pooled
 /// connection can eat a retry.
@@ -42,11 +43,20 @@ struct WebhookHTTPClient: Sendable {
         tls = target.secure ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
     }
 
-    /// POSTs `body` with `headers`; the future holds the response status, or fails (connect
-    /// error, timeout, connection closed before a complete response).
-    func post(body: Data, headers extra: [(String, String)]) -> EventLoopFuture<HTTPResponseStatus> {
+    /// A complete response: its status and (up to `maxResponseBytes`) body.
+    struct Reply: Sendable {
+        let status: HTTPResponseStatus
+        let body: ByteBuffer
+    }
+
+    /// The most of a response body kept; a longer one fails the request.
+    static let maxResponseBytes = 64 * 1024
+
+    /// POSTs `body` with `headers`; the future holds the response, or fails (connect error,
+    /// timeout, connection closed before a complete response, a body past `maxResponseBytes`).
+    func post(body: Data, headers extra: [(String, String)], userAgent: String = "rtm-webhooks") -> EventLoopFuture<Reply> {
         let loop = group.next()
-        let promise = loop.makePromise(of: HTTPResponseStatus.self)
+        let promise = loop.makePromise(of: Reply.self)
         let target = self.target
         let tls = self.tls
         let bootstrap = ClientBootstrap(group: loop)
@@ -74,7 +84,7 @@ struct WebhookHTTPClient: Sendable {
                 promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
                 var headers = HTTPHeaders([("Host", target.port == (target.secure ? 443 : 80) ? target.host : "\(target.host):\(target.port)"),
                                            ("Content-Type", "application/json"), ("Content-Length", "\(body.count)"),
-                                           ("Connection", "close"), ("User-Agent", "rtm-webhooks")])
+                                           ("Connection", "close"), ("User-Agent", userAgent)])
                 for (name, value) in extra { headers.add(name: name, value: value) }
                 channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path, headers: headers)),
                               promise: nil)
@@ -103,21 +113,28 @@ struct WebhookDeliveryError: Error, CustomStringConvertible {
     }
 }
 
-/// Completes the promise with the status once the whole response has arrived; fails it when the
-/// connection ends first or errs.
+/// Completes the promise with the response once the whole of it has arrived; fails it when the
+/// connection ends first or errs, or the body is too long.
 private final class ResponseStatusHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
-    private let promise: EventLoopPromise<HTTPResponseStatus>
+    private let promise: EventLoopPromise<WebhookHTTPClient.Reply>
     private var status: HTTPResponseStatus?
+    private var body = ByteBuffer()
 
-    init(promise: EventLoopPromise<HTTPResponseStatus>) { self.promise = promise }
+    init(promise: EventLoopPromise<WebhookHTTPClient.Reply>) { self.promise = promise }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head): status = head.status
-        case .body: break
+        case .body(var chunk):
+            guard body.readableBytes + chunk.readableBytes <= WebhookHTTPClient.maxResponseBytes else {
+                promise.fail(WebhookDeliveryError(reason: "the response body is longer than \(WebhookHTTPClient.maxResponseBytes) bytes"))
+                context.close(promise: nil)
+                return
+            }
+            body.writeBuffer(&chunk)
         case .end:
-            if let status { promise.succeed(status) }
+            if let status { promise.succeed(WebhookHTTPClient.Reply(status: status, body: body)) }
         }
     }
 
