@@ -23,7 +23,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite, invitations.sqlite).") var dataDir = "rtm-data"
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
-    @Option(help: "A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a capability token's grant opens it, see `rtm token --capability`), no-client-publish (the backend publishes, through the admin API), no-presence, no-history, max-members=N, hook-subscribe / hook-publish (ask --auth-hook), hook-fail-open. E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'.") var namespace: [String] = []
+    @Option(help: "A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a capability token's grant opens it, see `rtm token --capability`), no-client-publish (the backend publishes, through the admin API), no-presence, no-history, max-members=N, hook-subscribe / hook-publish (ask --auth-hook), hook-fail-open, replay-window=SECONDS and replay-max=N (instead of --channel-replay-window / --channel-replay-max). E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'.") var namespace: [String] = []
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000

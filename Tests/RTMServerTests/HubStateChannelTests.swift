@@ -112,6 +112,32 @@ struct HubStateChannelTests {
         #expect(Self.count(replay) == 1)
     }
 
+    @Test("M-2: a namespace's replay-window and replay-max apply to its channels; other channels keep the server's")
+    func replayPerNamespace() throws {
+        var configuration = ServerConfiguration()
+        configuration.channelReplayWindow = .seconds(30)
+        configuration.channelReplayMax = 2
+        configuration.namespaces = [try ChannelNamespace(parsing: "room:replay-window=120,replay-max=10"),
+                                    try ChannelNamespace(parsing: "ticker.*:replay-max=0")]
+        var state = HubState(configuration: configuration)
+        _ = publish(&state, ["1", "2", "3", "4"], at: 0)
+        let epoch = state.channels[room]!.epoch
+        // 100 s later: past the server's 30 s, within the namespace's 120 s; all 4 kept (past the server's 2).
+        var replay = state.replay(room, after: ChannelPosition(epoch: epoch, seq: 0), nowMillis: 100_000)
+        #expect(replay.lost == nil && Self.count(replay) == 1)
+        #expect(state.channels[room]?.recent.count == 4)
+        replay = state.replay(room, after: ChannelPosition(epoch: epoch, seq: 0), nowMillis: 121_000)
+        #expect(replay.lost == .some(4))
+        // A channel outside keeps the server's limits; one in a replay-max=0 namespace keeps nothing.
+        for (name, kept) in [("lobby", 2), ("ticker.eur", 0)] {
+            let key = ChannelKey(appId: "app", name: name)
+            _ = state.publish(["a", "b", "c"].map { Self.outgoing($0) }, channel: key, publisher: alice, nowMillis: 0, dropSeq: nil, allocator: allocator)
+            #expect((state.channels[key]?.recent.count ?? 0) == kept, "\(name)")
+        }
+        #expect(throws: NamespaceError.self) { try ChannelNamespace(parsing: "x:replay-window=-1") }
+        #expect(throws: NamespaceError.self) { try ChannelNamespace(parsing: "x:replay-max=many") }
+    }
+
     @Test("M-2: a position from another epoch (the server restarted, the channel forgotten) gets a gap of unknown size and what is retained")
     func replayAcrossEpochs() {
         var state = Self.state()

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import RTMAuth
 
 /// A server rule for the channels whose names match a pattern (`room.*`, `news.*`, `admins`):
@@ -27,6 +28,12 @@ public struct ChannelNamespace: Sendable, Equatable {
     public var history = true
     /// At most this many members at once (nil: no limit); a subscribe past it is refused.
     public var maxMembers: Int?
+    /// How far back a returning subscriber's missed messages are replayed here (nil: the
+    /// server's `channelReplayWindow`).
+    public var replayWindow: TimeAmount?
+    /// At most this many messages replayed per channel here (nil: the server's
+    /// `channelReplayMax`; 0: none kept).
+    public var replayMax: Int?
     /// The events the authorization hook is asked about here (`subscribe`, `publish`; needs
     /// `ServerConfiguration.authorizationHook`).
     public var hooks: Set<HookEvent> = []
@@ -40,7 +47,8 @@ public struct ChannelNamespace: Sendable, Equatable {
 
     /// Parses the command-line form `PATTERN:OPTION,OPTION` (split at the last `:`): options
     /// `private`, `no-client-publish`, `no-presence`, `no-history`, `max-members=N`,
-    /// `hook-subscribe`, `hook-publish`, `hook-fail-open`. Throws a
+    /// `hook-subscribe`, `hook-publish`, `hook-fail-open`, `replay-window=SECONDS`,
+    /// `replay-max=N`. Throws a
     /// `NamespaceError` naming the problem.
     public init(parsing text: String) throws(NamespaceError) {
         guard let colon = text.lastIndex(of: ":") else {
@@ -61,15 +69,29 @@ public struct ChannelNamespace: Sendable, Equatable {
             case "hook-publish": hooks.insert(.publish)
             case "hook-fail-open": hookFailure = .open
             default:
-                guard option.hasPrefix("max-members="), let count = Int(option.dropFirst("max-members=".count)), count > 0 else {
+                let (name, value) = option.firstIndex(of: "=").map { (option[..<$0], option[option.index(after: $0)...]) } ?? (option[...], "")
+                switch name {
+                case "max-members":
+                    guard let count = Int(value), count > 0 else { throw NamespaceError("namespace '\(pattern)': max-members must be a whole number ≥ 1, got '\(value)'") }
+                    maxMembers = count
+                case "replay-window":
+                    guard let seconds = Double(value), seconds >= 0, seconds <= 86_400 else {
+                        throw NamespaceError("namespace '\(pattern)': replay-window must be seconds in 0...86400, got '\(value)'")
+                    }
+                    replayWindow = .nanoseconds(Int64(seconds * 1e9))
+                case "replay-max":
+                    guard let count = Int(value), count >= 0, count <= 100_000 else {
+                        throw NamespaceError("namespace '\(pattern)': replay-max must be a whole number in 0...100000, got '\(value)'")
+                    }
+                    replayMax = count
+                default:
                     throw NamespaceError("namespace '\(pattern)': unknown option '\(option)' (options: \(Self.optionNames))")
                 }
-                maxMembers = count
             }
         }
     }
 
-    static let optionNames = "private, no-client-publish, no-presence, no-history, max-members=N, hook-subscribe, hook-publish, hook-fail-open"
+    static let optionNames = "private, no-client-publish, no-presence, no-history, max-members=N, hook-subscribe, hook-publish, hook-fail-open, replay-window=SECONDS, replay-max=N"
 }
 
 /// A namespace option that could not be read.

@@ -45,8 +45,8 @@ extension HubState {
             fresh.append(RecentMessage(seq: message.seq, millis: message.millis, publisher: message.publisher,
                                        customType: message.customType, isText: message.isText, payload: message.payload, resent: resent))
         }
-        if replayMax > 0, !fresh.isEmpty {
-            state.recent.append(contentsOf: fresh.suffix(replayMax))
+        if state.replayMax > 0, !fresh.isEmpty {
+            state.recent.append(contentsOf: fresh.suffix(state.replayMax))
             trim(&state, nowMillis: Hub.wallMillis)
         }
         // Resends stay in the replay buffer for their numbers; they are sent to nobody.

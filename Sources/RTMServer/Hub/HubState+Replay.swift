@@ -63,10 +63,10 @@ extension HubState {
                 Self.appendFrames(fresh.lazy.map { messages[$0] }, seqs: fresh.lazy.map { seqs[$0] }, ts: nowMillis, template: template, into: &out)
             }
             buffer = out
-            if replayMax > 0 {
+            if state.replayMax > 0 {
                 // The kept payloads are copied into one buffer of their own (one allocation), so
                 // that replay does not pin the publisher's read buffers.
-                let kept = fresh.suffix(replayMax)
+                let kept = fresh.suffix(state.replayMax)
                 var keptBytes = 0
                 for index in kept { keptBytes += messages[index].payload.readableBytes }
                 var copy = allocator.buffer(capacity: keptBytes)
@@ -118,7 +118,8 @@ extension HubState {
     }
 
     /// What a subscriber at `position` missed in a channel: the retained messages after it (at
-    /// most the last `replayMax`, from the last `replayWindow`), and how many are lost for good.
+    /// most the last `replayMax`, from the last `replayWindow`: the server's, or the channel's
+    /// namespace's), and how many are lost for good.
     mutating func replay(_ key: ChannelKey, after position: ChannelPosition, nowMillis: Int64) -> Replay {
         // A channel this node holds nothing of starts with nothing to replay: on a single node
         // in a new epoch (what came after the position is gone, how much unknown); in a cluster
@@ -159,8 +160,8 @@ extension HubState {
 
     /// Drops replay entries past the window or the count limit.
     func trim(_ state: inout ChannelState, nowMillis: Int64) {
-        let cutoff = nowMillis - replayWindowMillis
-        while let first = state.recent.first, first.millis < cutoff || state.recent.count > replayMax {
+        let cutoff = nowMillis - state.replayWindowMillis
+        while let first = state.recent.first, first.millis < cutoff || state.recent.count > state.replayMax {
             state.recent.removeFirst()
         }
     }

@@ -20,7 +20,9 @@ extension HubState {
 
         init(configuration: ServerConfiguration) {
             presenceInterval = max(configuration.presenceInterval, .milliseconds(10))
-            sweepInterval = max(configuration.channelReplayWindow, .milliseconds(100))
+            // Every window's buffers are trimmed within their window (a replay trims first anyway).
+            let windows = [configuration.channelReplayWindow] + configuration.namespaces.compactMap(\.replayWindow)
+            sweepInterval = max(windows.min() ?? configuration.channelReplayWindow, .milliseconds(100))
             historyRetention = configuration.historyRetention
             let retention = configuration.historyRetention ?? .hours(1)
             historyTrimInterval = .nanoseconds(max(min(retention.nanoseconds / 2, TimeAmount.hours(1).nanoseconds), 50_000_000))

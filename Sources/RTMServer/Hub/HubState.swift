@@ -36,6 +36,9 @@ struct HubState {
         var loops: UInt64 = 0
         /// The last messages, for replay to returning subscribers (M-2).
         var recent: Deque<RecentMessage> = []
+        /// How long and how many of them are kept (the server's, or the channel's namespace's).
+        var replayWindowMillis: Int64
+        var replayMax: Int
     }
 
     /// A published channel message kept for replay (encoded when replayed).
@@ -113,6 +116,8 @@ struct HubState {
     var channelEpochs: ChannelEpochs
     let replayWindowMillis: Int64
     let replayMax: Int
+    /// The namespaces (their replay limits apply to their channels).
+    let namespaces: [ChannelNamespace]
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
     var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
     let dedupCapacity: Int
@@ -150,6 +155,7 @@ struct HubState {
         self.maxChannels = configuration.limits.maxChannelsPerClient
         self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
         self.replayMax = max(0, configuration.channelReplayMax)
+        self.namespaces = configuration.namespaces
         self.dedupCapacity = configuration.dedupCapacity
         self.publishResendWindowMillis = configuration.publishResendWindow.nanoseconds / 1_000_000
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
@@ -164,7 +170,10 @@ struct HubState {
     /// epoch on a single node, the cluster's epoch and number in a cluster (`ChannelEpochs`).
     mutating func newChannel(_ key: ChannelKey) -> ChannelState {
         let position = channelEpochs.start(key)
-        return ChannelState(epoch: position.epoch, seq: position.seq)
+        let namespace = namespaces.isEmpty ? nil : namespaces.namespace(of: key.name)
+        return ChannelState(epoch: position.epoch, seq: position.seq,
+                            replayWindowMillis: namespace?.replayWindow.map { $0.nanoseconds / 1_000_000 } ?? replayWindowMillis,
+                            replayMax: namespace?.replayMax ?? replayMax)
     }
 
     // MARK: sessions
