@@ -127,6 +127,7 @@ enum ClientTransport {
                 }
                 var headers = HTTPHeaders()
                 headers.add(name: "Host", value: "\(endpoint.host):\(endpoint.port)")
+                headers.add(name: "User-Agent", value: RTMVersion.userAgent)
                 if let subprotocol { headers.add(name: "Sec-WebSocket-Protocol", value: subprotocol) }
                 headers.add(name: "Content-Length", value: "0")
                 let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: endpoint.path, headers: headers)

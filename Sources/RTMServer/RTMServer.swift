@@ -26,7 +26,7 @@ import ServiceLifecycle
 /// the service group is told to (SIGTERM / SIGINT in `rtm serve`).
 public final class RTMServer: Service, Sendable {
     /// This server's version (the admin API's `info`, `/metrics`' `rtm_build_info`).
-    public static let version = "0.14.0"
+    public static let version = RTMVersion.current
     static let notUpgradedHandlerName = "rtm.notUpgraded"
     static let rawHandlerName = "rtm.raw"
 

@@ -46,9 +46,15 @@ extension AdminAPI {
             })
     }
 
-    func sessions(_ request: AdminRequest) throws -> AdminModels.Sessions {
+    func sessions(_ request: AdminRequest, respond: @escaping Respond) throws {
         let appId = try request.query["appId"].map { try app($0) }
-        return hub.sessionSummaries(appId: appId, page: try AdminPage(query: request.query))
+        hub.sessionSummaries(appId: appId, page: try AdminPage(query: request.query), node: node, on: hub.fanouts[0].eventLoop)
+            .whenComplete { result in
+                switch result {
+                case .success(let sessions): respond(.json(sessions))
+                case .failure(let error): respond(.error(.internalServerError, "internalError", "the sessions could not be read: \(error)"))
+                }
+            }
     }
 
     func whoNow(_ request: AdminRequest) throws -> AdminModels.WhoNow {

@@ -68,7 +68,7 @@ struct AdminAPI: Sendable {
         switch joined {
         case "info": info(respond: respond)
         case "channels": respond(.json(try channels(request)))
-        case "sessions": respond(.json(try sessions(request)))
+        case "sessions": try sessions(request, respond: respond)
         case "presence/whonow": respond(.json(try whoNow(request)))
         case "presence/wherenow": respond(.json(try whereNow(request)))
         case "history": try history(request, respond: respond)

@@ -92,10 +92,35 @@ enum AdminModels {
         let userId: String
         let online: Bool
         let channels: [String]
+        /// Its MESSAGE connection, while online.
+        var connection: Connection?
+    }
+
+    /// One client connection, inspected on its event loop (NATS' `connz`).
+    struct Connection: Codable, Sendable {
+        /// The peer's IP address.
+        let address: String?
+        /// The node serving it (`info.node`).
+        let node: String
+        /// When it connected (ms since the Unix epoch).
+        let connectedAt: Int64
+        /// Milliseconds since its last whole frame (its liveness, SPEC T-3).
+        let idleMs: Int64
+        /// WebSocket messages it sent, and their bytes.
+        let messagesIn: Int
+        let bytesIn: Int
+        /// Messages it was sent (each channel message of a shared frame counts), and their bytes.
+        let messagesOut: Int
+        let bytesOut: Int
+        /// Bytes written to it and not yet taken by its socket (its backlog; past the server's
+        /// maxOutboundBytes it is cut off as a slow consumer).
+        let pendingBytes: Int
+        /// Its `User-Agent` at the upgrade (the SDK sends `swift-rtm/VERSION`).
+        let userAgent: String?
     }
 
     struct Sessions: Codable, Sendable {
-        let sessions: [Session]
+        var sessions: [Session]
         /// Every session that matches, on every page.
         let total: Int
         /// The next page's cursor (`page=`), while sessions remain after this page.

@@ -13,8 +13,24 @@ extension Hub {
         state.withLockedValue { $0.channelDetail(key) }
     }
 
-    func sessionSummaries(appId: String?, page: AdminPage) -> AdminModels.Sessions {
-        state.withLockedValue { $0.sessionSummaries(appId: appId, page: page) }
+    /// One page of sessions, each online one with its connection's figures (read on the
+    /// connection's loop, one hop per loop). The future completes on `loop`.
+    func sessionSummaries(appId: String?, page: AdminPage, node: String, on loop: any EventLoop) -> EventLoopFuture<AdminModels.Sessions> {
+        let (summaries, connections) = state.withLockedValue { $0.sessionSummaries(appId: appId, page: page) }
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [(index: Int, connection: ConnectionRef)])] = [:]
+        for (index, connection) in connections.enumerated() {
+            guard let connection else { continue }
+            let eventLoop = connection.channel.eventLoop
+            byLoop[ObjectIdentifier(eventLoop), default: (eventLoop, [])].items.append((index, connection))
+        }
+        let reads = byLoop.values.map { group in
+            group.loop.submit { group.items.map { ($0.index, $0.connection.inspect(node: node)) } }
+        }
+        return EventLoopFuture.whenAllSucceed(reads, on: loop).map { groups in
+            var summaries = summaries
+            for (index, inspected) in groups.joined() { summaries.sessions[index].connection = inspected }
+            return summaries
+        }
     }
 
     /// Channel messages published since start.

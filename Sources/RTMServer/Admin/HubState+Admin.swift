@@ -28,8 +28,9 @@ extension HubState {
     }
 
     /// One page of the sessions of `appId` (every app when nil), by app id and user id, with
-    /// how many there are and the next page's cursor.
-    func sessionSummaries(appId: String?, page: AdminPage) -> AdminModels.Sessions {
+    /// how many there are and the next page's cursor; and each one's MESSAGE connection (nil:
+    /// offline), to be inspected on its loop.
+    func sessionSummaries(appId: String?, page: AdminPage) -> (AdminModels.Sessions, [ConnectionRef?]) {
         let keys = sessions.keys.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
         let (picked, next) = page.cut(keys)
         let items = picked.compactMap { key -> AdminModels.Session? in
@@ -37,7 +38,8 @@ extension HubState {
             return AdminModels.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
                                        channels: session.channels.sorted())
         }
-        return AdminModels.Sessions(sessions: items, total: keys.count, nextPage: next)
+        let connections = items.map { sessions[UserKey(appId: $0.appId, userId: $0.userId)]?.connection }
+        return (AdminModels.Sessions(sessions: items, total: keys.count, nextPage: next), connections)
     }
 
     /// The administrator ends a user's session (kick, ban, revoke): members see it leave (P-4),

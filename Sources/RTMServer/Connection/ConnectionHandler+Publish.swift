@@ -194,6 +194,7 @@ extension ConnectionHandler {
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         fanout.stats.bytesOut &+= buffer.readableBytes
+        connection.countOut(bytes: buffer.readableBytes)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
     }
 
@@ -214,6 +215,7 @@ extension ConnectionHandler {
         replies = nil
         guard lifecycle.maySend else { return }   // nothing after our close frame
         fanout.stats.bytesOut &+= buffer.readableBytes
+        connection.countOut(bytes: buffer.readableBytes, messages: Self.frameCount(buffer))
         (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
     }
 
@@ -274,6 +276,26 @@ extension ConnectionHandler {
         BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
         FrameCodec.writeError(id: id, code: refusal.code.rawValue, reason: refusal.reason, into: &replies!)
         return true
+    }
+
+    /// How many WebSocket frames `buffer` holds (server frames: unmasked), walking their headers.
+    static func frameCount(_ buffer: ByteBuffer) -> Int {
+        var index = buffer.readerIndex
+        var count = 0
+        while let second: UInt8 = buffer.getInteger(at: index + 1) {
+            var length = Int(second & 0x7F)
+            var header = 2
+            if length == 126 {
+                length = Int(buffer.getInteger(at: index + 2, as: UInt16.self) ?? 0)
+                header = 4
+            } else if length == 127 {
+                length = Int(buffer.getInteger(at: index + 2, as: UInt64.self) ?? 0)
+                header = 10
+            }
+            index += header + length
+            count += 1
+        }
+        return count
     }
 
     /// Byte equality by memcmp (the generic `elementsEqual` walks byte by byte).

@@ -111,9 +111,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The WebSocket upgrade is done (called by `ServerUpgrader` right after it added the frame
     /// handlers, before any frame is read): the connection joins the hub.
-    func upgraded(context: ChannelHandlerContext) {
+    func upgraded(context: ChannelHandlerContext, userAgent: String? = nil) {
         lifecycle.upgraded()
         connection = hub.register(context.channel)
+        connection.userAgent = userAgent.map { String($0.prefix(200)) }
         connection.attach(self)
     }
 
@@ -133,6 +134,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             for index in messages.indices {
                 guard held == nil else { return hold(.binary(Array(messages[index...]))) }
                 fanout.stats.bytesIn &+= messages[index].readableBytes
+                connection.bytesIn &+= messages[index].readableBytes
+                connection.messagesIn &+= 1
                 binaryFrame(messages[index], context: context)
             }
             return
@@ -140,6 +143,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard held == nil else { return hold(inbound) }
             frame = whole
             fanout.stats.bytesIn &+= whole.data.readableBytes
+            connection.bytesIn &+= whole.data.readableBytes
+            connection.messagesIn &+= 1
         }
         // SPEC T-3: every inbound frame refreshes liveness. Publishes (the hot path) are
         // stamped once per read batch, in channelReadComplete; anything else at once. Frames
@@ -156,6 +161,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 guard lifecycle.maySend else { return }
                 // The heartbeat: answered without JSON machinery (idle servers mostly do this).
                 let pong = FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator)
+                connection.countOut(bytes: pong.readableBytes)
                 context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: pong)), promise: nil)
                 return
             }
@@ -302,6 +308,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// dropped once the connection is closing (the gate of `write(context:data:promise:)`).
     func writeEncoded(_ frame: ByteBuffer, fallback: () -> WebSocketFrame) {
         guard lifecycle.maySend else { return }
+        connection.countOut(bytes: frame.readableBytes)
         if let rawContext {
             rawContext.write(NIOAny(frame), promise: nil)
         } else {
@@ -358,6 +365,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
         }
         fanout.stats.bytesOut &+= buffer.readableBytes
+        connection?.countOut(bytes: buffer.readableBytes)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOWebSocket
 
@@ -7,6 +8,18 @@ final class ConnectionRef: Sendable, Hashable {
     let id: UInt64
     let channel: any Channel
     let loopIndex: Int
+    /// When the connection was upgraded (ms since the Unix epoch).
+    let connectedAt: Int64
+    /// Its traffic, counted on its event loop only (as `rtm_received_bytes_total` and
+    /// `rtm_sent_bytes_total` are, so the connections' figures add up to the server's): the
+    /// WebSocket messages it sent, the messages it was sent (each channel message counts, also
+    /// when several share a frame), and their bytes. Read on its loop (`AdminConnection`).
+    nonisolated(unsafe) var bytesIn = 0
+    nonisolated(unsafe) var bytesOut = 0
+    nonisolated(unsafe) var messagesIn = 0
+    nonisolated(unsafe) var messagesOut = 0
+    /// The client's `User-Agent` at the upgrade (the SDK sends `swift-rtm/VERSION`).
+    nonisolated(unsafe) var userAgent: String?
     /// The connection's handler, set by it on its loop and read only there: where pre-encoded
     /// frames go (`writeEncoded`).
     private let handler: NIOLoopBoundBox<WeakConnectionHandler?>
@@ -15,6 +28,7 @@ final class ConnectionRef: Sendable, Hashable {
         self.id = id
         self.channel = channel
         self.loopIndex = loopIndex
+        self.connectedAt = Int64(Date().timeIntervalSince1970 * 1000)
         self.handler = .makeEmptyBox(valueType: WeakConnectionHandler.self, eventLoop: channel.eventLoop)
     }
 
@@ -33,6 +47,23 @@ final class ConnectionRef: Sendable, Hashable {
         } else {
             channel.write(fallback(), promise: nil)
         }
+    }
+
+    /// Counts what was written to the connection (on its loop).
+    @inline(__always)
+    func countOut(bytes: Int, messages: Int = 1) {
+        bytesOut &+= bytes
+        messagesOut &+= messages
+    }
+
+    /// The connection's figures for the admin API; on its loop.
+    func inspect(node: String) -> AdminModels.Connection {
+        let lastRead = handler.value?.handler?.lastRead
+        let idle = lastRead.map { (NIODeadline.now() - $0).nanoseconds / 1_000_000 } ?? 0
+        let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
+        return AdminModels.Connection(address: channel.remoteAddress?.ipAddress, node: node, connectedAt: connectedAt, idleMs: max(0, idle),
+                                      messagesIn: messagesIn, bytesIn: bytesIn, messagesOut: messagesOut, bytesOut: bytesOut,
+                                      pendingBytes: pending, userAgent: userAgent)
     }
 
     /// Runs `body` with the connection's handler on its loop (nothing when it is gone).

@@ -73,7 +73,7 @@ struct ServerUpgrader: HTTPServerProtocolUpgrader, Sendable {
             for frameHandler in frameHandlers { try sync.addHandler(frameHandler, position: .before(handler)) }
             // Before any frame is read: the frames a client sent right behind its upgrade
             // request are delivered once this returns.
-            handler.upgraded(context: handlerContext)
+            handler.upgraded(context: handlerContext, userAgent: upgradeRequest.headers.first(name: "User-Agent"))
         }
     }
 }

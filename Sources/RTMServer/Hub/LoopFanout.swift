@@ -64,7 +64,8 @@ final class LoopFanout: @unchecked Sendable {
         let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
         var written = 0
         for (id, subscriber) in local where id != except && subscriber.features.isSuperset(of: requires) {
-            write(frame, to: subscriber.connection)
+            write(frame, to: subscriber.connection, counted: false)
+            subscriber.connection.countOut(bytes: buffer.readableBytes)
             written &+= 1
         }
         stats.deliveries &+= written
@@ -89,6 +90,7 @@ final class LoopFanout: @unchecked Sendable {
                 continue
             }
             raw.write(data, promise: nil)
+            subscriber.connection.countOut(bytes: buffer.readableBytes, messages: messages)
         }
         // Flushed once per loop tick, channel by channel (no per-subscriber bookkeeping).
         if rawFlushChannels.last != channel { rawFlushChannels.append(channel) }
@@ -96,7 +98,8 @@ final class LoopFanout: @unchecked Sendable {
     }
 
     /// Writes one frame to one local connection, flushed with the rest of this tick.
-    func write(_ frame: WebSocketFrame, to connection: ConnectionRef) {
+    func write(_ frame: WebSocketFrame, to connection: ConnectionRef, counted: Bool = true) {
+        if counted { connection.countOut(bytes: frame.data.readableBytes) }
         let channel = connection.channel
         guard channel.isActive else { return }
         guard channel.isWritable else {

@@ -98,6 +98,39 @@ struct AdminAPITests {
         #expect(nobody.json["disconnected"] as? Bool == false)
     }
 
+    @Test("admin sessions show each online connection like NATS connz: address, node, since, idle, messages and bytes each way, backlog, User-Agent")
+    func sessionConnections() async throws {
+        let admin = try await AdminHarness.start()
+        defer { Task { await admin.stop() } }
+        let (alice, _) = try await Harness.client("alice", port: admin.port)
+        let (bob, _) = try await Harness.client("bob", port: admin.port)
+        defer { Task { await alice.logout(); await bob.logout() } }
+        try await bob.subscribe("room")
+        for index in 0..<5 { _ = try await alice.publish(channel: "room", message: "message \(index)") }
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        // Bob has had the five (the publishes were acknowledged after the fan-out's writes).
+        let answer = try await admin.call("GET", "/v1/sessions")
+        let sessions = try #require(answer.json["sessions"] as? [[String: Any]])
+        func connection(_ user: String) throws -> [String: Any] {
+            try #require(sessions.first { $0["userId"] as? String == user }?["connection"] as? [String: Any], "\(user): \(sessions)")
+        }
+        let a = try connection("alice"), b = try connection("bob")
+        for c in [a, b] {
+            #expect(c["address"] as? String == "127.0.0.1")
+            #expect((c["node"] as? String)?.isEmpty == false)
+            #expect((c["connectedAt"] as? Int64).map { $0 <= before && $0 > before - 60_000 } == true)
+            #expect((c["idleMs"] as? Int).map { $0 >= 0 && $0 < 30_000 } == true)
+            #expect(c["userAgent"] as? String == RTMVersion.userAgent)
+            #expect((c["pendingBytes"] as? Int).map { $0 >= 0 } == true)
+        }
+        // Alice: login + 5 publishes in (at least), their acknowledgements out; bob: login and
+        // subscribe in, the five messages out (and their bytes).
+        #expect((a["messagesIn"] as? Int ?? 0) >= 6 && (a["bytesIn"] as? Int ?? 0) > 5 * 9)
+        #expect((a["messagesOut"] as? Int ?? 0) >= 6)
+        #expect((b["messagesIn"] as? Int ?? 0) >= 2)
+        #expect((b["messagesOut"] as? Int ?? 0) >= 7 && (b["bytesOut"] as? Int ?? 0) > 5 * 9)
+    }
+
     @Test("admin listings page: /v1/sessions and /v1/channels take limit and page, answer total and nextPage until the last page, and refuse a bad limit or cursor with 400")
     func listingsPage() async throws {
         let admin = try await AdminHarness.start()
