@@ -23,8 +23,9 @@ extension Hub {
             let eventLoop = connection.channel.eventLoop
             byLoop[ObjectIdentifier(eventLoop), default: (eventLoop, [])].items.append((index, connection))
         }
+        let fanouts = self.fanouts
         let reads = byLoop.values.map { group in
-            group.loop.submit { group.items.map { ($0.index, $0.connection.inspect(node: node)) } }
+            group.loop.submit { group.items.map { ($0.index, $0.connection.inspect(node: node, fanout: fanouts[$0.connection.loopIndex])) } }
         }
         return EventLoopFuture.whenAllSucceed(reads, on: loop).map { groups in
             var summaries = summaries

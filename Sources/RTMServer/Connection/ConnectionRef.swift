@@ -56,13 +56,18 @@ final class ConnectionRef: Sendable, Hashable {
         messagesOut &+= messages
     }
 
-    /// The connection's figures for the admin API; on its loop.
-    func inspect(node: String) -> AdminModels.Connection {
-        let lastRead = handler.value?.handler?.lastRead
+    /// The connection's figures for the admin API; on its loop (`fanout`: that loop's).
+    func inspect(node: String, fanout: LoopFanout) -> AdminModels.Connection {
+        let connectionHandler = handler.value?.handler
+        let lastRead = connectionHandler?.lastRead
+        // What its channels sent it is counted per channel; added here.
+        let channels = connectionHandler.map { handler in handler.localChannels.map { ChannelKey(appId: handler.appId ?? "", name: $0) } } ?? []
+        let subscribed = fanout.sentToSubscriptions(of: self, channels: channels)
         let idle = lastRead.map { (NIODeadline.now() - $0).nanoseconds / 1_000_000 } ?? 0
         let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         return AdminModels.Connection(address: channel.remoteAddress?.ipAddress, node: node, connectedAt: connectedAt, idleMs: max(0, idle),
-                                      messagesIn: messagesIn, bytesIn: bytesIn, messagesOut: messagesOut, bytesOut: bytesOut,
+                                      messagesIn: messagesIn, bytesIn: bytesIn, messagesOut: messagesOut &+ subscribed.messages,
+                                      bytesOut: bytesOut &+ subscribed.bytes,
                                       pendingBytes: pending, userAgent: userAgent)
     }
 

@@ -17,7 +17,23 @@ final class LoopFanout: @unchecked Sendable {
         let features: ChannelFeatures
         /// Where pre-encoded frames are written (below the WebSocket frame encoder).
         let raw: ChannelHandlerContext?
+        /// The channel's `Delivered` totals when it joined: what it was sent since is the
+        /// difference (nothing is counted per recipient on the publish path).
+        var joined = Delivered()
     }
+
+    /// Channel messages and bytes written to each local subscriber of a channel since the
+    /// channel got its first one here (once per batch, for all of them).
+    struct Delivered {
+        var messages = 0
+        var bytes = 0
+
+        mutating func add(messages: Int, bytes: Int) {
+            self.messages &+= messages
+            self.bytes &+= bytes
+        }
+    }
+    private var delivered: [ChannelKey: Delivered] = [:]
     private var needsFlush: [UInt64: ConnectionRef] = [:]
     private var flushScheduled = false
     /// Channels whose subscribers got pre-encoded writes this tick.
@@ -41,16 +57,22 @@ final class LoopFanout: @unchecked Sendable {
     func add(_ connection: ConnectionRef, to channel: ChannelKey, features: ChannelFeatures = .presence, raw: ChannelHandlerContext?) -> Bool {
         eventLoop.assertInEventLoop()
         let wasEmpty = subscribers[channel]?.isEmpty ?? true
-        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, features: features, raw: raw)
+        // Subscribing again replaces the options, not the count since the first join.
+        let joined = subscribers[channel]?[connection.id]?.joined ?? delivered[channel] ?? Delivered()
+        subscribers[channel, default: [:]][connection.id] = Subscriber(connection: connection, features: features, raw: raw, joined: joined)
         return wasEmpty
     }
 
     /// Removes a local subscriber. Returns true when the channel now has none here.
     func remove(_ connection: ConnectionRef, from channel: ChannelKey) -> Bool {
         eventLoop.assertInEventLoop()
-        guard subscribers[channel]?.removeValue(forKey: connection.id) != nil else { return false }
+        guard let removed = subscribers[channel]?.removeValue(forKey: connection.id) else { return false }
+        // What the channel sent it is now the connection's own count.
+        let since = sentSinceJoin(removed, channel: channel)
+        connection.countOut(bytes: since.bytes, messages: since.messages)
         if subscribers[channel]?.isEmpty == true {
             subscribers[channel] = nil
+            delivered[channel] = nil
             return true
         }
         return false
@@ -82,6 +104,7 @@ final class LoopFanout: @unchecked Sendable {
         stats.deliveries &+= recipients
         stats.channelMessagesOut &+= recipients &* messages
         stats.bytesOut &+= recipients &* buffer.readableBytes
+        delivered[channel, default: Delivered()].add(messages: messages, bytes: buffer.readableBytes)
         let data = NIOAny(buffer)   // wrapped once for every subscriber
         for subscriber in local.values {
             guard let raw = subscriber.raw else { continue }
@@ -90,11 +113,29 @@ final class LoopFanout: @unchecked Sendable {
                 continue
             }
             raw.write(data, promise: nil)
-            subscriber.connection.countOut(bytes: buffer.readableBytes, messages: messages)
         }
         // Flushed once per loop tick, channel by channel (no per-subscriber bookkeeping).
         if rawFlushChannels.last != channel { rawFlushChannels.append(channel) }
         scheduleFlushTask()
+    }
+
+    private func sentSinceJoin(_ subscriber: Subscriber, channel: ChannelKey) -> Delivered {
+        let total = delivered[channel] ?? Delivered()
+        return Delivered(messages: total.messages &- subscriber.joined.messages, bytes: total.bytes &- subscriber.joined.bytes)
+    }
+
+    /// The channel messages and bytes `connection` was sent by the channels it is still
+    /// subscribed to here (`channels`), not yet in its own counts.
+    func sentToSubscriptions(of connection: ConnectionRef, channels: [ChannelKey]) -> Delivered {
+        eventLoop.assertInEventLoop()
+        var sum = Delivered()
+        for channel in channels {
+            guard let subscriber = subscribers[channel]?[connection.id] else { continue }
+            let since = sentSinceJoin(subscriber, channel: channel)
+            sum.messages &+= since.messages
+            sum.bytes &+= since.bytes
+        }
+        return sum
     }
 
     /// Writes one frame to one local connection, flushed with the rest of this tick.

@@ -129,6 +129,12 @@ struct AdminAPITests {
         #expect((a["messagesOut"] as? Int ?? 0) >= 6)
         #expect((b["messagesIn"] as? Int ?? 0) >= 2)
         #expect((b["messagesOut"] as? Int ?? 0) >= 7 && (b["bytesOut"] as? Int ?? 0) > 5 * 9)
+        // Leaving the channel keeps what it was sent there.
+        try await bob.unsubscribe("room")
+        let after = try await admin.call("GET", "/v1/sessions")
+        let bobAfter = (after.json["sessions"] as? [[String: Any]])?.first { $0["userId"] as? String == "bob" }?["connection"] as? [String: Any]
+        #expect((bobAfter?["messagesOut"] as? Int ?? 0) >= (b["messagesOut"] as? Int ?? 0))
+        #expect((bobAfter?["bytesOut"] as? Int ?? 0) >= (b["bytesOut"] as? Int ?? 0))
     }
 
     @Test("admin listings page: /v1/sessions and /v1/channels take limit and page, answer total and nextPage until the last page, and refuse a bad limit or cursor with 400")
