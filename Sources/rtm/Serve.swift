@@ -18,6 +18,7 @@ struct Serve: AsyncParsableCommand {
             open ones keep theirs; a file that cannot be used is logged and the old certificate stays).
             """)
 
+    @Option(help: "A JSON file of these options ({\"port\": 9600, \"namespace\": [\"private.*:private\"], \"store-full-sync\": true}); each may also come from an environment variable (RTM_PORT, RTM_NAMESPACE with one value per line, …). The command line wins, then the environment, then the file. Also RTM_CONFIG.") var config: String?
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(name: .shortAndLong, help: "Port to bind (0 = any free port).") var port = 9600
     @Option(help: "Data directory: development credentials and the embedded store (rtm.sqlite, storage.sqlite, invitations.sqlite).") var dataDir = "rtm-data"
@@ -74,8 +75,13 @@ struct Serve: AsyncParsableCommand {
 
     private func serve() async throws {
         FileLimit.raise()
-        var logger = Logger(label: "rtm.server")
-        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error; got '\(logLevel)'")
+        }
+        // One level for every logger of the server, which SIGHUP can change (ServeReloader).
+        LoggingSystem.bootstrap(ServeLogHandler.init)
+        ServeLogHandler.level.withLockedValue { $0 = level }
+        let logger = Logger(label: "rtm.server")
         var config = ServerConfiguration()
         config.host = host
         config.port = port
@@ -143,8 +149,11 @@ struct Serve: AsyncParsableCommand {
             config.sharedServices = PostgresServices(location: cluster.location, node: cluster.node, logger: logger)
         }
         let server = try RTMServer(configuration: config, store: userStore, logger: logger)
-        // SIGHUP reloads the certificate only when there is one (otherwise it keeps its default).
-        let services: [any Service] = [server] + (tlsCert != nil || adminTlsCert != nil ? [CertificateReloader(server: server)] : [])
+        // SIGHUP reloads the certificates (when there are some; otherwise they keep their
+        // defaults) and the log level.
+        let reloader = ServeReloader(server: server, arguments: Array(CommandLine.arguments.drop { $0 != "serve" }.dropFirst()),
+                                     reloadsTLS: tlsCert != nil || adminTlsCert != nil, logger: logger)
+        let services: [any Service] = [server, reloader]
         let group = ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

@@ -31,8 +31,10 @@ final class RTMProcess: Sendable {
 
     /// Runs `rtm` with `arguments`; with `user`, as that user through `runuser` (the test
     /// runs as root then), from `binary`, in `directory` (nil: the test's own).
-    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary, input: Pipe? = nil, directory: URL? = nil) throws {
+    init(arguments: [String], user: String? = nil, binary: URL = RTMProcess.binary, input: Pipe? = nil, directory: URL? = nil,
+         environment: [String: String] = [:]) throws {
         process = Process()
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         if let input { process.standardInput = input }
         if let directory { process.currentDirectoryURL = directory }
         if let user {

@@ -35,6 +35,75 @@ struct ServeOptionsTests {
         await alice.logout()
     }
 
+    @Test("`rtm serve --config FILE` and RTM_* variables: every option from a JSON file or the environment; the command line wins, then the environment; an unknown key or a bad value is refused by name")
+    func configFileAndEnvironment() async throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-config-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        func write(_ json: String) throws -> String {
+            let path = "\(dataDir)/config-\(UUID().uuidString).json"
+            try json.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        for (json, words) in [(#"{"colour": "blue"}"#, "unknown option 'colour'"), (#"{"publish-rate": "fast"}"#, "--publish-rate"),
+                              (#"{"store-full-sync": "yes"}"#, "is a flag"), (#"["port"]"#, "not a JSON object")] {
+            let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--config", try write(json)])
+            refused.process.waitUntilExit()
+            #expect(refused.process.terminationStatus != 0)
+            #expect(refused.output.contains { $0.contains(words) }, "\(json): \(refused.output)")
+        }
+        let port = try LoopbackPort.free()
+        let file = try write("""
+            {"port": 1, "data-dir": "\(dataDir)", "app-id": "\(Harness.appId)", "app-certificate": "\(Harness.certificate)",
+             "namespace": ["room.*:private"], "publish-rate": 0, "store-full-sync": true}
+            """)
+        // The file's port loses to the command line's; its namespaces to the environment's.
+        let server = try RTMProcess(arguments: ["serve", "--port", "\(port)"],
+                                    environment: ["RTM_CONFIG": file, "RTM_PORT": "99999", "RTM_NAMESPACE": "news.*:no-presence\nvip.*:private"])
+        defer { server.stop() }
+        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        let (alice, _) = try await Harness.client("alice", port: port)
+        _ = try await alice.subscribe("room.a")   // the file's private namespace is not in force
+        #expect(await CapabilityTests.code { _ = try await alice.whoNow(channel: "news.a") } == .notPermitted)
+        #expect(await CapabilityTests.code { _ = try await alice.subscribe("vip.a") } == .notPermitted)
+        await alice.logout()
+    }
+
+    @Test("SIGHUP re-reads the configuration file's log level: a line at info is written, then not, then again")
+    func sighupLogLevel() async throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-hup-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let file = "\(dataDir)/rtm.json"
+        func configure(_ level: String) throws {
+            try #"{"log-level": "\#(level)", "login-deadline": 0.3}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        }
+        try configure("info")
+        let port = try LoopbackPort.free()
+        let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--config", file])
+        defer { server.stop() }
+        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        /// A socket that never logs in, closed by the server at its login deadline ("deadline passed", at info).
+        func silentSocket() async throws {
+            let peer = try await RawPeer.connect(port: port)
+            #expect(await peer.waitForClose(within: .seconds(5)))
+        }
+        func lines(_ text: String) -> Int { server.output.filter { $0.contains(text) }.count }
+        try await silentSocket()
+        #expect(await server.waitForLine(containing: "deadline passed") != nil)
+        try configure("warning")
+        kill(server.process.processIdentifier, SIGHUP)
+        #expect(await server.waitForLine(containing: "log level warning") != nil, "\(server.output)")
+        try await silentSocket()   // closed at its deadline, not logged
+        try configure("info")
+        kill(server.process.processIdentifier, SIGHUP)
+        #expect(await server.waitForLine(containing: "log level info") != nil, "\(server.output)")
+        try await silentSocket()
+        let deadline = ContinuousClock.now + .seconds(5)
+        while lines("deadline passed") < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(lines("deadline passed") == 2, "\(server.output)")
+    }
+
     @Test("`rtm serve --namespace PATTERN:private` with `rtm token --capability`: the CLI's capability token opens what it grants and nothing else; a bad pattern or operation is refused by name")
     func privateChannelsAndCapabilityTokens() async throws {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-caps-\(UUID().uuidString)").path
