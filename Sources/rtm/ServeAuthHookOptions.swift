@@ -12,8 +12,10 @@ struct ServeAuthHookOptions: ParsableArguments {
     var authHookSecret: String?
     @Option(help: "Ask the hook about every login too, failing closed (fail-closed: refused when the backend cannot answer) or open (fail-open).")
     var authHookConnect: String?
-    @Option(help: "Seconds the hook has to answer; past it the request gets its failure mode.")
+    @Option(help: "Seconds the hook has to answer (waiting for a free request counts); past it the request gets its failure mode.")
     var authHookTimeout: Double = 1
+    @Option(help: "Requests at the hook at once; more wait their turn (at most 10,000, then they get their failure mode).")
+    var authHookConcurrency = 64
     @Option(help: "Seconds a login's or subscribe's allow or deny is reused for the same user and channel when the answer does not say (cacheSeconds; a publish's decision only when its answer says); 0: never.")
     var authHookCache: Double = 10
     @Option(help: "Hook failures in a row that open its circuit breaker (requests then get their failure mode without asking).")
@@ -35,9 +37,10 @@ struct ServeAuthHookOptions: ParsableArguments {
             }
             hook.connect = mode
         }
-        guard authHookTimeout > 0, authHookCache >= 0, authHookBreakerFailures > 0, authHookBreakerOpen > 0 else {
-            throw ValidationError("--auth-hook-timeout and --auth-hook-breaker-open must be > 0, --auth-hook-cache ≥ 0, --auth-hook-breaker-failures ≥ 1")
+        guard authHookTimeout > 0, authHookCache >= 0, authHookBreakerFailures > 0, authHookBreakerOpen > 0, authHookConcurrency > 0 else {
+            throw ValidationError("--auth-hook-timeout and --auth-hook-breaker-open must be > 0, --auth-hook-cache ≥ 0, --auth-hook-breaker-failures and --auth-hook-concurrency ≥ 1")
         }
+        hook.maxConcurrentRequests = authHookConcurrency
         hook.timeout = .nanoseconds(Int64(authHookTimeout * 1e9))
         hook.cacheTTL = .nanoseconds(Int64(authHookCache * 1e9))
         hook.breakerFailures = authHookBreakerFailures

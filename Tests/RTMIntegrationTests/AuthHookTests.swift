@@ -156,6 +156,26 @@ struct AuthHookTests {
         await backend.stop()
     }
 
+    @Test("at most maxConcurrentRequests questions at the backend at once: a burst of subscribes waits its turn, every one decided")
+    func concurrencyBounded() async throws {
+        let backend = try await HookBackend.start(secret: Self.secret) { _ in .delayed(#"{"result":"allow"}"#, .milliseconds(50)) }
+        let harness = try await Self.start(backend, namespaces: ["room.*:hook-subscribe"]) {
+            $0.maxConcurrentRequests = 2
+            $0.timeout = .seconds(5)
+        }
+        var clients: [RTMClient] = []
+        for index in 0..<6 { clients.append(try await Harness.client("user\(index)", port: harness.port).0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in clients { group.addTask { _ = try await client.subscribe("room.a") } }
+            try await group.waitForAll()
+        }
+        #expect(backend.received.count == 6)
+        #expect(backend.mostAtOnce <= 2, "\(backend.mostAtOnce) at once")
+        for client in clients { await client.logout() }
+        await harness.stop()
+        await backend.stop()
+    }
+
     @Test("a backend that does not answer in time: refused where the namespace fails closed, allowed where it fails open")
     func timeoutFailureModes() async throws {
         let backend = try await HookBackend.start(secret: Self.secret) { _ in .silent }

@@ -82,6 +82,29 @@ struct AuthorizationHookValueTests {
         #expect(none.verdict(for: Self.key("a"), now: Self.t0) == nil)
     }
 
+    @Test("slots: N questions at the backend at once, the rest wait in order; a freed slot goes to the oldest within its time, older ones are given up; past the queue's size a question is refused")
+    func slots() {
+        var slots = HookSlots<String>(capacity: 2, maxWaiting: 2)
+        #expect(slots.admit("a", now: Self.t0) == .go)
+        #expect(slots.admit("b", now: Self.t0) == .go)
+        #expect(slots.admit("c", now: Self.t0) == .wait)
+        #expect(slots.admit("d", now: Self.t0 + .milliseconds(900)) == .wait)
+        #expect(slots.admit("e", now: Self.t0) == .full)
+        // 1.2 s later with a 1 s limit: c waited too long, d (300 ms) takes the slot.
+        let freed = slots.done(now: Self.t0 + .milliseconds(1200), maxWait: .seconds(1))
+        #expect(freed.start?.0 == "d" && freed.start?.waited == .milliseconds(300))
+        #expect(freed.expired == ["c"])
+        #expect(slots.inFlight == 2 && slots.waitingCount == 0)
+        let idle = slots.done(now: Self.t0 + .seconds(2), maxWait: .seconds(1))
+        #expect(idle.start == nil && idle.expired.isEmpty && slots.inFlight == 1)
+        // A free slot while others wait is not taken out of turn.
+        var busy = HookSlots<String>(capacity: 1, maxWaiting: 5)
+        #expect(busy.admit("x", now: Self.t0) == .go)
+        #expect(busy.admit("y", now: Self.t0) == .wait)
+        _ = busy.done(now: Self.t0, maxWait: .seconds(1))   // y takes it
+        #expect(busy.admit("z", now: Self.t0) == .wait)
+    }
+
     static let subscribe = HookQuestion(event: .subscribe, appId: "app", userId: "alice", channel: "room.a", channelType: "message")
     static let publish = HookQuestion(event: .publish, appId: "app", userId: "alice", channel: "room.a", channelType: "message",
                                       publish: .init(payload: ByteBuffer(string: "hi"), isText: true, customType: nil))

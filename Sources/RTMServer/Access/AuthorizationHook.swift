@@ -30,9 +30,17 @@ final class AuthorizationHook: Sendable {
         func count(_ event: HookEvent, _ outcome: Outcome) -> Int { counts[event]?[outcome] ?? 0 }
     }
 
+    /// A question waiting for a slot.
+    private struct Waiter {
+        let question: HookQuestion
+        let failure: HookFailureMode
+        let promise: EventLoopPromise<HookVerdict>
+    }
+
     private struct State {
         var breaker: HookBreaker
         var cache: HookDecisionCache
+        var slots: HookSlots<Waiter>
         var stats = Stats()
         /// A failure was logged and no success came since (one warning per change).
         var failing = false
@@ -54,8 +62,9 @@ final class AuthorizationHook: Sendable {
         }
         guard !configuration.secret.isEmpty else { throw AuthorizationHookConfigurationError("the authorization hook needs a secret (--auth-hook-secret)") }
         guard configuration.timeout > .zero, configuration.breakerOpenFor > .zero, configuration.breakerFailures > 0,
-              configuration.cacheTTL >= .zero, configuration.maxCachedDecisions >= 0 else {
-            throw AuthorizationHookConfigurationError("authorization hook timeout and breaker time must be > 0, breaker failures ≥ 1, cache time ≥ 0")
+              configuration.cacheTTL >= .zero, configuration.maxCachedDecisions >= 0, configuration.maxConcurrentRequests > 0,
+              configuration.maxWaitingRequests >= 0 else {
+            throw AuthorizationHookConfigurationError("authorization hook timeout and breaker time must be > 0, breaker failures and concurrent requests ≥ 1, cache time and waiting requests ≥ 0")
         }
         do {
             client = try WebhookHTTPClient(target: target, timeout: configuration.timeout, group: group)
@@ -67,7 +76,8 @@ final class AuthorizationHook: Sendable {
         self.logger = logger
         self.now = now
         state = NIOLockedValueBox(State(breaker: HookBreaker(threshold: configuration.breakerFailures, openFor: configuration.breakerOpenFor),
-                                        cache: HookDecisionCache(capacity: configuration.maxCachedDecisions)))
+                                        cache: HookDecisionCache(capacity: configuration.maxCachedDecisions),
+                                        slots: HookSlots(capacity: configuration.maxConcurrentRequests, maxWaiting: configuration.maxWaitingRequests)))
     }
 
     /// The kept decision on `question`, if any (no request is made).
@@ -86,7 +96,8 @@ final class AuthorizationHook: Sendable {
     func ask(_ question: HookQuestion, failure: HookFailureMode, on loop: any EventLoop) -> EventLoopFuture<HookVerdict> {
         let key = question.cacheKey
         let now = self.now()
-        enum Start { case kept(HookVerdict), skip, post }
+        enum Start { case kept(HookVerdict), skip, post, wait(EventLoopFuture<HookVerdict>), full }
+        let promise = loop.makePromise(of: HookVerdict.self)
         let start: Start = state.withLockedValue { state in
             if let verdict = state.cache.verdict(for: key, now: now) {
                 state.stats.counts[question.event, default: [:]][.cached, default: 0] += 1
@@ -96,24 +107,58 @@ final class AuthorizationHook: Sendable {
                 state.stats.counts[question.event, default: [:]][.breakerOpen, default: 0] += 1
                 return .skip
             }
-            return .post
+            switch state.slots.admit(Waiter(question: question, failure: failure, promise: promise), now: now) {
+            case .go: return .post
+            case .wait: return .wait(promise.futureResult)
+            case .full:
+                state.stats.counts[question.event, default: [:]][.failed, default: 0] += 1
+                return .full
+            }
         }
+        let verdict: HookVerdict
         switch start {
-        case .kept(let verdict): return loop.makeSucceededFuture(verdict)
-        case .skip: return loop.makeSucceededFuture(Self.failed(question, "its circuit breaker is open after repeated failures", mode: failure))
-        case .post: break
+        case .kept(let kept): verdict = kept
+        case .skip: verdict = Self.failed(question, "its circuit breaker is open after repeated failures", mode: failure)
+        case .full: verdict = Self.failed(question, "\(configuration.maxWaitingRequests) requests are already waiting for it", mode: failure)
+        case .wait(let future): return future
+        case .post:
+            post(question, failure: failure, timeout: configuration.timeout).hop(to: loop).cascade(to: promise)
+            return promise.futureResult
         }
+        promise.succeed(verdict)
+        return promise.futureResult
+    }
+
+    /// POSTs a question with a slot of its own; the slot goes to the next waiter after the answer.
+    private func post(_ question: HookQuestion, failure: HookFailureMode, timeout: TimeAmount) -> EventLoopFuture<HookVerdict> {
         let body = question.body(now: Int64(Date().timeIntervalSince1970 * 1000))
         let signature = HMAC<SHA256>.authenticationCode(for: body, using: self.key).map { String(format: "%02x", $0) }.joined()
         return client.post(body: body, headers: [("X-RTM-Signature", "sha256=\(signature)"), ("X-RTM-Event", question.event.rawValue)],
-                           userAgent: "rtm-auth-hook")
-            .hop(to: loop)
+                           userAgent: "rtm-auth-hook", timeout: timeout)
             .map { reply -> Result<HookAnswer.Decision, HookFailure> in
                 guard (200..<300).contains(reply.status.code) else { return .failure(HookFailure("HTTP \(reply.status.code)")) }
                 return HookAnswer.read(reply.body, question: question)
             }
             .recover { error in .failure(HookFailure((error as? WebhookDeliveryError)?.reason ?? "\(error)")) }
             .map { [self] result in settle(question, result, failure: failure) }
+            .always { [self] _ in releaseSlot() }
+    }
+
+    /// A slot is free: the oldest waiter within its time takes it; those past it get their
+    /// failure mode.
+    private func releaseSlot() {
+        let timeout = configuration.timeout
+        let (next, expired) = state.withLockedValue { state in
+            let (next, expired) = state.slots.done(now: now(), maxWait: timeout)
+            for waiter in expired { state.stats.counts[waiter.question.event, default: [:]][.failed, default: 0] += 1 }
+            return (next, expired)
+        }
+        for waiter in expired {
+            waiter.promise.succeed(Self.failed(waiter.question, "no answer within \(timeout): it waited for one of the \(configuration.maxConcurrentRequests) requests at a time", mode: waiter.failure))
+        }
+        if let (waiter, waited) = next {
+            post(waiter.question, failure: waiter.failure, timeout: timeout - waited).cascade(to: waiter.promise)
+        }
     }
 
     /// Counts, caches and logs an answer (or its absence); the verdict to apply.

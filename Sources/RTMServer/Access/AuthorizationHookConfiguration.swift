@@ -19,8 +19,14 @@ public struct AuthorizationHookConfiguration: Sendable {
     public var secret: String
     /// Logins are asked (`connect`), with this failure mode; nil: logins are not asked.
     public var connect: HookFailureMode?
-    /// A request without a complete answer within this fails. Default 1 s.
+    /// A request without a complete answer within this fails; the time it waited for a free
+    /// slot (`maxConcurrentRequests`) counts. Default 1 s.
     public var timeout: TimeAmount = .seconds(1)
+    /// Requests at the backend at once; more wait for a free slot, in order. Default 64.
+    public var maxConcurrentRequests = 64
+    /// Requests waiting for a slot at most; past it one gets its failure mode at once (the
+    /// backend cannot keep up). Default 10,000.
+    public var maxWaitingRequests = 10_000
     /// How long a login's or subscribe's allow or deny is reused for the same event, user and
     /// channel when the answer does not say (`cacheSeconds`). A publish's decision is reused
     /// (for that user's later publishes to the channel, whatever their payload) only for the

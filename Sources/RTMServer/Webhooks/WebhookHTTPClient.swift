@@ -54,7 +54,9 @@ struct WebhookHTTPClient: Sendable {
 
     /// POSTs `body` with `headers`; the future holds the response, or fails (connect error,
     /// timeout, connection closed before a complete response, a body past `maxResponseBytes`).
-    func post(body: Data, headers extra: [(String, String)], userAgent: String = "rtm-webhooks") -> EventLoopFuture<Reply> {
+    /// `timeout`: this request's own (nil: the client's).
+    func post(body: Data, headers extra: [(String, String)], userAgent: String = "rtm-webhooks", timeout: TimeAmount? = nil) -> EventLoopFuture<Reply> {
+        let timeout = timeout ?? self.timeout
         let loop = group.next()
         let promise = loop.makePromise(of: Reply.self)
         let target = self.target
