@@ -199,6 +199,19 @@ public final class RTMServer: Service, Sendable {
         if let firstFailure { throw firstFailure }
     }
 
+    /// Replaces the channel namespaces while the server runs (`rtm serve` on SIGHUP). New
+    /// sessions take them at once and so do open ones: what they no longer allow ends as a
+    /// narrower capability token's would (subscriptions with an `unsubscribed` event, STREAM
+    /// connections closed). A channel keeps the replay limits it was created with. Returns once
+    /// every open connection has them. Throws, changing nothing, when a namespace asks the
+    /// authorization hook and none is configured.
+    public func reloadNamespaces(_ namespaces: [ChannelNamespace]) async throws(AuthorizationHookConfigurationError) {
+        if hub.authorizationHook == nil, let hooked = namespaces.first(where: { !$0.hooks.isEmpty }) {
+            throw AuthorizationHookConfigurationError("namespace '\(hooked.pattern)' asks the authorization hook, but none is configured (--auth-hook)")
+        }
+        try? await hub.reloadNamespaces(namespaces).get()
+    }
+
     /// Whether `host` names the loopback interface only.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")

@@ -82,6 +82,31 @@ struct CapabilityTests {
         await harness.stop()
     }
 
+    @Test("namespaces reloaded while the server runs: a channel made private ends the subscriptions without a grant (unsubscribed) and refuses new ones; reloaded again, it opens; a hooked namespace without a hook is refused")
+    func namespacesReloaded() async throws {
+        let harness = try await Harness.start()
+        let (alice, events) = try await Harness.client("alice", port: harness.port)
+        let (bob, _) = try await Harness.client("bob", port: harness.port, login: false)
+        try await bob.login(token: Harness.token("bob"), capability: Self.capability("bob", channels: ["vip.*": Self.all]))
+        _ = try await alice.subscribe("vip.a")
+        _ = try await alice.subscribe("lobby")
+        _ = try await bob.subscribe("vip.a")
+        try await harness.server.reloadNamespaces([try ChannelNamespace(parsing: "vip.*:private")])
+        let ended = await events.first(within: soon) { if case .unsubscribed = $0 { true } else { false } }
+        guard case .unsubscribed(let event)? = ended else { Issue.record("no unsubscribed event"); return }
+        #expect(event.channelName == "vip.a" && event.code == .notPermitted)
+        #expect(await alice.subscribedChannels == ["lobby"])
+        #expect(await Self.code { _ = try await alice.subscribe("vip.b") } == .notPermitted)
+        _ = try await bob.publish(channel: "vip.a", message: "bob keeps his")   // granted: still subscribed and publishing
+        try await harness.server.reloadNamespaces([])
+        _ = try await alice.subscribe("vip.b")
+        let hooked = try ChannelNamespace(parsing: "vip.*:hook-subscribe")
+        await #expect(throws: AuthorizationHookConfigurationError.self) { try await harness.server.reloadNamespaces([hooked]) }
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
+    }
+
     @Test("renewToken with a narrower capability token ends the subscriptions it no longer grants (unsubscribed event), at once")
     func narrowedByRenewal() async throws {
         let harness = try await Harness.start()

@@ -11,6 +11,8 @@ import Testing
 final class RTMProcess: Sendable {
     let process: Process
     private let lines = NIOLockedValueBox<[String]>([])
+    /// Its output has ended (the pipe's end was read).
+    private let outputEnded = NIOLockedValueBox(false)
 
     /// The `rtm` binary under test: `RTM_BINARY` when set (CI runs the process tests a second
     /// time against the release build users run), else the one built next to the test bundle.
@@ -49,12 +51,19 @@ final class RTMProcess: Sendable {
         process.standardError = pipe
         let partial = NIOLockedValueBox("")
         let lines = self.lines
+        let outputEnded = self.outputEnded
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
             guard !data.isEmpty else {
                 // End of output: stop the dispatch source now. Left armed, it keeps firing on a
                 // closed pipe and can crash in libdispatch when the handle goes away.
                 handle.readabilityHandler = nil
+                let last = partial.withLockedValue { buffer in
+                    defer { buffer = "" }
+                    return buffer
+                }
+                if !last.isEmpty { lines.withLockedValue { $0.append(last) } }
+                outputEnded.withLockedValue { $0 = true }
                 return
             }
             let chunk = String(decoding: data, as: UTF8.self)
@@ -70,6 +79,15 @@ final class RTMProcess: Sendable {
     }
 
     var output: [String] { lines.withLockedValue { $0 } }
+
+    /// Waits for the process to exit and for the whole of its output to be read (the output
+    /// is read apart from the exit, so `output` right after `process.waitUntilExit()` could
+    /// miss its last lines).
+    func waitUntilExit() {
+        process.waitUntilExit()
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !outputEnded.withLockedValue({ $0 }), ContinuousClock.now < deadline { usleep(1_000) }
+    }
 
     /// Waits until a printed line contains `text`; returns its index, or nil after `timeout`.
     func waitForLine(containing text: String, after start: Int = 0, within timeout: Duration = soon) async -> Int? {
@@ -221,7 +239,7 @@ struct ProcessTests {
         try #require(await listener.waitForLine(containing: "snapshot") != nil, "listener never logged in: \(listener.output)")
         let publisher = try RTMProcess(arguments: ["pub", "room", "hello from an ordinary user", "--user", "writer"] + client,
                                        user: user, binary: binary)
-        publisher.process.waitUntilExit()
+        publisher.waitUntilExit()
         #expect(publisher.process.terminationStatus == 0, "\(publisher.output)")
         #expect(await listener.waitForLine(containing: "hello from an ordinary user") != nil, "\(listener.output)")
         // Really unprivileged: the server process's effective uid is not root's.

@@ -13,7 +13,7 @@ struct ServeOptionsTests {
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         for (flag, value) in [("--user-message-cap", "0"), ("--user-message-resend-window", "0.5"), ("--publish-resend-window", "0")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, flag, value])
-            refused.process.waitUntilExit()
+            refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains(flag) }, "\(refused.output)")
         }
@@ -48,7 +48,7 @@ struct ServeOptionsTests {
         for (json, words) in [(#"{"colour": "blue"}"#, "unknown option 'colour'"), (#"{"publish-rate": "fast"}"#, "--publish-rate"),
                               (#"{"store-full-sync": "yes"}"#, "is a flag"), (#"["port"]"#, "not a JSON object")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--config", try write(json)])
-            refused.process.waitUntilExit()
+            refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains(words) }, "\(json): \(refused.output)")
         }
@@ -69,14 +69,16 @@ struct ServeOptionsTests {
         await alice.logout()
     }
 
-    @Test("SIGHUP re-reads the configuration file's log level: a line at info is written, then not, then again")
+    @Test("SIGHUP re-reads the configuration file's log level (a line at info is written, then not, then again) and namespaces")
     func sighupLogLevel() async throws {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-hup-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         let file = "\(dataDir)/rtm.json"
-        func configure(_ level: String) throws {
-            try #"{"log-level": "\#(level)", "login-deadline": 0.3}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        func configure(_ level: String, namespaces: [String] = []) throws {
+            let list = namespaces.map { "\"\($0)\"" }.joined(separator: ",")
+            try #"{"log-level": "\#(level)", "login-deadline": 0.3, "app-id": "\#(Harness.appId)", "app-certificate": "\#(Harness.certificate)", "namespace": [\#(list)]}"#
+                .write(toFile: file, atomically: true, encoding: .utf8)
         }
         try configure("info")
         let port = try LoopbackPort.free()
@@ -95,9 +97,13 @@ struct ServeOptionsTests {
         kill(server.process.processIdentifier, SIGHUP)
         #expect(await server.waitForLine(containing: "log level warning") != nil, "\(server.output)")
         try await silentSocket()   // closed at its deadline, not logged
-        try configure("info")
+        try configure("info", namespaces: ["news.*:no-presence"])
         kill(server.process.processIdentifier, SIGHUP)
         #expect(await server.waitForLine(containing: "log level info") != nil, "\(server.output)")
+        #expect(await server.waitForLine(containing: "SIGHUP: namespaces") != nil, "\(server.output)")
+        let (alice, _) = try await Harness.client("alice", port: port)
+        #expect(await CapabilityTests.code { _ = try await alice.whoNow(channel: "news.a") } == .notPermitted)
+        await alice.logout()
         try await silentSocket()
         let deadline = ContinuousClock.now + .seconds(5)
         while lines("deadline passed") < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
@@ -109,17 +115,17 @@ struct ServeOptionsTests {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-caps-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         let badPattern = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--namespace", "a*b:private"])
-        badPattern.process.waitUntilExit()
+        badPattern.waitUntilExit()
         #expect(badPattern.process.terminationStatus != 0)
         #expect(badPattern.output.contains { $0.contains("--namespace") }, "\(badPattern.output)")
         let credentials = ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let badOperation = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "room=fly"] + credentials)
-        badOperation.process.waitUntilExit()
+        badOperation.waitUntilExit()
         #expect(badOperation.process.terminationStatus != 0)
         #expect(badOperation.output.contains { $0.contains("unknown operation 'fly'") }, "\(badOperation.output)")
         let minted = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "private.ops=subscribe,publish",
                                                 "--capability", "public.*=*", "--user-capability", "*=send"] + credentials)
-        minted.process.waitUntilExit()
+        minted.waitUntilExit()
         let capability = try #require(minted.output.first { $0.split(separator: ".").count == 3 }, "\(minted.output)")
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--namespace", "private.*:private"] + credentials)
@@ -142,7 +148,7 @@ struct ServeOptionsTests {
     func adminTLSFlagsGoTogether() throws {
         for flag in ["--admin-tls-cert", "--admin-tls-key"] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--admin-key", "k", flag, "/nonexistent.pem"])
-            refused.process.waitUntilExit()
+            refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains("--admin-tls-cert and --admin-tls-key go together") }, "\(refused.output)")
         }
@@ -151,7 +157,7 @@ struct ServeOptionsTests {
     /// Waits for `rtm serve` to exit and returns everything it printed.
     static func failure(of server: RTMProcess) async -> String {
         _ = await server.waitForLine(containing: "--data-dir")   // the output reader may lag the exit
-        server.process.waitUntilExit()
+        server.waitUntilExit()
         #expect(server.process.terminationStatus != 0, "\(server.output)")
         return server.output.joined(separator: "\n")
     }

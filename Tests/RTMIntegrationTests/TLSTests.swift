@@ -151,14 +151,14 @@ struct TLSTests {
         try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
         let cli = ["--url", "wss://localhost:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let before = try RTMProcess(arguments: ["pub", "room", "one", "--ca-file", first.caFile] + cli)
-        before.process.waitUntilExit()
+        before.waitUntilExit()
         #expect(before.process.terminationStatus == 0, "\(before.output)")
 
         try second.install(over: first)
         server.signal(SIGHUP)
         #expect(await server.waitForLine(containing: "TLS certificate reloaded") != nil, "\(server.output)")
         let after = try RTMProcess(arguments: ["pub", "room", "two", "--ca-file", second.caFile] + cli)
-        after.process.waitUntilExit()
+        after.waitUntilExit()
         #expect(after.process.terminationStatus == 0, "\(after.output)")
         #expect(server.process.isRunning)
     }

@@ -16,11 +16,14 @@ struct SessionAccess: Sendable, Equatable {
     let userId: String
     /// The capability token's grants; nil: no capability token.
     var capabilities: Capabilities?
-    /// The server's namespaces (`ServerConfiguration.namespaces`).
+    /// The server's namespaces (`ServerConfiguration.namespaces`, or a reload's).
     let namespaces: [ChannelNamespace]
     /// When the capability token stops being accepted (ms since the Unix epoch; nil: never,
     /// or no token): the session ends then unless a renewal brings a new one.
     var capabilityExpiry: Int64? = nil
+    /// Some namespace asks the authorization hook about publishes (and a hook is configured):
+    /// the publish path looks for it only then.
+    var hooksPublishes = false
 
     /// Everything allowed (no capability token, no namespaces): the refusal checks
     /// return at once (the publish path pays nothing for access control it does not use).

@@ -34,6 +34,19 @@ extension Hub {
         }
     }
 
+    /// New namespaces: for new sessions, for the channels created from now on (their replay
+    /// limits), and for every open connection (on its loop, one hop per loop). The future
+    /// completes once every open connection has them.
+    func reloadNamespaces(_ namespaces: [ChannelNamespace]) -> EventLoopFuture<Void> {
+        self.namespaces.replace(namespaces)
+        state.withLockedValue { $0.namespaces = namespaces }
+        let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
+        let done = byLoop.map { index, connections in
+            fanouts[index].eventLoop.submit { for connection in connections { connection.onLoop { $0.namespacesChanged() } } }
+        }
+        return EventLoopFuture.andAllComplete(done, on: fanouts[0].eventLoop)
+    }
+
     /// Channel messages published since start.
     var publishedMessages: UInt64 { state.withLockedValue { $0.publishedCount } }
 

@@ -24,8 +24,9 @@ extension ConnectionHandler {
 
     /// The session's access from its verified capability (nil: none).
     func makeAccess(userId: String, capabilities: Capabilities?, expiry: Int64?) -> SessionAccess {
-        SessionAccess(userId: userId, capabilities: capabilities, namespaces: hub.configuration.namespaces,
-                      capabilityExpiry: expiry)
+        let namespaces = hub.namespaces.current
+        return SessionAccess(userId: userId, capabilities: capabilities, namespaces: namespaces, capabilityExpiry: expiry,
+                             hooksPublishes: hub.authorizationHook != nil && namespaces.contains { $0.hooks.contains(.publish) })
     }
 
     /// The earlier of two expiries (ms; nil = never).
@@ -34,6 +35,23 @@ extension ConnectionHandler {
         case let (a?, b?): min(a, b)
         case let (a?, nil): a
         case let (nil, b): b
+        }
+    }
+
+    /// The server's namespaces were reloaded: the session takes them, and what they no longer
+    /// allow ends as a narrower capability token's would (its subscriptions with
+    /// `unsubscribed`; a STREAM connection is closed).
+    func namespacesChanged() {
+        guard let current = access, let context, lifecycle.maySend else { return }
+        if let stream {
+            let renewed = makeAccess(userId: stream.userId, capabilities: current.capabilities, expiry: current.capabilityExpiry)
+            if let refusal = renewed.check(.streamJoin, stream.channel.name) {
+                return closeConnection(context: context, code: .policyViolation, reason: String(refusal.reason.utf8.prefix(120)) ?? "not permitted")
+            }
+            access = renewed
+        } else if let key = lifecycle.session {
+            access = makeAccess(userId: key.userId, capabilities: current.capabilities, expiry: current.capabilityExpiry)
+            endForbiddenSubscriptions(key: key, context: context)
         }
     }
 

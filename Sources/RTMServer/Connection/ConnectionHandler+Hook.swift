@@ -101,7 +101,7 @@ extension ConnectionHandler {
     /// with the namespace's failure mode; nil: the hook is not asked about it.
     func hookQuestion(for frame: Frame) -> (HookQuestion, HookFailureMode)? {
         guard hub.authorizationHook != nil, case .loggedIn(let key) = lifecycle.state, let channel = frame.channel else { return nil }
-        let namespaces = hub.configuration.namespaces
+        let namespaces = access?.namespaces ?? hub.namespaces.current
         switch frame.type {
         case .subscribe:
             guard let mode = namespaces.hook(.subscribe, on: channel) else { return nil }

@@ -84,7 +84,7 @@ extension ConnectionHandler {
         // The authorization hook, where a namespace asks it about publishes: the channel last
         // looked up and its failure mode, the channel a kept allow covers, and where the batch
         // stops to ask (the rest waits for the answer).
-        let hooks = hub.hooksPublishes
+        let hooks = access?.hooksPublishes ?? false
         var hookChannel: String?
         var hookMode: HookFailureMode?
         var hookAllowed: String?
@@ -130,7 +130,7 @@ extension ConnectionHandler {
                     continue
                 }
                 if hooks, !publish.pointee.cleared, channel != hookAllowed {
-                    if channel != hookChannel { (hookChannel, hookMode) = (channel, hub.configuration.namespaces.hook(.publish, on: channel)) }
+                    if channel != hookChannel { (hookChannel, hookMode) = (channel, access?.namespaces.hook(.publish, on: channel)) }
                     if let mode = hookMode {
                         switch hub.authorizationHook?.cached(publishQuestion(publish.pointee.publish, channel: channel, key: key)) {
                         case .allow?:

@@ -266,7 +266,7 @@ extension ConnectionHandler {
         guard let channel = validChannel(frame, context: context) else { return }
         var features = ChannelFeatures(frame)
         var quiet = frame.beQuiet ?? false
-        let namespace = hub.configuration.namespaces.namespace(of: channel)
+        let namespace = (access?.namespaces ?? hub.namespaces.current).namespace(of: channel)
         if namespace?.presence == false {
             // No presence in the namespace: members join quietly and get no presence events.
             features.remove(.presence)

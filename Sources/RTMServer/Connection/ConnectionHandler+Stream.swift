@@ -31,7 +31,7 @@ extension ConnectionHandler {
             return
         }
         // Where the namespace says so, the app's backend decides too (as for a subscribe).
-        if !asked, hub.authorizationHook != nil, let mode = config.namespaces.hook(.subscribe, on: channel) {
+        if !asked, hub.authorizationHook != nil, let mode = access.namespaces.hook(.subscribe, on: channel) {
             let question = HookQuestion(event: .subscribe, appId: appId, userId: userId, channel: channel, channelType: "stream")
             return askHook(question, failure: mode, context: context) { [self] verdict in
                 guard case .upgraded = lifecycle.state else { return }

@@ -71,6 +71,11 @@ final class ConnectionRef: Sendable, Hashable {
                                       pendingBytes: pending, userAgent: userAgent)
     }
 
+    /// On the connection's loop: runs `body` with its handler now (nothing when it is gone).
+    func onLoop(_ body: (ConnectionHandler) -> Void) {
+        if let connectionHandler = handler.value?.handler { body(connectionHandler) }
+    }
+
     /// Runs `body` with the connection's handler on its loop (nothing when it is gone).
     func withHandler(_ body: @escaping @Sendable (ConnectionHandler) -> Void) {
         channel.eventLoop.execute { [handler] in

@@ -43,8 +43,8 @@ final class Hub: Sendable {
     let webhooks: WebhookDispatcher?
     /// The app's backend, asked about logins, subscribes and publishes, when configured.
     let authorizationHook: AuthorizationHook?
-    /// Some namespace asks the hook about publishes (the publish path checks nothing otherwise).
-    let hooksPublishes: Bool
+    /// The namespaces, as configured or last reloaded.
+    let namespaces: NamespaceRules
     /// Where channel messages get their numbers: at once on one node, through the backplane in
     /// a cluster (`PublishPath`).
     let publishing: any PublishPath
@@ -70,7 +70,7 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.authorizationHook = authorizationHook
-        self.hooksPublishes = authorizationHook != nil && configuration.namespaces.contains { $0.hooks.contains(.publish) }
+        self.namespaces = NamespaceRules(configuration.namespaces)
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore

@@ -116,8 +116,8 @@ struct HubState {
     var channelEpochs: ChannelEpochs
     let replayWindowMillis: Int64
     let replayMax: Int
-    /// The namespaces (their replay limits apply to their channels).
-    let namespaces: [ChannelNamespace]
+    /// The namespaces (their replay limits apply to the channels created from now on).
+    var namespaces: [ChannelNamespace]
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
     var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
     let dedupCapacity: Int
