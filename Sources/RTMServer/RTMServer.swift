@@ -212,6 +212,26 @@ public final class RTMServer: Service, Sendable {
         try? await hub.reloadNamespaces(namespaces).get()
     }
 
+    /// Replaces the per-connection rates while the server runs (`rtm serve` on SIGHUP): the
+    /// publish rate and the error-reply budget, for new connections and open ones alike.
+    /// Returns once every open connection has them; throws, changing nothing, when a value
+    /// cannot be used.
+    public func reloadLimits(_ limits: ConnectionLimits) async throws(ServerConfigurationError) {
+        if let problem = limits.problem { throw ServerConfigurationError(problem) }
+        try? await hub.reloadLimits(limits).get()
+    }
+
+    /// Points the webhooks at a new URL and secret while the server runs (`rtm serve` on
+    /// SIGHUP); events still queued go to the new one. Throws, changing nothing, when the URL or
+    /// secret cannot be used, or the server was started without webhooks (turning them on or
+    /// off takes a restart).
+    public func reloadWebhook(url: String, secret: String) throws(ServerConfigurationError) {
+        guard let webhooks = hub.webhooks else {
+            throw ServerConfigurationError("the server was started without webhooks; turning them on takes a restart")
+        }
+        try webhooks.retarget(url: url, secret: secret)
+    }
+
     /// Whether `host` names the loopback interface only.
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")

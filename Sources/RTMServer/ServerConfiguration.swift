@@ -212,3 +212,10 @@ public struct ServerConfiguration: Sendable {
     /// The defaults.
     public init() {}
 }
+
+/// A setting a reload (SIGHUP) cannot use; the current one stays.
+public struct ServerConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, naming the setting.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -6,8 +6,9 @@ import ServiceLifecycle
 import UnixSignals
 
 /// What `rtm serve` reloads on `SIGHUP`, until graceful shutdown: the TLS certificates (when
-/// it serves TLS), the log level and the namespaces (from the command line, the environment or
-/// the configuration file, read again). Settings that cannot be used are logged and the current
+/// it serves TLS), the log level, the namespaces, the per-connection rates (publish rate, error
+/// replies) and the webhook URL and secret (from the command line, the environment or the
+/// configuration file, read again). Settings that cannot be used are logged and the current
 /// ones stay.
 struct ServeReloader: Service {
     let server: RTMServer
@@ -24,6 +25,15 @@ struct ServeReloader: Service {
                 let serve = try Serve.parse(expanded)
                 reloadLogLevel(serve)
                 try await reloadNamespaces(serve)
+                try await server.reloadLimits(ConnectionLimits(publishRatePerSecond: serve.publishRate, errorReplyRatePerSecond: serve.errorReplyRate,
+                                                               errorReplyBurst: serve.errorReplyBurst))
+                switch (serve.webhookUrl, server.webhookStats != nil) {
+                case (let url?, true): try server.reloadWebhook(url: url, secret: serve.webhookSecret ?? "")
+                case (nil, true): logger.error("SIGHUP: turning webhooks off takes a restart; they keep going to the current URL")
+                case (_?, false): logger.error("SIGHUP: turning webhooks on takes a restart")
+                case (nil, false): break
+                }
+                logger.notice("SIGHUP: settings reloaded", metadata: ["publish-rate": "\(serve.publishRate)", "error-reply-rate": "\(serve.errorReplyRate)"])
             } catch {
                 logger.error("SIGHUP: the settings could not be read again; they stay as they were", metadata: ["reason": "\(Serve.message(for: error))"])
             }

@@ -107,6 +107,24 @@ struct CapabilityTests {
         await harness.stop()
     }
 
+    @Test("per-connection rates reloaded while the server runs: an open connection's publish rate changes at once, with the new rate in the refusal; bad values are refused")
+    func limitsReloaded() async throws {
+        let harness = try await Harness.start()   // publish rate: unlimited
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        for index in 0..<5 { _ = try await alice.publish(channel: "room", message: "\(index)") }
+        try await harness.server.reloadLimits(ConnectionLimits(publishRatePerSecond: 2, errorReplyRatePerSecond: 100, errorReplyBurst: 1000))
+        var refusal: RTMError?
+        for index in 0..<5 {
+            do { _ = try await alice.publish(channel: "room", message: "\(index)") } catch { refusal = error }
+        }
+        #expect(refusal?.code == .channelPublishMessageTooFrequent && refusal?.reason.contains("more than 2 messages") == true, "\(String(describing: refusal))")
+        await #expect(throws: ServerConfigurationError.self) {
+            try await harness.server.reloadLimits(ConnectionLimits(publishRatePerSecond: -1, errorReplyRatePerSecond: 0, errorReplyBurst: 0))
+        }
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("renewToken with a narrower capability token ends the subscriptions it no longer grants (unsubscribed event), at once")
     func narrowedByRenewal() async throws {
         let harness = try await Harness.start()

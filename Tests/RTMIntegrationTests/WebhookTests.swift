@@ -85,6 +85,28 @@ struct WebhookTests {
         for client in [bob, carol, dave] { await client.logout() }
     }
 
+    @Test("Webhooks retargeted while the server runs (SIGHUP's reload): later events go to the new URL, signed with the new secret; a bad URL, or a server without webhooks, is refused and nothing changes")
+    func retargeted() async throws {
+        let first = try await WebhookReceiver.start(secret: Self.secret)
+        let second = try await WebhookReceiver.start(secret: "another-secret")
+        defer { Task { await first.stop(); await second.stop() } }
+        let harness = try await Harness.start { $0.webhook = Self.webhook(port: first.port) }
+        defer { Task { await harness.stop() } }
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        #expect(await first.wait(within: soon) { $0.contains { $0.event.userId == "alice" } })
+        #expect(throws: ServerConfigurationError.self) { try harness.server.reloadWebhook(url: "ftp://nowhere", secret: "x") }
+        try harness.server.reloadWebhook(url: "http://127.0.0.1:\(second.port)/rtm/events", secret: "another-secret")
+        let (bob, _) = try await Harness.client("bob", port: harness.port)
+        #expect(await second.wait(within: soon) { $0.contains { $0.event.userId == "bob" } })
+        #expect(second.received.allSatisfy { $0.signatureValid })
+        #expect(!first.received.contains { $0.event.userId == "bob" })
+        await alice.logout()
+        await bob.logout()
+        let plain = try await Harness.start()
+        #expect(throws: ServerConfigurationError.self) { try plain.server.reloadWebhook(url: "http://127.0.0.1:1/", secret: "s") }
+        await plain.stop()
+    }
+
     @Test("Webhooks: joining and leaving a stream channel reports joinChannel/leaveChannel with channelType stream")
     func streamChannel() async throws {
         let receiver = try await WebhookReceiver.start(secret: Self.secret)

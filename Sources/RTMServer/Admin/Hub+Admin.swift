@@ -47,6 +47,24 @@ extension Hub {
         return EventLoopFuture.andAllComplete(done, on: fanouts[0].eventLoop)
     }
 
+    /// New per-connection rates: for connections opened from now on, and for every open one
+    /// (new buckets, full). The future completes once every open connection has them.
+    func reloadLimits(_ limits: ConnectionLimits) -> EventLoopFuture<Void> {
+        self.limits.withLockedValue { $0 = (limits, limits.publishRateRefusal) }
+        let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
+        let done = byLoop.map { index, connections in
+            fanouts[index].eventLoop.submit {
+                for connection in connections {
+                    connection.onLoop { handler in
+                        handler.publishLimiter = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: .now())
+                        handler.errorBudget = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
+                    }
+                }
+            }
+        }
+        return EventLoopFuture.andAllComplete(done, on: fanouts[0].eventLoop)
+    }
+
     /// Channel messages published since start.
     var publishedMessages: UInt64 { state.withLockedValue { $0.publishedCount } }
 

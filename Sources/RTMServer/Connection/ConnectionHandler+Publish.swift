@@ -252,7 +252,7 @@ extension ConnectionHandler {
             return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
         if !publishLimiter.tryAcquire(now: lastRead, lateness: fanout.liveness.ticks.lateness(now: lastRead)) {
-            return hub.publishRateRefusal
+            return hub.limits.withLockedValue { $0.publishRefusal }
         }
         return nil
     }

@@ -86,8 +86,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
-        self.publishLimiter = RateLimiter(ratePerSecond: config.publishRatePerSecond, start: .now())
-        self.errorBudget = RateLimiter(ratePerSecond: config.errorReplyRatePerSecond, burst: config.errorReplyBurst)
+        let limits = hub.limits.withLockedValue { $0.limits }
+        self.publishLimiter = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: .now())
+        self.errorBudget = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
         hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
 

@@ -22,7 +22,9 @@ final class Hub: Sendable {
     private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
     let configuration: ServerConfiguration
     /// The refusal of a publish over the rate (SPEC §8), built once: a flood gets it by the thousand.
-    let publishRateRefusal: RequestRefusal
+    /// The per-connection rates, as configured or last reloaded, and the refusal of a publish
+    /// over the rate.
+    let limits: NIOLockedValueBox<(limits: ConnectionLimits, publishRefusal: RequestRefusal)>
     /// One warning line per 10 s for connections closed for their rejected requests, and for
     /// slow consumers cut (the metrics count each; a flood would fill the log).
     let abuseLog = LogThrottle(), slowConsumerLog = LogThrottle()
@@ -64,8 +66,8 @@ final class Hub: Sendable {
          serviceStore: any ServiceStore, invitationStore: any InvitationStore = InMemoryInvitationStore(), logger: Logger,
          webhooks: WebhookDispatcher? = nil, authorizationHook: AuthorizationHook? = nil) {
         self.configuration = configuration
-        self.publishRateRefusal = RequestRefusal(code: .channelPublishMessageTooFrequent,
-                                                 reason: "more than \(Int(configuration.publishRatePerSecond)) messages per second")
+        let limits = ConnectionLimits(configuration)
+        self.limits = NIOLockedValueBox((limits, limits.publishRateRefusal))
         self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks

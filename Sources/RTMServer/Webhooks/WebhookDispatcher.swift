@@ -8,15 +8,18 @@ import NIOCore
 /// an event from the queue. Everything runs on one serial queue.
 final class WebhookDispatcher: @unchecked Sendable {
     private let configuration: WebhookConfiguration
-    private let client: WebhookHTTPClient
+    private let group: any EventLoopGroup
     private let store: WebhookQueueStore
     private let logger: Logger
     private let queue = DispatchQueue(label: "rtm.webhooks")
-    private let key: SymmetricKey
     /// This run's prefix of event ids (events queued by an earlier run keep theirs).
     private let runId = String(UInt64.random(in: 1...UInt64.max), radix: 36)
 
     // Confined to `queue`.
+    /// Where events go and how they are signed (`retarget` may change them).
+    private var client: WebhookHTTPClient
+    private var key: SymmetricKey
+    private var url: String
     private var scheduler: WebhookScheduler
     private var unwritten: [WebhookEvent] = []
     private var flushScheduled = false
@@ -47,6 +50,8 @@ final class WebhookDispatcher: @unchecked Sendable {
         self.logger = logger
         self.key = SymmetricKey(data: Data(configuration.secret.utf8))
         self.client = try WebhookHTTPClient(target: target, timeout: configuration.requestTimeout, group: group)
+        self.url = configuration.url
+        self.group = group
         self.store = try WebhookQueueStore(path: dataDirectory.map { ($0 as NSString).appendingPathComponent("webhooks.sqlite") },
                                            maxEvents: configuration.maxQueuedEvents, fullSync: fullSync)
         self.scheduler = WebhookScheduler(timing: .init(
@@ -241,10 +246,31 @@ final class WebhookDispatcher: @unchecked Sendable {
             counters.receiverUp = false
             failedAttemptsWhenDown = counters.failedAttempts - 1
             logger.warning("webhook receiver failing: events stay queued and are retried with backoff",
-                           metadata: ["url": "\(configuration.url)", "reason": "\(reason)"])
+                           metadata: ["url": "\(url)", "reason": "\(reason)"])
         }
         logger.debug("webhook POST failed; will retry", metadata: ["eventId": "\(item.eventId)", "attempt": "\(attempt)", "reason": "\(reason)"])
         run(scheduler.failed(item, now: .now(), jitter: Double.random(in: 0..<1, using: &random)))
+    }
+
+    /// Events go to `url`, signed with `secret`, from now on (those queued too). Throws,
+    /// changing nothing, when either cannot be used.
+    func retarget(url: String, secret: String) throws(ServerConfigurationError) {
+        guard let target = WebhookHTTPClient.Target(url) else {
+            throw ServerConfigurationError("webhook url '\(url)' is not an absolute http:// or https:// URL")
+        }
+        guard !secret.isEmpty else { throw ServerConfigurationError("webhook secret is empty") }
+        let client: WebhookHTTPClient
+        do {
+            client = try WebhookHTTPClient(target: target, timeout: configuration.requestTimeout, group: group)
+        } catch {
+            throw ServerConfigurationError("webhook TLS: \(error)")
+        }
+        let key = SymmetricKey(data: Data(secret.utf8))
+        queue.sync {
+            self.client = client
+            self.key = key
+            self.url = url
+        }
     }
 
     /// Lowercase hex of HMAC-SHA256(key, body): the `X-RTM-Signature` value after `sha256=`.
