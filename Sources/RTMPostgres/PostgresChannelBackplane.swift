@@ -24,6 +24,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
     /// The lease's own connection (`NodeRegistry`).
     private let leaseClient: PostgresClient
     private let writer: ChannelLogWriter
+    private let log: PostgresChannelLog
     private let follower: ChannelLogFollower
     private let logger: Logger
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
@@ -40,6 +41,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
         self.client = client
         let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, logger: logger)
+        self.log = log
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,
@@ -105,6 +107,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         // could not renew): it asks first (`NodeRegistry.ensureLease`, free while the lease runs).
         try await registry.ensureLease()
         return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
+    }
+
+    public func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage] {
+        try await log.recent(appId: "", channel: channel, sinceMillis: sinceMillis).map(Self.message)
     }
 
     public func stop() async {

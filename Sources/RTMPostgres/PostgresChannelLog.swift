@@ -198,12 +198,29 @@ public struct PostgresChannelLog: Sendable {
         try await bounded("a channel's messages") { [self] in try await fetchMessages(appId: appId, channel: channel, after: seq, limit: limit) }
     }
 
+    /// A channel's messages committed at or after `sinceMillis`, in the log's order (a
+    /// control channel's recent history: `ChannelBackplane.controlHistory`).
+    public func recent(appId: String, channel: String, sinceMillis: Int64) async throws -> [ChannelLogEntry] {
+        try await bounded("a channel's recent messages") { [self] in
+            let rows = try await client.query("""
+                SELECT seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts FROM rtm_channel_log
+                WHERE app = \(appId) AND channel = \(channel) AND ts >= \(sinceMillis)
+                ORDER BY xid, pos
+                """, logger: logger)
+            return try await entries(rows, appId: appId, channel: channel)
+        }
+    }
+
     private func fetchMessages(appId: String, channel: String, after seq: Int64, limit: Int) async throws -> [ChannelLogEntry] {
         let rows = try await client.query("""
             SELECT seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts FROM rtm_channel_log
             WHERE app = \(appId) AND channel = \(channel) AND seq > \(seq)
             ORDER BY seq LIMIT \(limit)
             """, logger: logger)
+        return try await entries(rows, appId: appId, channel: channel)
+    }
+
+    private func entries(_ rows: PostgresRowSequence, appId: String, channel: String) async throws -> [ChannelLogEntry] {
         var entries: [ChannelLogEntry] = []
         typealias Row = (Int64, String, String, String, Int64?, String?, Bool, ByteBuffer, Int64)
         for try await (seq, epoch, publisher, node, msgId, customType, isText, payload, millis) in rows.decode(Row.self) {

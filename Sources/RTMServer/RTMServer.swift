@@ -84,8 +84,8 @@ public final class RTMServer: Service, Sendable {
     }
 
     /// Where call invitations are kept (§1.8): the configured store; on a single node with a
-    /// data directory, `invitations.sqlite` in it; otherwise (no data directory, or a cluster
-    /// node, whose invitations are per node) in memory.
+    /// data directory, `invitations.sqlite` in it; otherwise in memory (no data directory; a
+    /// cluster node, whose invitations the backplane's log keeps).
     private static func invitationStore(_ configuration: ServerConfiguration) throws -> any InvitationStore {
         if let store = configuration.invitationStore { return store }
         guard configuration.backplane == nil, let directory = configuration.dataDirectory else { return InMemoryInvitationStore() }
@@ -158,7 +158,7 @@ public final class RTMServer: Service, Sendable {
         hub.mailbox.startFollowing()   // cluster mode: other nodes' user messages
         hub.storage.followOtherNodes()   // cluster mode: other nodes' metadata changes
         hub.followLocks()   // cluster mode: other nodes' lock changes
-        try hub.restoreInvitations()   // the call invitations of the last run, before anyone can ask for them
+        try await hub.restoreInvitations()   // the call invitations of the last run, before anyone can ask for them
         let channel = try await bootstrap.bind(host: config.host, port: config.port).get()
         hub.startTimers()   // sweeps, interval presence, history retention; cluster mode: due locks
         memoryTrimmer.start()
@@ -291,6 +291,7 @@ public final class RTMServer: Service, Sendable {
         let bound = configuration.shutdownGrace + .seconds(5)
         await Self.bounded(bound, "cluster events", logger) {   // while the pools are up
             await self.hub.clusterSender?.stop()
+            self.hub.modify { $0.invitationRepliesStopped() }   // requests whose events did not come back
             await self.hub.streams.cluster?.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
         }
         await Self.bounded(bound, "user messages", logger) {

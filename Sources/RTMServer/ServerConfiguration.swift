@@ -191,15 +191,16 @@ public struct ServerConfiguration: Sendable {
     /// RTMPostgres' `PostgresServices`), instead of the embedded SQLite store and the
     /// in-process locks. nil (the default): a single node.
     public var sharedServices: (any SharedServices)?
-    /// Where call invitations are kept so that they survive a restart (§1.8). nil (the
-    /// default): `invitations.sqlite` in `dataDirectory` on a single node; in memory without a
-    /// data directory and in cluster mode (invitations are per node). A store every node
-    /// shares can be plugged in here.
+    /// Where a single node keeps its call invitations so that they survive a restart (§1.8).
+    /// nil (the default): `invitations.sqlite` in `dataDirectory`; in memory without a data
+    /// directory. Not used in cluster mode, where the backplane's log keeps them.
     public var invitationStore: (any InvitationStore)?
     /// Cluster mode: the longest a new login's reply waits for the user's sessions on other
     /// nodes to end (SPEC C-6 across nodes; default 3 s). Normally a few milliseconds: the
     /// login's own event and the other node's `ended` through the database. Past it (the
-    /// database unreachable) the login goes ahead.
+    /// database unreachable) the login goes ahead. Also the longest a call invitation request
+    /// waits for its event to come back from the log; past it, it is refused with its outcome
+    /// unknown (§1.8).
     public var clusterLoginTimeout: TimeAmount = .seconds(3)
     /// Cluster mode: while the database link is down because a commit failed (the listening
     /// connection still up), how often one publish is let through to find out whether the

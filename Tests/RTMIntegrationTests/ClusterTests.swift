@@ -17,11 +17,8 @@ struct ClusterTests {
     func withCluster(options: PostgresBackplaneOptions = Self.options(),
                      configure: @escaping (String, PostgresLocation, Logger, inout ServerConfiguration) -> Void = { _, _, _, _ in },
                      _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
-        let database = try PostgresTestServer.start()
+        let (database, location, logger) = try Self.database()
         defer { database.destroy() }
-        let location = try PostgresLocation(url: database.url + "?sslmode=disable")
-        var logger = Logger(label: "test.cluster")
-        logger.logLevel = .warning
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {
                 $0.backplane = PostgresChannelBackplane(location: location, node: name, options: options, logger: logger)
@@ -40,6 +37,20 @@ struct ClusterTests {
         }
         await a.stop()
         await b.stop()
+    }
+
+    /// A fresh throwaway PostgreSQL (the caller destroys it), its location and the nodes'
+    /// logger (warnings and worse).
+    static func database(label: String = "test.cluster") throws -> (PostgresTestServer, PostgresLocation, Logger) {
+        let database = try PostgresTestServer.start()
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        do {
+            return (database, try PostgresLocation(url: database.url + "?sslmode=disable"), logger)
+        } catch {
+            database.destroy()
+            throw error
+        }
     }
 
     /// The backplane's options for the tests: timers shrunk. The lease (2 s) is long enough

@@ -20,11 +20,8 @@ struct ClusterUserMessageTests {
 
     /// Two nodes (channel backplane and user-message store) on one fresh database.
     private func withCluster(_ body: (Node, Node) async throws -> Void) async throws {
-        let database = try PostgresTestServer.start()
+        let (database, location, logger) = try ClusterTests.database(label: "test.cluster.user")
         defer { database.destroy() }
-        let location = try PostgresLocation(url: database.url + "?sslmode=disable")
-        var logger = Logger(label: "test.cluster.user")
-        logger.logLevel = .warning
         func node(_ name: String) async throws -> Node {
             let store = try await PostgresUserMessageStore.open(location: location, node: name, pollInterval: .milliseconds(50), logger: logger)
             var config = Harness.serverConfig()

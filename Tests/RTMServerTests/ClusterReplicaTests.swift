@@ -167,7 +167,7 @@ struct ClusterReplicaTests {
         #expect(b.nodeDied("a", now: now).isEmpty)   // told once
         // erin resumed on c meanwhile.
         _ = b.applyCluster([Self.event("c#1", .moved(Self.session("erin", id: 2)))], now: now, wallMillis: 0)
-        for timer in timers { b.orphanExpired(timer) }
+        for timer in timers { _ = b.orphanExpired(timer, now: now, wallMillis: 0) }
         let sent = b.cluster.takeOutbox().compactMap { event -> String? in
             if case .ended(_, let user, _, true) = event.kind { return user }
             return nil
@@ -178,7 +178,7 @@ struct ClusterReplicaTests {
         _ = c.applyCluster([Self.event("a#1", .started(Self.session("dave", id: 1)))], now: now, wallMillis: 0)
         let later = c.nodeDied("a", now: now)
         c.nodeReturned("a")
-        for timer in later { c.orphanExpired(timer) }
+        for timer in later { _ = c.orphanExpired(timer, now: now, wallMillis: 0) }
         #expect(c.cluster.takeOutbox().isEmpty)
         // A restarted node (a new instance says hello): its earlier instance's sessions are orphans.
         let restart = c.applyCluster([Self.event("a#2", .hello)], now: now, wallMillis: 0)

@@ -125,7 +125,7 @@ struct InvitationTableTests {
         let again = table.invite(Self.invite("i1"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0 + .seconds(1))
         #expect(again.sends.isEmpty)
         #expect(try again.reply.get().event == "receivedByRemote")
-        let stolen = table.invite(Self.invite("i1"), caller: Self.bob, calleeOnline: { _ in true }, now: Self.t0)
+        let stolen = table.invite(Self.invite("i1", to: "carol"), caller: Self.bob, calleeOnline: { _ in true }, now: Self.t0)
         #expect(stolen.reply.failureCode == .invitationAlreadySent)
         #expect(table.invite(Self.invite("i2", to: "alice"), caller: Self.alice, calleeOnline: { _ in true }, now: Self.t0).reply.failureCode == .invitationInvalidArgument)
         #expect(table.cancel("i1", caller: Self.bob, now: Self.t0).reply.failureCode == .invitationNotStarted)

@@ -20,6 +20,12 @@ public protocol ChannelBackplane: Sendable {
     /// Stores messages (all committed together) and returns each one's place, in order. Throws
     /// when nothing was stored.
     func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt]
+    /// The messages of control channel `channel` (app id "", a name starting with '/')
+    /// committed at or after `sinceMillis`, in the log's order: what a node that starts reads
+    /// back to rebuild the state the cluster keeps only in its log (call invitations). Called
+    /// after `start`; messages numbered after where following started also arrive through
+    /// `events`.
+    func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage]
     /// Stops following and closes the backplane's connections.
     func stop() async
 }

@@ -33,6 +33,14 @@ struct ClusterEvent: Codable, Sendable {
         case ended(appId: String, userId: String, session: UInt64, timedOut: Bool)
         /// A member of a session joined, left or changed its state in a channel.
         case member(appId: String, userId: String, session: UInt64, channel: String, change: MemberChange)
+        /// A call invitation event (§1.8), written to the invitation channel
+        /// (`InvitationEvent.channel`, HubState+InvitationLog), not the control channel.
+        case invitation(InvitationEvent)
+    }
+
+    /// The log channel the event is written to.
+    var logChannel: String {
+        if case .invitation = kind { InvitationEvent.channel } else { Self.channel }
     }
 
     enum MemberChange: Codable, Sendable, Equatable {

@@ -7,28 +7,24 @@ import RTMProtocol
 /// ask (kicks, closes, presence events to local subscribers, grace windows of a dead node's
 /// sessions) and sending this node's own.
 extension Hub {
-    /// Splits the backplane's messages into cluster events (applied here) and channel messages.
+    /// Splits the backplane's messages into cluster events (sessions and presence, then call
+    /// invitations: applied here) and channel messages.
     func applyControl(_ messages: [BackplaneMessage]) -> [BackplaneMessage] {
         guard messages.contains(where: Self.isControl) else { return messages }
-        let decoder = JSONDecoder()
-        var events: [ClusterEvent] = []
-        for message in messages where Self.isControl(message) {
-            do {
-                events.append(try decoder.decode(ClusterEvent.self, from: Data(message.payload.readableBytesView)))
-            } catch {
-                logger.error("unreadable cluster event skipped (a node of another version?)", metadata: ["error": "\(error)"])
-            }
-        }
+        let events = decodeClusterEvents(messages.filter { $0.appId.isEmpty && $0.channel == ClusterEvent.channel }).map(\.event)
+        let invitations = decodeClusterEvents(messages.filter { $0.appId.isEmpty && $0.channel == InvitationEvent.channel })
         let now = NIODeadline.now()
         modify { state in
-            let outcome = state.applyCluster(events, now: now, wallMillis: Self.wallMillis)
-            return state.clusterActions(outcome, now: now) + state.takeReadyLogins() + [.wakeCluster]
+            let wallMillis = Self.wallMillis
+            let outcome = state.applyCluster(events, now: now, wallMillis: wallMillis)
+            return state.clusterActions(outcome, now: now) + state.takeReadyLogins()
+                + state.applyInvitationLog(invitations, now: now, wallMillis: wallMillis) + [.wakeCluster]
         }
         return messages.filter { !Self.isControl($0) }
     }
 
     private static func isControl(_ message: BackplaneMessage) -> Bool {
-        message.appId.isEmpty && message.channel == ClusterEvent.channel
+        message.appId.isEmpty && (message.channel == ClusterEvent.channel || message.channel == InvitationEvent.channel)
     }
 
     /// A node's lease ran out, or came back.
@@ -49,7 +45,7 @@ extension Hub {
         sender.start(take: { [self] in state.withLockedValue { $0.takeClusterEvents() } }, publish: { events in
             let now = Self.wallMillis
             _ = try await backplane.publish(events.map { event in
-                BackplanePublish(appId: "", channel: ClusterEvent.channel, publisher: event.from, msgId: nil, customType: nil,
+                BackplanePublish(appId: "", channel: event.logChannel, publisher: event.from, msgId: nil, customType: nil,
                                  isText: true, payload: ByteBuffer(bytes: event.encoded()), millis: now)
             })
         }, logger: logger)

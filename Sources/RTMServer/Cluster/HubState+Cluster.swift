@@ -103,6 +103,7 @@ extension HubState {
     /// too; the memories of publishers without a session go after the resend window).
     mutating func applyPositions(_ positions: BackplanePositions, wallMillis: Int64) {
         channelEpochs.apply(positions)
+        invitationLogStarts(positions)
         // The same memory, filled the same way, as when the log is applied (a copy committed
         // later keeps the first number).
         var resends = ResendFilter()

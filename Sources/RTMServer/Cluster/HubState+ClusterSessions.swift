@@ -58,6 +58,8 @@ extension HubState {
         case .member(let appId, let userId, let id, let channel, let change):
             guard !mine else { return }
             applyMember(UserKey(appId: appId, userId: userId), session: id, channel: channel, change, wallMillis: wallMillis, into: &out)
+        case .invitation:
+            break   // read from the invitation channel (HubState+InvitationLog)
         }
     }
 
@@ -290,10 +292,15 @@ extension HubState {
     }
 
     /// A dead node's session's window ended: unless it came back on a live node, it times out
-    /// (SPEC P-2) for the whole cluster (`ended`; the first such event in the log wins).
-    mutating func orphanExpired(_ timer: ClusterReplica.OrphanTimer) {
-        guard let remote = cluster.remote[timer.key], remote.session.id == timer.session, cluster.isGone(remote.owner) else { return }
+    /// (SPEC P-2) for the whole cluster (`ended`; the first such event in the log wins), and
+    /// its calls end with it (§1.8: canceled as the caller, failed as the callee).
+    mutating func orphanExpired(_ timer: ClusterReplica.OrphanTimer, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
+        guard let remote = cluster.remote[timer.key], remote.session.id == timer.session, cluster.isGone(remote.owner) else { return [] }
         cluster.send(.ended(appId: timer.key.appId, userId: timer.key.userId, session: timer.session, timedOut: true))
+        var actions: [HubAction] = []
+        if invitations.hasLive(timer.key, asCaller: true) { actions += invitationInput(.callerGone, user: timer.key, now: now, wallMillis: wallMillis) }
+        if invitations.hasLive(timer.key, asCaller: false) { actions += invitationInput(.calleeGone, user: timer.key, now: now, wallMillis: wallMillis) }
+        return actions
     }
 }
 
@@ -323,8 +330,10 @@ extension HubState {
             + orphans.map { .schedule(.orphan($0), at: $0.deadline) }
     }
 
-    /// A local session ended by the cluster: what ends with it here.
+    /// A local session ended by the cluster: what ends with it here. Its calls are ended by
+    /// the node that ended it (a new login's node, or a survivor: `orphanExpired`), in the
+    /// log's order before anything the new session does.
     private mutating func localSessionEnded(_ key: UserKey, reason: String, now: NIODeadline) -> [HubAction] {
-        [.closeStreams(key, reason: reason)] + signalingSessionChanged(key, loggedIn: false, now: now)
+        [.closeStreams(key, reason: reason)] + peerSessionChanged(key, spoke: false).map { HubAction.send($0.frame, to: $0.connection) }
     }
 }

@@ -47,6 +47,8 @@ extension Hub {
                 sweepLocks()
             case .storeInvitation(let change):
                 storeInvitation(change)
+            case .answerInvitation(let promise, let reply):
+                promise.succeed(reply)
             case .log(let level, let message, let metadata):
                 logger.log(level: level, message, metadata: metadata)
             }

@@ -33,6 +33,8 @@ enum HubAction: Sendable {
     case sweepLocks
     /// A call invitation changed (or is forgotten): the invitation store is told (§1.8).
     case storeInvitation(InvitationTable.Change)
+    /// An invitation request is answered (§1.8).
+    case answerInvitation(EventLoopPromise<InvitationReply>, InvitationReply)
     /// A line for the server's log.
     case log(Logger.Level, Logger.Message, Logger.Metadata)
 

@@ -41,8 +41,8 @@ extension HubState {
         actions.append(.lockOwner(key, .online))
         // Peer status and invitations (§1.7, §1.8); a new session ends an earlier one's calls
         // (not those of a session that a server restart cut).
-        if !admission.resumed { actions += signalingNewSession(key, now: now) }
-        actions += signalingSessionChanged(key, loggedIn: true, now: now)
+        if !admission.resumed { actions += signalingNewSession(key, now: now, wallMillis: wallMillis) }
+        actions += signalingSessionChanged(key, loggedIn: true, now: now, wallMillis: wallMillis)
         return (decision, confirmed, actions)
     }
 
@@ -74,7 +74,7 @@ extension HubState {
         webhooks.sessionEnded(key, channels: session.channels, reason: reason, ts: wallMillis)
         var actions = endSession(key, event: .remoteLeave, wallMillis: wallMillis).map { HubAction.broadcast($0) }
         actions += [.wakeCluster, .wakeWebhooks]
-        actions += signalingSessionEnded(key, now: now)
+        actions += signalingSessionEnded(key, now: now, wallMillis: wallMillis)
         actions.append(.lockOwner(key, .loggedOut(session.connection)))
         return (session.connection, actions)
     }

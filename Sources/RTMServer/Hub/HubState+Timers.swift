@@ -49,16 +49,18 @@ extension HubState {
         case .grace(let grace):
             return graceTimerFired(grace, now: now, wallMillis: wallMillis)
         case .invitation(let key):
-            return invitationActions(invitations.timerFired(key, now: now))
+            return invitationTimerFired(key, now: now, wallMillis: wallMillis)
         case .forgetInvitation(let key):
-            return invitations.forget(key).map { [.storeInvitation($0)] } ?? []
+            guard let change = invitations.forget(key), !cluster.isEnabled else { return [] }
+            return [.storeInvitation(change)]
         case .invitationCaller(let caller):
-            return invitations.callerWindowEnded(caller, now: now).flatMap { invitationActions($0) }
+            return invitationCallerWindowEnded(caller, now: now, wallMillis: wallMillis)
+        case .invitationReply(let number):
+            return invitationReplyTimedOut(number)
         case .peerUnreachable(let key, let generation):
             return peerLostThresholdPassed(key, generation: generation).map { .send($0.frame, to: $0.connection) }
         case .orphan(let orphan):
-            orphanExpired(orphan)
-            return [.wakeCluster]
+            return orphanExpired(orphan, now: now, wallMillis: wallMillis) + [.wakeCluster]
         case .clusterLogin(let session, let user):
             guard let promise = loginWaiters.removeValue(forKey: session) else { return [] }
             var actions: [HubAction] = []
@@ -101,7 +103,7 @@ extension HubState {
         if ended {
             // The STREAM connections ride on the MESSAGE session (K-3): it is over.
             actions.append(.closeStreams(timer.key, reason: "the user's session timed out"))
-            actions += signalingSessionEnded(timer.key, now: now)   // offline (§1.7), its calls end (§1.8)
+            actions += signalingSessionEnded(timer.key, now: now, wallMillis: wallMillis)   // offline (§1.7), its calls end (§1.8)
         }
         return actions
     }

@@ -137,6 +137,9 @@ struct HubState {
     var loginWaiters: [UInt64: EventLoopPromise<Void>] = [:]
     /// Call invitations (HubState+Signaling, §1.8).
     var invitations: InvitationTable
+    /// Cluster mode: invitation events from the log, and requests waiting for theirs
+    /// (HubState+InvitationLog).
+    var invitationLog = InvitationLog()
     /// Webhook events not yet taken by the dispatcher.
     var webhooks = WebhookOutbox()
     /// Open WebSocket connections, by id (shutdown, drain, metrics).

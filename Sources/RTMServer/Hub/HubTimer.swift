@@ -14,6 +14,8 @@ enum HubTimer: Sendable, Equatable {
     case forgetInvitation(InvitationTable.Key)
     /// A caller whose session a server restart cut had this long to log in again (§1.8).
     case invitationCaller(UserKey)
+    /// Cluster mode: an invitation request has waited `clusterLoginTimeout` for its event.
+    case invitationReply(UInt64)
     /// A lost connection's session turns unreachable unless it came back first (§1.7).
     case peerUnreachable(UserKey, generation: UInt64)
     /// A dead node's session: its grace window ran out (P-2 across nodes).

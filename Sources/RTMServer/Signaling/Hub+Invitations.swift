@@ -1,37 +1,65 @@
+import Foundation
 import NIOCore
 import RTMProtocol
 
 /// Call invitations (AGORA_REFERENCE §1.8): the requests (HubState+Signaling decides), and the
-/// invitations a restart brings back from the store.
+/// invitations a restart brings back: from the store on a single node, from the log in a
+/// cluster.
 extension Hub {
     /// Runs one invitation request of `user`. The reply, on `eventLoop`, comes once the change it
-    /// made is stored (`InvitationWriter`), and the frames and timers that follow the change go
-    /// with it: what a party was told survives a crash. A request that changed nothing (a
+    /// made is stored (a single node's `InvitationWriter`; in a cluster, once its event is back
+    /// from the log), and the frames and timers that follow the change go with it: what a
+    /// party was told survives a crash. A request that changed nothing on a single node (a
     /// resend, a repeated acknowledgement, a refusal) is answered at once.
-    func invitationRequest(_ frame: Frame, user: UserKey, on eventLoop: any EventLoop)
-        -> EventLoopFuture<Result<Frame, InvitationStateMachine.Refusal>> {
+    func invitationRequest(_ frame: Frame, user: UserKey, on eventLoop: any EventLoop) -> EventLoopFuture<InvitationReply> {
         let now = NIODeadline.now()
-        let (reply, actions) = state.withLockedValue { $0.invitationRequest(frame, user: user, now: now) }
+        let promise = eventLoop.makePromise(of: InvitationReply.self)
+        let actions = state.withLockedValue { $0.invitationRequest(frame, user: user, now: now, wallMillis: Self.wallMillis, reply: promise) }
         let writes = actions.filter(\.isInvitationStore)
         guard !writes.isEmpty else {
             run(actions)
-            return eventLoop.makeSucceededFuture(reply)
+            return promise.futureResult
         }
         run(writes)
         let rest = actions.filter { !$0.isInvitationStore }
-        let promise = eventLoop.makePromise(of: Result<Frame, InvitationStateMachine.Refusal>.self)
-        invitationWriter.afterWrites { [self] in
-            run(rest)
-            promise.succeed(reply)
-        }
+        invitationWriter.afterWrites { [self] in run(rest) }
         return promise.futureResult
     }
 
-    /// Loads the stored invitations into the state (at start, before connections are accepted).
-    func restoreInvitations() throws {
+    /// Brings back the invitations of the last run (at start, before connections are
+    /// accepted): a single node loads its store; a cluster node applies the invitation
+    /// channel's recent history (what every invitation still open or remembered was made of).
+    func restoreInvitations() async throws {
+        if let backplane = configuration.backplane {
+            let longest = [configuration.invitationRemoteOfflineTimeout, configuration.invitationNoResponseTimeout,
+                           configuration.invitationExpiry].max() ?? .zero
+            // An invitation lives at most `longest` after its invite and is remembered for
+            // `invitationExpiry` after it ends; a minute more for the nodes' clocks.
+            let horizon = longest + configuration.invitationExpiry + .seconds(60)
+            let messages = try await backplane.controlHistory(channel: InvitationEvent.channel,
+                                                              sinceMillis: Self.wallMillis - horizon.nanoseconds / 1_000_000)
+            let history = decodeClusterEvents(messages)
+            let now = NIODeadline.now()
+            modify { $0.replayInvitations(history, now: now, wallMillis: Self.wallMillis) }
+            return
+        }
         let records = try invitationWriter.loadAll()
         let now = NIODeadline.now(), wallMillis = Self.wallMillis
         modify { $0.restoreInvitations(records, now: now, wallMillis: wallMillis) }
+    }
+
+    /// Cluster events as written to the log, with their numbers (unreadable ones skipped).
+    func decodeClusterEvents(_ messages: [BackplaneMessage]) -> [(seq: UInt64, event: ClusterEvent)] {
+        let decoder = JSONDecoder()
+        return messages.compactMap { message in
+            do {
+                return (message.seq, try decoder.decode(ClusterEvent.self, from: Data(message.payload.readableBytesView)))
+            } catch {
+                logger.error("unreadable cluster event skipped (a node of another version?)",
+                             metadata: ["channel": "\(message.channel)", "error": "\(error)"])
+                return nil
+            }
+        }
     }
 
     /// Hands an invitation change to the store, its times converted to the wall clock.

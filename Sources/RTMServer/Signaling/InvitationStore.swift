@@ -2,10 +2,9 @@
 /// restart: open ones, and ended ones for their forget window (`invitationExpiry`), with their
 /// outcome.
 ///
-/// A single node uses `invitations.sqlite` in its data directory; without a data directory,
-/// and in cluster mode (the PostgreSQL backplane), they are kept in memory, as they are per
-/// node (`ServerConfiguration.invitationStore` takes another implementation, such as a shared
-/// one for a cluster).
+/// A single node uses `invitations.sqlite` in its data directory, or memory without one
+/// (`ServerConfiguration.invitationStore` takes another implementation). A cluster keeps them
+/// in its backplane's log instead (HubState+InvitationLog).
 ///
 /// The server calls a store from one serial queue of its own (never an event loop, never under
 /// its state lock), so calls may block and need not be reentrant.

@@ -87,29 +87,20 @@ struct InvitationTable {
     /// `callerWindow`: its session's grace window.
     mutating func invite(_ frame: Frame, caller: UserKey, callerWindow: TimeAmount = .zero, calleeOnline: (UserKey) -> Bool,
                          now: NIODeadline) -> Outcome {
-        guard let id = frame.invitationId, !id.isEmpty, id.utf8.count <= 128 else {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "invite needs an invitationId of 1 to 128 bytes")))
-        }
+        if let refusal = requestProblem(frame, user: caller) { return Outcome(reply: .failure(refusal)) }
+        let id = frame.invitationId ?? "", calleeId = frame.userId ?? "", content = frame.text ?? ""
         let key = Key(appId: caller.appId, id: id)
+        if let existing = invitations[key], let ended = existing.endedAt, ended + timing.expire <= now {
+            // Past its forget time (its timer may not have fired yet): forgotten, by the
+            // event's time, the same way wherever the table is applied.
+            forgetNow(key)
+        }
         if let existing = invitations[key] {
-            guard existing.caller == caller, existing.callee.userId == frame.userId else {
+            guard existing.caller == caller, existing.callee.userId == calleeId else {
                 return Outcome(reply: .failure(.init(code: .invitationAlreadySent, reason: "invitation '\(id)' was already sent by another caller or to another callee")))
             }
             // A resend: answered with where it stands (nothing happens twice, no timer restarts).
             return Outcome(reply: .success(callerFrame(existing, key: key, type: .ok)))
-        }
-        guard let calleeId = frame.userId, calleeId != caller.userId else {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "invite needs a callee userId other than the caller's")))
-        }
-        if let problem = limits.nameProblem(calleeId, kind: "the callee's userId") {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: problem)))
-        }
-        if let channel = frame.channel, let problem = limits.nameProblem(channel, kind: "channel") {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: problem)))
-        }
-        let content = frame.text ?? ""
-        guard content.utf8.count <= maxContentBytes else {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "content is \(content.utf8.count) bytes; the limit is \(maxContentBytes)")))
         }
         guard (byCaller[caller]?.count ?? 0) < maxLivePerCaller else {
             return Outcome(reply: .failure(.init(code: .operationRateExceedLimitation,
@@ -127,6 +118,69 @@ struct InvitationTable {
         return outcome
     }
 
+    /// What is wrong with a request whatever the invitations hold (missing or invalid
+    /// fields, -16101); nil when it may be applied.
+    func requestProblem(_ frame: Frame, user: UserKey) -> InvitationStateMachine.Refusal? {
+        func invalid(_ reason: String) -> InvitationStateMachine.Refusal { .init(code: .invitationInvalidArgument, reason: reason) }
+        switch frame.type {
+        case .invite:
+            guard let id = frame.invitationId, !id.isEmpty, id.utf8.count <= 128 else {
+                return invalid("invite needs an invitationId of 1 to 128 bytes")
+            }
+            guard let calleeId = frame.userId, calleeId != user.userId else {
+                return invalid("invite needs a callee userId other than the caller's")
+            }
+            if let problem = limits.nameProblem(calleeId, kind: "the callee's userId") { return invalid(problem) }
+            if let channel = frame.channel, let problem = limits.nameProblem(channel, kind: "channel") { return invalid(problem) }
+            let content = frame.text ?? ""
+            guard content.utf8.count <= maxContentBytes else {
+                return invalid("content is \(content.utf8.count) bytes; the limit is \(maxContentBytes)")
+            }
+        case .acceptInvitation, .refuseInvitation:
+            let response = frame.text ?? ""
+            guard response.utf8.count <= maxContentBytes else {
+                return invalid("response is \(response.utf8.count) bytes; the limit is \(maxContentBytes)")
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
+    /// Whether `user` has live invitations as the callee (`asCaller` false) or the caller.
+    func hasLive(_ user: UserKey, asCaller: Bool) -> Bool {
+        !((asCaller ? byCaller[user] : byCallee[user])?.isEmpty ?? true)
+    }
+
+    /// A live invitation that has not reached its callee yet.
+    func awaitsDelivery(_ key: Key) -> Bool {
+        invitations[key]?.machine.state == .pending(delivered: false)
+    }
+
+    /// Invitation `key`'s caller and callee.
+    func parties(_ key: Key) -> (caller: UserKey, callee: UserKey)? {
+        invitations[key].map { ($0.caller, $0.callee) }
+    }
+
+    /// When invitation `key`'s next timer is due (nil: unknown or ended).
+    func deadline(_ key: Key) -> NIODeadline? {
+        invitations[key]?.machine.deadline
+    }
+
+    /// A new session of `caller` begins: true when the caller was awaited after a restart
+    /// (its invitations stay, and it is no longer awaited), false otherwise.
+    mutating func takeAwaited(_ caller: UserKey) -> Bool {
+        awaitedCallers.removeValue(forKey: caller) != nil
+    }
+
+    /// The window of a caller cut by a restart is over (`now` past it): it is no longer
+    /// awaited, and true tells that its invitations are to be canceled.
+    mutating func awaitedWindowOver(_ caller: UserKey, now: NIODeadline) -> Bool {
+        guard let deadline = awaitedCallers[caller], now >= deadline else { return false }
+        awaitedCallers[caller] = nil
+        return true
+    }
+
     /// The callee acknowledges (also its catch-up after a reconnection).
     mutating func acknowledge(_ id: String?, callee: UserKey, now: NIODeadline) -> Outcome {
         change(id, by: callee, asCaller: false, now: now) { machine in .success(machine.acknowledged()) }
@@ -134,8 +188,8 @@ struct InvitationTable {
 
     /// The callee accepts or refuses.
     mutating func answer(_ id: String?, callee: UserKey, accept: Bool, response: String, now: NIODeadline) -> Outcome {
-        guard response.utf8.count <= maxContentBytes else {
-            return Outcome(reply: .failure(.init(code: .invitationInvalidArgument, reason: "response is \(response.utf8.count) bytes; the limit is \(maxContentBytes)")))
+        if let refusal = requestProblem(Frame(type: accept ? .acceptInvitation : .refuseInvitation, text: response), user: callee) {
+            return Outcome(reply: .failure(refusal))
         }
         return change(id, by: callee, asCaller: false, now: now) { $0.answer(accept: accept, response: response) }
     }
@@ -171,22 +225,6 @@ struct InvitationTable {
         return (byCaller[caller] ?? []).sorted { $0.id < $1.id }.map { key in cancel(key.id, caller: caller, now: now) }
     }
 
-    /// A new session of `caller` (a login that did not resume one) ends the calls of its
-    /// earlier session, as `callerGone`; but a caller whose session a server restart cut
-    /// (restored invitations) keeps its invitations: the restart was not its doing, and its
-    /// SDK re-sends them (idempotent).
-    mutating func callerNewSession(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
-        guard awaitedCallers.removeValue(forKey: caller) == nil else { return [] }
-        return callerGone(caller, now: now)
-    }
-
-    /// The window of a caller cut by a restart is over: unless it logged in meanwhile, its
-    /// live invitations are canceled, as if its session had ended then.
-    mutating func callerWindowEnded(_ caller: UserKey, now: NIODeadline) -> [Outcome] {
-        guard let deadline = awaitedCallers[caller], now >= deadline else { return [] }
-        return callerGone(caller, now: now)
-    }
-
     /// The callee's session ended (logout, or its grace window ran out; not a new login, which
     /// gets its live invitations again): its live invitations fail at once, `remoteOffline` to
     /// their callers.
@@ -202,6 +240,11 @@ struct InvitationTable {
     /// Forgets an ended invitation (its linger time is over); returns its deletion for the store.
     mutating func forget(_ key: Key) -> Change? {
         guard let invitation = invitations[key], invitation.machine.isFinal else { return nil }
+        return forgetNow(key)
+    }
+
+    @discardableResult
+    private mutating func forgetNow(_ key: Key) -> Change {
         invitations[key] = nil
         lastRevision += 1
         return Change(key: key, invitation: nil, revision: lastRevision)
@@ -214,6 +257,22 @@ struct InvitationTable {
         byCallee[invitation.callee, default: []].insert(key)
         byCaller[invitation.caller, default: []].insert(key)
     }
+
+    /// Every caller of a live invitation lost its session to a restart of the whole cluster
+    /// (its log read back): each is awaited until `now` plus its grace window. Returns them
+    /// with their windows.
+    mutating func awaitLiveCallers(now: NIODeadline) -> [(caller: UserKey, window: TimeAmount)] {
+        var windows: [UserKey: TimeAmount] = [:]
+        for key in byCaller.values.joined() {
+            guard let invitation = invitations[key] else { continue }
+            windows[invitation.caller] = max(windows[invitation.caller] ?? .zero, invitation.callerWindow)
+        }
+        for (caller, window) in windows { awaitCaller(caller, until: now + window) }
+        return windows.sorted { $0.key.userId < $1.key.userId }.map { (caller: $0.key, window: $0.value) }
+    }
+
+    /// Live invitations.
+    var liveCount: Int { byCaller.values.reduce(0) { $0 + $1.count } }
 
     /// A restored invitation's caller has until `deadline` to log in again.
     mutating func awaitCaller(_ caller: UserKey, until deadline: NIODeadline) {
