@@ -85,7 +85,9 @@ def request_errors(operation, exchange, path_values):
 
 
 def main():
-    spec_path, exchanges_path = sys.argv[1], sys.argv[2]
+    # --partial: check the recorded answers only, not that every operation was exercised.
+    partial = "--partial" in sys.argv[1:]
+    spec_path, exchanges_path = [argument for argument in sys.argv[1:] if not argument.startswith("--")][:2]
     with open(spec_path) as f:
         raw = yaml.safe_load(f)
     validate_spec(raw)
@@ -133,7 +135,7 @@ def main():
         errors = sorted(validator.iter_errors(body), key=lambda e: list(e.path))
         for error in errors:
             failures.append(f"{where}: {'/'.join(map(str, error.path)) or '(body)'}: {error.message}")
-    for template, item in spec["paths"].items():
+    for template, item in ({} if partial else spec["paths"]).items():
         for method in item:
             if method in ("get", "post", "put", "delete", "patch") and (template, method) not in exercised:
                 failures.append(f"{method.upper()} {template}: never answered 2xx in the recorded exchanges")

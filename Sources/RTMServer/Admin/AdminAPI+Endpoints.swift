@@ -13,7 +13,7 @@ extension AdminAPI {
         let counts = hub.connectionCounters
         let now = Hub.wallMillis
         let bans = hub.moderation.withState { $0.activeBans(nowMillis: now).count }
-        return AdminModels.Info(
+        var info = AdminModels.Info(
             version: RTMServer.version, node: node, startedAt: startedAt, uptimeSeconds: Double(now - startedAt) / 1000, now: now,
             apps: hub.configuration.apps.keys.sorted(),
             connections: .init(message: counts.message, stream: counts.stream, peakMessage: counts.peakMessage,
@@ -24,6 +24,11 @@ extension AdminAPI {
                 AdminModels.Refusal(operation: key.operation.rawValue, code: key.code, name: RTMErrorCode(rawValue: key.code).description, count: count)
             }.sorted { ($0.count, $1.operation, $1.code) > ($1.count, $0.operation, $0.code) },
             webhooks: hub.webhooks?.stats)
+        if let backplane = hub.configuration.backplane, let nodes = hub.clusterNodes() {
+            info.cluster = AdminModels.Cluster(node: backplane.node, database: hub.cluster.databaseUp ? "up" : "down",
+                                               liveNodes: hub.cluster.liveNodes, nodes: nodes)
+        }
+        return info
     }
 
     func channels(_ request: AdminRequest) throws -> AdminModels.Channels {

@@ -65,14 +65,15 @@ canvas{width:100%;height:180px;display:block}
   <p class="muted">The key is kept in this tab's sessionStorage only.</p>
 </section>
 <main id="app" hidden>
-  <section><h2>Node</h2><div class="kv" id="info"></div></section>
+  <section><h2>Node</h2><div class="kv" id="info"></div>
+    <table id="nodesTable" hidden><thead><tr><th>node</th><th>state</th><th>sessions</th><th>run</th></tr></thead><tbody id="nodes"></tbody></table></section>
   <section><h2>Live: messages/s and connections</h2><canvas id="chart" width="600" height="180"></canvas>
     <div class="legend"><span><i style="background:#2563eb"></i>messages/s <b id="rate">0</b></span><span><i style="background:#16a34a"></i>connections <b id="conns">0</b></span></div></section>
   <section><h2>Channels</h2><table><thead><tr><th>channel</th><th>members</th><th>last seq</th></tr></thead><tbody id="channels"></tbody></table><div class="pager" id="channelsPager"></div></section>
   <section><h2>Channel inspector <span id="inspected" class="muted"></span></h2>
     <div><b>members</b> <span id="members" class="muted">—</span></div>
     <table><thead><tr><th>seq</th><th>time</th><th>publisher</th><th>message</th></tr></thead><tbody id="recent"></tbody></table></section>
-  <section><h2>Connections (sessions)</h2><table><thead><tr><th>user</th><th>state</th><th>channels</th><th></th></tr></thead><tbody id="sessions"></tbody></table><div class="pager" id="sessionsPager"></div></section>
+  <section><h2>Connections (sessions)</h2><table><thead><tr><th>user</th><th>state</th><th>node</th><th>channels</th><th></th></tr></thead><tbody id="sessions"></tbody></table><div class="pager" id="sessionsPager"></div></section>
   <section><h2>Publish</h2>
     <form id="pubForm"><input id="pubChannel" placeholder="channel" required><input id="pubText" placeholder="message" size="30" required><button>Publish</button></form>
     <h2>Kick or ban</h2>
@@ -83,7 +84,7 @@ canvas{width:100%;height:180px;display:block}
 "use strict";
 const $ = id => document.getElementById(id);
 let key = sessionStorage.getItem("rtmAdminKey");
-let inspected = null, timer = null;
+let inspected = null, timer = null, thisNode = null;
 // The channel and session lists come a page at a time (the API's cursors); each keeps the
 // cursors of the pages before the one shown, so "previous" goes back.
 const pageSize = 50;
@@ -137,12 +138,19 @@ async function refresh() {
 function renderInfo(info) {
   $("node").textContent = info.node + " · v" + info.version;
   const kv = $("info"); kv.replaceChildren();
-  const items = [["nodes", 1], ["version", info.version], ["uptime", Math.round(info.uptimeSeconds) + " s"], ["apps", info.apps.join(", ")],
+  const cluster = info.cluster;
+  thisNode = cluster ? cluster.node : null;
+  const items = [["nodes", cluster ? cluster.nodes.length + " (" + cluster.liveNodes + " with a live lease; database " + cluster.database + ")" : 1],
+    ["version", info.version], ["uptime", Math.round(info.uptimeSeconds) + " s"], ["apps", info.apps.join(", ")],
     ["MESSAGE connections", info.connections.message], ["STREAM connections", info.connections.stream], ["peak (PCU)", info.connections.peakMessage],
     ["sessions", info.sessions], ["channels", info.channels], ["active bans", info.bans],
     ["channel messages", info.counters.channelMessages], ["user messages", info.counters.userMessages],
     ["refused requests", info.refusals.reduce((sum, r) => sum + r.count, 0)]];
   for (const [k, v] of items) { kv.appendChild(el("b", k)); kv.appendChild(el("span", v)); }
+  $("nodesTable").hidden = !cluster;
+  const nodes = $("nodes"); nodes.replaceChildren();
+  for (const n of cluster ? cluster.nodes : [])
+    nodes.appendChild(row([n.node, el("span", n.state, n.state === "dead" ? "off" : "on"), n.sessions, el("span", n.instance, "muted")]));
   // One sample a second at most (a form's extra refresh would make a spike of a few ms).
   const previous = samples[samples.length - 1];
   if (!previous || info.now - previous.t >= 900)
@@ -219,10 +227,12 @@ function renderChannel(ch) {
 
 function renderSessions(sessions) {
   const body = $("sessions"); body.replaceChildren();
-  if (!sessions.length) body.appendChild(row([el("span", "nobody logged in", "muted"), "", "", ""]));
+  if (!sessions.length) body.appendChild(row([el("span", "nobody logged in", "muted"), "", "", "", ""]));
   for (const s of sessions) {
-    const kick = el("button", "kick"); kick.onclick = () => { $("kickUser").value = s.userId; };
-    body.appendChild(row([s.userId, el("span", s.online ? "online" : "in grace window", s.online ? "on" : "off"), s.channels.join(", "), kick]));
+    // Another node's session is kicked through that node's admin API.
+    const kick = s.node && s.node !== thisNode ? el("span", "", "muted") : el("button", "kick");
+    kick.onclick = () => { $("kickUser").value = s.userId; };
+    body.appendChild(row([s.userId, el("span", s.online ? "online" : "in grace window", s.online ? "on" : "off"), s.node || "", s.channels.join(", "), kick]));
   }
 }
 

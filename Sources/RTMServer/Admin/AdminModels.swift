@@ -37,6 +37,30 @@ enum AdminModels {
         let refusals: [Refusal]
         /// Webhook delivery (absent when no webhook is configured).
         let webhooks: WebhookStats?
+        /// Cluster mode: every node as this one knows it (absent on a single node).
+        var cluster: Cluster?
+    }
+
+    /// The cluster as one node sees it: the nodes it has heard from through the log (every
+    /// node answers a new one's hello), each with its sessions.
+    struct Cluster: Codable, Sendable {
+        /// This node's id (`--node-id`).
+        let node: String
+        /// This node's link to the database.
+        let database: String
+        /// Nodes whose lease the database holds as live.
+        let liveNodes: Int
+        let nodes: [ClusterNode]
+    }
+
+    struct ClusterNode: Codable, Sendable {
+        let node: String
+        /// Its current run (`node#run`; a restart makes a new one).
+        let instance: String
+        /// `this`, `alive`, or `dead` (its lease ran out: its sessions are in their grace window).
+        let state: String
+        /// The sessions it holds.
+        let sessions: Int
     }
 
     struct Refusal: Codable, Sendable {
@@ -92,6 +116,8 @@ enum AdminModels {
         let userId: String
         let online: Bool
         let channels: [String]
+        /// Cluster mode: the node that holds it.
+        var node: String?
         /// Its MESSAGE connection, while online.
         var connection: Connection?
     }

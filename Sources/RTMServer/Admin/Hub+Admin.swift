@@ -9,6 +9,11 @@ extension Hub {
         state.withLockedValue { $0.channelSummaries(appId: appId, page: page) }
     }
 
+    /// Cluster mode: the nodes this one knows, with their sessions (nil on a single node).
+    func clusterNodes() -> [AdminModels.ClusterNode]? {
+        state.withLockedValue { $0.clusterNodes() }
+    }
+
     func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [HubState.RecentMessage])? {
         state.withLockedValue { $0.channelDetail(key) }
     }

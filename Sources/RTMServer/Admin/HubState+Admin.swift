@@ -31,15 +31,39 @@ extension HubState {
     /// how many there are and the next page's cursor; and each one's MESSAGE connection (nil:
     /// offline), to be inspected on its loop.
     func sessionSummaries(appId: String?, page: AdminPage) -> (AdminModels.Sessions, [ConnectionRef?]) {
-        let keys = sessions.keys.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
+        // In a cluster, the other nodes' sessions too (the replica every node keeps).
+        let all = sessions.keys.lazy.map { $0 } + cluster.remote.keys.lazy.filter { sessions[$0] == nil }
+        let keys = all.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
         let (picked, next) = page.cut(keys)
+        let me = cluster.instance.map { String(ClusterEvent.node(of: $0)) }
         let items = picked.compactMap { key -> AdminModels.Session? in
-            guard let session = sessions[UserKey(appId: key.appId, userId: key.name)] else { return nil }
-            return AdminModels.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
-                                       channels: session.channels.sorted())
+            let user = UserKey(appId: key.appId, userId: key.name)
+            if let session = sessions[user] {
+                return AdminModels.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
+                                           channels: session.channels.sorted(), node: me)
+            }
+            guard let remote = cluster.remote[user] else { return nil }
+            // Another node's: online unless that node is gone (then it is in its grace window here).
+            return AdminModels.Session(appId: key.appId, userId: key.name, online: !cluster.isGone(remote.owner),
+                                       channels: remote.session.members.keys.sorted(), node: String(ClusterEvent.node(of: remote.owner)))
         }
         let connections = items.map { sessions[UserKey(appId: $0.appId, userId: $0.userId)]?.connection }
         return (AdminModels.Sessions(sessions: items, total: keys.count, nextPage: next), connections)
+    }
+
+    /// Cluster mode: the nodes this one knows (itself, and every node it has heard from
+    /// through the log), each with its sessions; nil on a single node.
+    func clusterNodes() -> [AdminModels.ClusterNode]? {
+        guard let me = cluster.instance else { return nil }
+        var held: [String: Int] = [:]
+        for remote in cluster.remote.values { held[remote.owner, default: 0] += 1 }
+        let myNode = String(ClusterEvent.node(of: me))
+        var nodes = [AdminModels.ClusterNode(node: myNode, instance: me, state: "this", sessions: sessions.count)]
+        for (node, instance) in cluster.instances.sorted(by: { $0.key < $1.key }) where node != myNode {
+            nodes.append(AdminModels.ClusterNode(node: node, instance: instance, state: cluster.isGone(instance) ? "dead" : "alive",
+                                                 sessions: held[instance] ?? 0))
+        }
+        return nodes
     }
 
     /// The administrator ends a user's session (kick, ban, revoke): members see it leave (P-4),

@@ -195,9 +195,11 @@ extension HubState {
                               presenceTimeoutMillis: session.presenceTimeout.nanoseconds / 1_000_000, members: members)
     }
 
-    /// Every local session, in parts, for a node that just started.
+    /// Every local session, in parts, for a node that just started (an empty part without
+    /// any: the new node learns this one is there).
     private mutating func sendSync(to instance: String) {
         var rest = sessions.keys.compactMap { clusterSession(of: $0) }[...]
+        if rest.isEmpty { cluster.send(.sync(to: instance, sessions: [])) }
         while !rest.isEmpty {
             cluster.send(.sync(to: instance, sessions: Array(rest.prefix(500))))
             rest = rest.dropFirst(500)
