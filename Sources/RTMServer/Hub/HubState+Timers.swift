@@ -51,7 +51,7 @@ extension HubState {
         case .invitation(let key):
             return invitationTimerFired(key, now: now, wallMillis: wallMillis)
         case .forgetInvitation(let key):
-            guard let change = invitations.forget(key), !cluster.isEnabled else { return [] }
+            guard let change = invitations.forget(key), invitationRoute.keepsStore else { return [] }
             return [.storeInvitation(change)]
         case .invitationCaller(let caller):
             return invitationCallerWindowEnded(caller, now: now, wallMillis: wallMillis)

@@ -27,7 +27,7 @@ extension HubState {
 
     /// The invitations' clock now: the loop's on a single node, the wall clock in a cluster.
     func invitationClock(now: NIODeadline, wallMillis: Int64) -> InvitationClock {
-        InvitationClock(table: cluster.isEnabled ? .wall(millis: wallMillis) : now, loop: now)
+        invitationRoute.clock(now: now, wallMillis: wallMillis)
     }
 
     // MARK: sessions
@@ -71,7 +71,7 @@ extension HubState {
     /// `clusterLoginTimeout`.
     mutating func invitationRequest(_ frame: Frame, user: UserKey, now: NIODeadline, wallMillis: Int64,
                                     reply: EventLoopPromise<InvitationReply>) -> [HubAction] {
-        guard cluster.isEnabled else {
+        guard invitationRoute == .logged else {
             let (answer, actions) = invitationRequest(frame, user: user, now: now)
             return actions + [.answerInvitation(reply, answer)]
         }
@@ -104,7 +104,7 @@ extension HubState {
     /// to the log, for every node to apply in the log's order.
     mutating func invitationInput(_ op: InvitationEvent.Op, user: UserKey, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
         let event = InvitationEvent(appId: user.appId, user: user.userId, op: op, atMillis: wallMillis)
-        guard cluster.isEnabled else { return applyInvitation(event, at: now, clock: InvitationClock(table: now, loop: now)).actions }
+        guard invitationRoute == .logged else { return applyInvitation(event, at: now, clock: InvitationClock(table: now, loop: now)).actions }
         cluster.send(.invitation(event))
         return [.wakeCluster]
     }
@@ -163,11 +163,11 @@ extension HubState {
             // Early by a clock's step: due a little later. Far from it: a timer of an earlier state.
             return deadline - clock.table <= .milliseconds(100) ? [.schedule(.invitation(key), at: clock.loopTime(deadline))] : []
         }
-        if cluster.isEnabled {
-            let here = sessions[parties.caller] != nil || sessions[parties.callee] != nil
-            let elsewhere = cluster.remote[parties.caller] != nil || cluster.remote[parties.callee] != nil
-            guard here || !elsewhere else { return [] }
-        }
+        // Written by a node that has a party's session, or by every node when none has
+        // (on a single node, always: nobody is elsewhere).
+        let here = sessions[parties.caller] != nil || sessions[parties.callee] != nil
+        let elsewhere = cluster.remote[parties.caller] != nil || cluster.remote[parties.callee] != nil
+        guard here || !elsewhere else { return [] }
         return invitationInput(.timer(id: key.id), user: parties.caller, now: now, wallMillis: max(wallMillis, deadline.wallMillis))
     }
 
@@ -190,7 +190,7 @@ extension HubState {
     /// An invitation outcome's store changes (a single node's store; a cluster's log is its
     /// store), frames and timers.
     func invitationActions(_ outcome: InvitationTable.Outcome, clock: InvitationClock) -> [HubAction] {
-        var actions = cluster.isEnabled ? [] : outcome.stored.map { HubAction.storeInvitation($0) }
+        var actions = invitationRoute.keepsStore ? outcome.stored.map { HubAction.storeInvitation($0) } : []
         actions += invitationSends(outcome.sends)
         if let timer = outcome.timer { actions.append(.schedule(.invitation(timer.key), at: clock.loopTime(timer.deadline))) }
         if let forget = outcome.forgetAt { actions.append(.schedule(.forgetInvitation(forget.key), at: clock.loopTime(forget.deadline))) }
