@@ -4,7 +4,18 @@ import PostgresNIO
 /// The cluster's tables, created and migrated by the nodes themselves at start (`rtm serve
 /// --postgres URL`): an ordered list of versioned migrations, each applied once in its own
 /// transaction under an advisory lock, so that nodes starting together migrate once.
+///
+/// **Rolling upgrades.** Migrations add; the nodes of a release keep working against the
+/// tables of a newer one (they ignore what they do not know), so a cluster is upgraded a node
+/// at a time: the first node of the new release migrates, and a node of the older release
+/// still starts (a restart, a crash) while the others are upgraded. A migration that older
+/// nodes could not run against is listed in `breaking`: applying it records its version as
+/// `schema_compatible_from` in `rtm_meta`, and a node whose schema is older than that refuses
+/// to start, naming the release it needs.
 public enum PostgresSchema {
+    /// The migrations that nodes of an older release cannot run against (none so far).
+    static let breaking: Set<Int> = []
+
     /// The migrations, in order; a migration's version is its index + 1. Never edit one that
     /// has shipped: append a new one.
     /// Each migration is a list of statements (the extended protocol runs one per query).
@@ -192,7 +203,19 @@ public enum PostgresSchema {
             for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM rtm_schema", logger: logger)
                 .decode(Int.self) { current = version }
             guard current <= latestVersion else {
-                throw PostgresSchemaError("the database is at schema version \(current), newer than this server's \(latestVersion): upgrade the server")
+                // A newer release migrated the database: fine unless one of its migrations
+                // breaks older nodes (a rolling upgrade runs both releases for a while).
+                var compatibleFrom = 0
+                for try await value in try await connection.query(
+                    "SELECT value FROM rtm_meta WHERE key = 'schema_compatible_from'", logger: logger).decode(String.self) {
+                    compatibleFrom = Int(value) ?? Int.max
+                }
+                guard compatibleFrom <= latestVersion else {
+                    throw PostgresSchemaError("the database is at schema version \(current) and needs a server of schema version \(compatibleFrom) or later; this server's is \(latestVersion): upgrade the server")
+                }
+                logger.warning("the database was migrated by a newer release: this node runs on the tables it knows; upgrade it",
+                               metadata: ["database schema": "\(current)", "this node's schema": "\(latestVersion)"])
+                return []
             }
             var applied: [Int] = []
             for version in (current + 1)..<(latestVersion + 1) {
@@ -200,6 +223,12 @@ public enum PostgresSchema {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 try await connection.query("INSERT INTO rtm_schema (version) VALUES (\(version))", logger: logger)
+                if breaking.contains(version) {
+                    try await connection.query("""
+                        INSERT INTO rtm_meta (key, value) VALUES ('schema_compatible_from', \(String(version)))
+                        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+                        """, logger: logger)
+                }
                 applied.append(version)
             }
             if !applied.isEmpty { logger.info("database schema migrated", metadata: ["versions": "\(applied)"]) }

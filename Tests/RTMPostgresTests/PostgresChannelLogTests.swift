@@ -51,6 +51,25 @@ struct PostgresChannelLogTests {
         }
     }
 
+    @Test("rolling upgrade: a database a newer release migrated still starts a node of this release, unless a migration marked breaking raised schema_compatible_from past it; the refusal names both versions")
+    func newerSchema() async throws {
+        try await withDatabase { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let newer = PostgresSchema.latestVersion + 1
+            try await clients[0].query("INSERT INTO rtm_schema (version) VALUES (\(newer))", logger: Self.logger)
+            #expect(try await PostgresSchema.migrate(clients[0], logger: Self.logger).isEmpty)   // runs on the tables it knows
+            try await clients[0].query("INSERT INTO rtm_meta (key, value) VALUES ('schema_compatible_from', \(String(newer)))",
+                                       logger: Self.logger)
+            do {
+                try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+                Issue.record("a node started on a schema that breaks it")
+            } catch let error as PostgresSchemaError {
+                #expect(error.description.contains("needs a server of schema version \(newer)"))
+                #expect(error.description.contains("this server's is \(PostgresSchema.latestVersion)"))
+            }
+        }
+    }
+
     @Test("M-2: one dense sequence per channel across writers; a batch's receipts follow its order; fields round-trip")
     func appendAssignsSequences() async throws {
         try await withDatabase { _, clients in
