@@ -138,5 +138,12 @@ struct ClusterInvitationLogTests {
         #expect(Self.states(c) == ["old": .received])
         #expect(!replayed.contains { $0.isSend })
         #expect(replayed.contains { if case .schedule(.invitationCaller(alice), _, _) = $0 { true } else { false } })
+        // A node that joined a running cluster learns that alice is logged in elsewhere (a's
+        // answer to its hello): she was not cut by a restart, and a new login of hers on c
+        // ends her calls as anywhere (C-6), instead of keeping them.
+        _ = c.applyCluster([ClusterReplicaTests.event("a#1", .sync(to: "c#1", sessions: [ClusterReplicaTests.session("alice", id: 3)]))],
+                           now: now, wallMillis: 2_100)
+        let stillAwaited = c.invitations.takeAwaited(alice)
+        #expect(!stillAwaited)
     }
 }

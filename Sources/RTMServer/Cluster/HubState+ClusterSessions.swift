@@ -128,6 +128,9 @@ extension HubState {
         }
         let previous = cluster.remote[key]?.session.members ?? [:]
         cluster.remote[key] = .init(session: session, owner: owner)
+        // A caller awaited after this node read the invitations back has a session elsewhere:
+        // no restart cut it, and its calls go on (§1.8).
+        _ = invitations.takeAwaited(key)
         out.peerSends += remotePeerChanged(key)
         for (channel, member) in session.members.sorted(by: { $0.key < $1.key }) {
             out.broadcasts += putMember(key, session: session.id, channel: channel, member, wallMillis: wallMillis)
