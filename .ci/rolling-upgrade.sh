@@ -5,9 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The release before cross-node call invitations (move it forward at each release).
-previous=492fdd4
+previous=492fdd474cff223c9382b0d8b60687b07c44638d
 start=$(date +%s)
 source_dir="$PWD/.build-previous-src"
+# A shallow clone lacks the pinned commit: fetch it (or the whole history) first.
+if ! git cat-file -e "$previous^{commit}" 2>/dev/null; then
+    git fetch --quiet origin "$previous" 2>/dev/null || git fetch --quiet --unshallow 2>/dev/null || true
+fi
+git cat-file -e "$previous^{commit}" || { echo "the previous release's commit $previous is not in this clone's history"; exit 1; }
 if [ ! -d "$source_dir" ]; then
     git worktree add --detach "$source_dir" "$previous" >/dev/null
 fi
