@@ -10,9 +10,17 @@ extension Hub {
     /// Splits the backplane's messages into cluster events (sessions and presence, then call
     /// invitations: applied here) and channel messages.
     func applyControl(_ messages: [BackplaneMessage]) -> [BackplaneMessage] {
-        guard messages.contains(where: Self.isControl) else { return messages }
-        let events = decodeClusterEvents(messages.filter { $0.appId.isEmpty && $0.channel == ClusterEvent.channel }).map(\.event)
-        let invitations = decodeClusterEvents(messages.filter { $0.appId.isEmpty && $0.channel == InvitationEvent.channel })
+        guard messages.contains(where: { $0.appId.isEmpty }) else { return messages }
+        var sessionEvents: [BackplaneMessage] = [], invitationEvents: [BackplaneMessage] = [], channelMessages: [BackplaneMessage] = []
+        for message in messages {
+            switch (message.appId.isEmpty, message.channel) {
+            case (true, ClusterEvent.channel): sessionEvents.append(message)
+            case (true, InvitationEvent.channel): invitationEvents.append(message)
+            default: channelMessages.append(message)
+            }
+        }
+        let events = decodeClusterEvents(sessionEvents).map(\.event)
+        let invitations = decodeClusterEvents(invitationEvents)
         let now = NIODeadline.now()
         modify { state in
             let wallMillis = Self.wallMillis
@@ -20,11 +28,21 @@ extension Hub {
             return state.clusterActions(outcome, now: now) + state.takeReadyLogins()
                 + state.applyInvitationLog(invitations, now: now, wallMillis: wallMillis) + [.wakeCluster]
         }
-        return messages.filter { !Self.isControl($0) }
+        return channelMessages
     }
 
-    private static func isControl(_ message: BackplaneMessage) -> Bool {
-        message.appId.isEmpty && (message.channel == ClusterEvent.channel || message.channel == InvitationEvent.channel)
+    /// Cluster events as written to the log, with their numbers (unreadable ones skipped).
+    func decodeClusterEvents(_ messages: [BackplaneMessage]) -> [(seq: UInt64, event: ClusterEvent)] {
+        let decoder = JSONDecoder()
+        return messages.compactMap { message in
+            do {
+                return (message.seq, try decoder.decode(ClusterEvent.self, from: Data(message.payload.readableBytesView)))
+            } catch {
+                logger.error("unreadable cluster event skipped (a node of another version?)",
+                             metadata: ["channel": "\(message.channel)", "error": "\(error)"])
+                return nil
+            }
+        }
     }
 
     /// A node's lease ran out, or came back.

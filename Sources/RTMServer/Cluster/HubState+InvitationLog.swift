@@ -15,7 +15,7 @@ struct InvitationLog {
     var replayed = false
     var held: [(seq: UInt64, event: ClusterEvent)] = []
     /// Requests whose reply waits for their event, by number.
-    private(set) var waiting: [UInt64: EventLoopPromise<InvitationReply>] = [:]
+    private var waiting: [UInt64: EventLoopPromise<InvitationReply>] = [:]
     private var lastRequest: UInt64 = 0
 
     /// Keeps a request's reply until its event is applied; returns its number.

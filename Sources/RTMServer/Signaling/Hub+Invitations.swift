@@ -1,4 +1,3 @@
-import Foundation
 import NIOCore
 import RTMProtocol
 
@@ -46,20 +45,6 @@ extension Hub {
         let records = try invitationWriter.loadAll()
         let now = NIODeadline.now(), wallMillis = Self.wallMillis
         modify { $0.restoreInvitations(records, now: now, wallMillis: wallMillis) }
-    }
-
-    /// Cluster events as written to the log, with their numbers (unreadable ones skipped).
-    func decodeClusterEvents(_ messages: [BackplaneMessage]) -> [(seq: UInt64, event: ClusterEvent)] {
-        let decoder = JSONDecoder()
-        return messages.compactMap { message in
-            do {
-                return (message.seq, try decoder.decode(ClusterEvent.self, from: Data(message.payload.readableBytesView)))
-            } catch {
-                logger.error("unreadable cluster event skipped (a node of another version?)",
-                             metadata: ["channel": "\(message.channel)", "error": "\(error)"])
-                return nil
-            }
-        }
     }
 
     /// Hands an invitation change to the store, its times converted to the wall clock.

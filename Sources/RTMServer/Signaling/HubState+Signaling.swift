@@ -23,6 +23,9 @@ extension HubState {
 
         /// When a deadline of the table's clock is due on the loop's.
         func loopTime(_ deadline: NIODeadline) -> NIODeadline { loop + (deadline - table) }
+
+        /// The loop's clock as the table's (a single node).
+        static func onLoop(_ now: NIODeadline) -> InvitationClock { InvitationClock(table: now, loop: now) }
     }
 
     /// The invitations' clock now: the loop's on a single node, the wall clock in a cluster.
@@ -84,10 +87,10 @@ extension HubState {
     }
 
     /// One invitation request of `user` on a single node: the reply, and what follows.
+    /// The table refuses what is invalid (`InvitationTable.requestProblem`).
     mutating func invitationRequest(_ frame: Frame, user: UserKey, now: NIODeadline) -> (reply: InvitationReply, actions: [HubAction]) {
-        if let refusal = invitations.requestProblem(frame, user: user) { return (.failure(refusal), []) }
         guard let event = requestEvent(frame, user: user, atMillis: 0) else { preconditionFailure("invalid state: '\(frame.type)' is not an invitation request") }
-        return applyInvitation(event, at: now, clock: InvitationClock(table: now, loop: now))
+        return applyInvitation(event, at: now, clock: .onLoop(now))
     }
 
     /// A request as an event: an invite carries the caller's grace window (after a restart it
@@ -104,7 +107,7 @@ extension HubState {
     /// to the log, for every node to apply in the log's order.
     mutating func invitationInput(_ op: InvitationEvent.Op, user: UserKey, now: NIODeadline, wallMillis: Int64) -> [HubAction] {
         let event = InvitationEvent(appId: user.appId, user: user.userId, op: op, atMillis: wallMillis)
-        guard invitationRoute == .logged else { return applyInvitation(event, at: now, clock: InvitationClock(table: now, loop: now)).actions }
+        guard invitationRoute == .logged else { return applyInvitation(event, at: now, clock: .onLoop(now)).actions }
         cluster.send(.invitation(event))
         return [.wakeCluster]
     }
@@ -144,7 +147,7 @@ extension HubState {
     /// log instead (`replayInvitations`).
     mutating func restoreInvitations(_ records: [StoredInvitation], now: NIODeadline, wallMillis: Int64) -> [HubAction] {
         let restored = invitations.restore(records, now: now, wallMillis: wallMillis)
-        let clock = InvitationClock(table: now, loop: now)
+        let clock = InvitationClock.onLoop(now)
         var actions = restored.outcomes.flatMap { invitationActions($0, clock: clock) }
         actions += restored.callerWindows.map { .schedule(.invitationCaller($0.caller), at: $0.deadline) }
         if restored.count > 0 { actions.append(.log(.info, "call invitations restored", ["count": "\(restored.count)"])) }

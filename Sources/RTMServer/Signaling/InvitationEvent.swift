@@ -46,14 +46,6 @@ struct InvitationEvent: Codable, Sendable, Equatable {
 
     var key: UserKey { UserKey(appId: appId, userId: user) }
 
-    /// The invitation a request names (nil for session events).
-    var invitationId: String? {
-        switch op {
-        case .invite(let id, _, _, _, _, _), .acknowledge(let id), .answer(let id, _, _), .cancel(let id), .timer(let id): id
-        case .calleeOnline, .callerGone, .calleeGone: nil
-        }
-    }
-
     /// A party's request as an event (nil: not an invitation request).
     init?(request frame: Frame, user: UserKey, callerWindow: TimeAmount, calleeReached: Bool, atMillis: Int64) {
         let id = frame.invitationId ?? ""

@@ -14,7 +14,7 @@ enum InvitationRoute {
     /// The invitations' clock now.
     func clock(now: NIODeadline, wallMillis: Int64) -> HubState.InvitationClock {
         switch self {
-        case .applied: HubState.InvitationClock(table: now, loop: now)
+        case .applied: .onLoop(now)
         case .logged: HubState.InvitationClock(table: .wall(millis: wallMillis), loop: now)
         }
     }
