@@ -146,4 +146,47 @@ struct ClusterInvitationLogTests {
         let stillAwaited = c.invitations.takeAwaited(alice)
         #expect(!stillAwaited)
     }
+
+    @Test("C-6/§1.8 across nodes: a login on node B that ends alice's session on node A cancels her calls from B, in the log before anything her new session does; A, kicking her, writes no cancel of its own (it could land after her new session's invites)")
+    func newLoginCancelsFromItsOwnNode() {
+        var a = Self.node("a#1"), b = Self.node("b#1")
+        var seq: UInt64 = 0
+        guard case .admitted = a.login(key: alice, connection: ClusterReplicaTests.connection(1), resumeToken: nil, heartbeat: .milliseconds(100),
+                                       presenceTimeout: .milliseconds(600), now: now, wallMillis: 0),
+              case .started(let first)? = a.cluster.takeOutbox().first?.kind else {
+            Issue.record("alice was not logged in on a")
+            return
+        }
+        let firstStarted = [ClusterReplicaTests.event("a#1", .started(first))]
+        _ = a.applyCluster(firstStarted, now: now, wallMillis: 0)   // confirmed: a newer login kicks it
+        _ = b.applyCluster(firstStarted, now: now, wallMillis: 0)
+        _ = a.invitationRequest(Self.frame(.invite, "call", callee: "bob"), user: alice, now: now, wallMillis: 1_000, reply: loop.makePromise())
+        let log = Self.written(&a, from: &seq)
+        _ = Self.answers(a.applyInvitationLog(log, now: now, wallMillis: 1_000))
+        _ = b.applyInvitationLog(log, now: now, wallMillis: 1_000)
+
+        guard case .admitted = b.login(key: alice, connection: ClusterReplicaTests.connection(2), resumeToken: nil, heartbeat: .milliseconds(100),
+                                       presenceTimeout: .milliseconds(600), now: now, wallMillis: 2_000) else {
+            Issue.record("alice was not logged in on b")
+            return
+        }
+        _ = b.signalingNewSession(alice, now: now, wallMillis: 2_000)
+        let fromB = b.cluster.takeOutbox()
+        guard case .started(let second)? = fromB.first?.kind else { Issue.record("no started from b: \(fromB)"); return }
+        let written = fromB.compactMap { event -> InvitationEvent.Op? in if case .invitation(let logged) = event.kind { logged.op } else { nil } }
+        #expect(written == [.callerGone])
+
+        let kicked = a.applyCluster([ClusterReplicaTests.event("b#1", .started(second))], now: now, wallMillis: 2_010)
+        #expect(kicked.kicked.map(\.key) == [alice])
+        _ = a.clusterActions(kicked, now: now)
+        #expect(!a.cluster.takeOutbox().contains { $0.logChannel == InvitationEvent.channel })
+
+        let cancel = fromB.filter { $0.logChannel == InvitationEvent.channel }.map { event in
+            seq += 1
+            return (seq: seq, event: event)
+        }
+        _ = a.applyInvitationLog(cancel, now: now, wallMillis: 2_020)
+        _ = b.applyInvitationLog(cancel, now: now, wallMillis: 2_020)
+        #expect(Self.states(a) == ["call": .canceled] && Self.states(b) == Self.states(a))
+    }
 }
