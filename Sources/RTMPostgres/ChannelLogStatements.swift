@@ -61,12 +61,17 @@ enum ChannelLogStatements {
     /// number is given to two messages (migration 6). A counter's epoch is the cluster's id and
     /// the timeline it starts on (`ChannelLogStart.firstEpoch`): every node knows it before the
     /// channel's first message.
+    ///
+    /// Fenced in the same statement: a node the others declared dead (its `rtm_node` row marked,
+    /// `NodeRegistry`) appends nothing and gets no numbers back, even when it was paused between
+    /// its lease check and this statement (`PostgresChannelLog.append` throws `NodeFenced`).
     struct Append: PostgresPreparedStatement {
-        static let name = "rtm_log_append_v3"
+        static let name = "rtm_log_append_v4"
         static let sql = """
             WITH tl AS MATERIALIZED (
                 SELECT now.t, (SELECT value FROM rtm_meta WHERE key = 'user_epoch') || '.' || now.t AS e
-                FROM (SELECT rtm_timeline() AS t) AS now),
+                FROM (SELECT rtm_timeline() AS t) AS now
+                WHERE NOT EXISTS (SELECT 1 FROM rtm_node WHERE node_id = $14::text AND fenced_at IS NOT NULL)),
             bumped AS (
                 INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq, timeline)
                 SELECT k.a, k.c, tl.e, k.n, tl.t FROM unnest($1::text[], $2::text[], $3::int8[]) AS k(a, c, n), tl

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import RTMServer
 
 /// The channel message log in PostgreSQL: appends that give each channel one dense sequence for
 /// the whole cluster, and reads that follow the log without ever skipping a row.
@@ -70,6 +71,8 @@ public struct PostgresChannelLog: Sendable {
             }
             return receipts
         }
+        // No numbers at all: this node's row is marked dead (the statement's fence).
+        if receipts.isEmpty && !items.isEmpty { throw NodeFenced() }
         guard receipts.count == items.count else {
             throw PostgresChannelLogError("an append returned \(receipts.count) numbers for \(items.count) messages")
         }

@@ -102,6 +102,23 @@ final class RTMProcess: Sendable {
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 
+    /// Sends SIGSTOP and returns once the process is stopped (`T` in /proc/PID/stat): the signal
+    /// is only queued when kill(2) returns, and a thread on another core runs on until then.
+    /// False if it is not stopped within `timeout`.
+    func pause(within timeout: Duration = .seconds(5)) async -> Bool {
+        signal(SIGSTOP)
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            // The state follows the command name's closing parenthesis: "PID (comm) S …".
+            if let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+               let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T") {
+                return true
+            }
+            try? await Task.sleep(for: .milliseconds(2))   // polling the kernel's view of the process
+        }
+        return false
+    }
+
     func stop() {
         guard process.isRunning else { return }
         signal(SIGCONT)

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import PostgresNIO
 import RTMPostgres
+import RTMServer
 import RTMTestSupport
 import Testing
 
@@ -105,6 +106,28 @@ struct PostgresChannelLogTests {
             let back = try await log.startPosition(resendWindow: .seconds(60), resendMemory: 2)
             #expect(back.recentIds.map { "\($0.publisher)#\($0.msgId)@\($0.seq)" } == ["alice#11@2", "bob#5@3", "alice#12@4"])
             #expect(try await log.startPosition().recentIds.isEmpty)
+        }
+    }
+
+    @Test("P-2, M-3: a node the others declared dead appends nothing, even past its own lease check (the fence is in the append's statement); once it joins again it appends")
+    func fencedNodeAppendsNothing() async throws {
+        try await withDatabase { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
+            let registry = NodeRegistry(client: clients[0], node: "n1", interval: .seconds(1), lease: .seconds(3), logger: Self.logger)
+            try await registry.register(newRun: true)
+            #expect(try await log.append([message("a", "1")], node: "n1").map(\.seq) == [1])
+            // Declared dead by another node (a lapsed lease), while n1 still believes its lease runs.
+            try await clients[0].query("UPDATE rtm_node SET fenced_at = now() WHERE node_id = 'n1'", logger: Self.logger)
+            do {
+                _ = try await log.append([message("a", "2"), message("b", "1")], node: "n1")
+                Issue.record("a fenced node appended")
+            } catch is NodeFenced {}
+            #expect(try await log.messages(appId: "app", channel: "a", after: 0, limit: 10).map(\.seq) == [1])
+            #expect(try await log.messages(appId: "app", channel: "b", after: 0, limit: 10).isEmpty)
+            #expect(try await log.append([message("a", "x")], node: "n2").map(\.seq) == [2])   // the others go on
+            try await registry.register(newRun: false)   // it dealt with the fence and joins again
+            #expect(try await log.append([message("a", "3")], node: "n1").map(\.seq) == [3])
         }
     }
 

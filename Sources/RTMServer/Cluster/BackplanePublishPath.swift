@@ -61,9 +61,10 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
         Task {
             let result: Result<(seqs: [UInt64], epoch: String?), any Error>
             do {
-                guard status.fenceCount == fences else { throw NodeFenced() }
-                result = .success(try await hub.publishThroughBackplane(backplane, appId: publisher.appId, channel: channel,
-                                                                          publisher: publisher, messages: messages))
+                result = .success(try await status.committing(accepted: fences) {
+                    try await hub.publishThroughBackplane(backplane, appId: publisher.appId, channel: channel,
+                                                          publisher: publisher, messages: messages)
+                })
             } catch {
                 result = .failure(error)
             }

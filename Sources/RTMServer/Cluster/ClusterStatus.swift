@@ -38,9 +38,11 @@ final class ClusterStatus: Sendable {
     private let refusedCounter: Metrics.Counter?
     private let fencedCounter: Metrics.Counter?
     private let probeInterval: TimeAmount
-    /// How many times the others declared this node dead (`fenced`): a connection accepted
-    /// before the last time commits nothing.
-    private let fences = NIOLockedValueBox(0)
+    /// How many times the others declared this node dead (`fenced`) and the commits under way:
+    /// a connection accepted before the last time commits nothing.
+    private let fencing = NIOLockedValueBox(FenceGate())
+    /// The fence waiting for the commits of the generation it ended.
+    private let drained = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
 
     init(metrics: ServerMetrics, enabled: Bool, probeInterval: TimeAmount = .seconds(1), logger: Logger) {
         self.enabled = enabled
@@ -137,15 +139,35 @@ final class ClusterStatus: Sendable {
         refusedCounter?.increment(by: Int64(count))
     }
 
-    /// The others declared this node dead (`BackplaneEvent.fenced`): counted, and connections
-    /// accepted before now commit nothing (`fenceCount` moved on).
-    func fenced() {
-        fences.withLockedValue { $0 += 1 }
+    /// The others declared this node dead (`BackplaneEvent.fenced`): counted, connections
+    /// accepted before now commit nothing more (`fenceCount` moved on), and it returns once
+    /// their commits under way ended (each is bounded): only then may the node join again
+    /// (`FenceGate`).
+    func fenced() async {
         fencedCounter?.increment()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // The waiter is stored before the gate can report the last commit's end.
+            drained.withLockedValue { $0 = continuation }
+            if !fencing.withLockedValue({ $0.fence() }) {
+                drained.withLockedValue { $0.take() }?.resume()
+            }
+        }
     }
 
     /// How many times this node was declared dead so far.
-    var fenceCount: Int { fences.withLockedValue { $0 } }
+    var fenceCount: Int { fencing.withLockedValue { $0.generation } }
+
+    /// Runs `commit` for a connection accepted when the fence count was `accepted`; throws
+    /// `NodeFenced` without running it once the node was declared dead since (`FenceGate`).
+    func committing<T: Sendable>(accepted: Int, _ commit: () async throws -> T) async throws -> T {
+        guard fencing.withLockedValue({ $0.begin(accepted: accepted) }) else { throw NodeFenced() }
+        let result: Result<T, any Error>
+        do { result = .success(try await commit()) } catch { result = .failure(error) }
+        if fencing.withLockedValue({ $0.end(accepted: accepted) }) {
+            drained.withLockedValue { $0.take() }?.resume()
+        }
+        return try result.get()
+    }
 
     /// Numbers given up on (a gap notice was sent).
     func gaps(_ count: Int) {

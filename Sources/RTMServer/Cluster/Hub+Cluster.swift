@@ -118,12 +118,11 @@ extension Hub {
     }
 
     /// The others declared this node dead (SPEC P-2 from their side: they gave its sessions
-    /// grace windows, or ended them). Connections accepted until now commit nothing more
-    /// (`ClusterStatus.fenceCount`), and every client is sent `goaway` (code 28) and closed
+    /// grace windows, or ended them). Every client is sent `goaway` (code 28) and closed
     /// 1001: it reconnects, resumes its session where the cluster still has it (any node, while
-    /// its grace window runs), or logs in again.
+    /// its grace window runs), or logs in again. The backplane's event handler then waits in
+    /// `ClusterStatus.fenced` until connections accepted until now commit nothing more.
     func fenced() {
-        cluster.fenced()
         let reason = "this node was declared dead by the cluster (paused or cut off past its lease): reconnect"
         let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
         let open = openConnections
@@ -136,7 +135,11 @@ extension Hub {
     /// Starts the backplane (cluster mode), delivering what it commits to this node's subscribers.
     func startBackplane() async throws {
         guard let backplane = configuration.backplane else { return }
-        try await backplane.start { [self] event in handle(event) }
+        try await backplane.start { [self] event in
+            handle(event)
+            // The node joins again when this returns: not before its earlier connections' commits ended.
+            if case .fenced = event { await cluster.fenced() }
+        }
         startClusterSender(backplane)
         streams.cluster?.announceStart()
     }
