@@ -136,9 +136,12 @@ public final class NodeRegistry: Sendable {
     public func run(events: @Sendable (BackplaneEvent) async -> Void) async {
         var liveness = NodeLiveness(me: node, lease: lease)
         var failing = false
+        var lapsed = false   // reported `.leaseLapsed`, not renewed since
         while !Task.isCancelled {
             do {
-                if try await renew() == .fenced {
+                let renewal = try await renew()
+                lapsed = false
+                if renewal == .fenced {
                     logger.warning("this node was declared dead by the others (it could not renew its lease in time: paused, or cut off from the database): its clients are sent away, then it joins again",
                                    metadata: ["node": "\(node)"])
                     await events(.fenced)
@@ -159,6 +162,14 @@ public final class NodeRegistry: Sendable {
                 if !failing && !Task.isCancelled {
                     failing = true
                     logger.warning("cannot renew this node's lease", metadata: ["node": "\(node)", "error": "\(error)"])
+                }
+                // Its lease surely ran out unrenewed: the others, if they reach the database,
+                // declare it dead now (cut off), or the database is down for everybody.
+                if !lapsed && !Task.isCancelled, let until = knownUntil.withLockedValue({ $0 }), NIODeadline.now() >= until {
+                    lapsed = true
+                    logger.warning("this node's lease ran out while it could not reach the database: its clients are sent away to reconnect (to a node that still reaches it)",
+                                   metadata: ["node": "\(node)"])
+                    await events(.leaseLapsed)
                 }
             }
             try? await Task.sleep(nanoseconds: UInt64(interval.nanoseconds))

@@ -19,6 +19,12 @@ public enum BackplaneEvent: Sendable {
     /// then timeouts). The node sends its clients away and the backplane joins the cluster
     /// again once this event has been handled; until then it commits nothing.
     case fenced
+    /// This node could not renew its lease before it ran out by its own clock: it is cut off
+    /// from the database, or the database is down for every node (it cannot tell which). Where
+    /// the others reach the database they declare it dead, and its clients are then cut off
+    /// from the rest of the cluster: the node sends them away, once per lapse, so that they can
+    /// reconnect to a node that still reaches it (in a full outage they come back to any node).
+    case leaseLapsed
     /// Where the channels' numbering stands (SPEC M-2): sent before any message when following
     /// starts, with every channel's position, and again (with none) when the epoch a channel's
     /// first message gets changes (the database failed over). A node answers a subscribe to a

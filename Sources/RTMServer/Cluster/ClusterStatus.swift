@@ -37,6 +37,7 @@ final class ClusterStatus: Sendable {
     private let gapCounter: Metrics.Counter?
     private let refusedCounter: Metrics.Counter?
     private let fencedCounter: Metrics.Counter?
+    private let lapsedCounter: Metrics.Counter?
     private let probeInterval: TimeAmount
     /// How many times the others declared this node dead (`fenced`) and the commits under way:
     /// a connection accepted before the last time commits nothing.
@@ -49,7 +50,8 @@ final class ClusterStatus: Sendable {
         self.probeInterval = probeInterval
         self.logger = logger
         guard enabled else {
-            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter) = (nil, nil, nil, nil, nil, nil, nil)
+            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter, lapsedCounter) =
+                (nil, nil, nil, nil, nil, nil, nil, nil)
             return
         }
         let factory = metrics.factory
@@ -60,6 +62,7 @@ final class ClusterStatus: Sendable {
         gapCounter = Metrics.Counter(label: "rtm_cluster_gaps_total", factory: factory)
         refusedCounter = Metrics.Counter(label: "rtm_cluster_publish_failures_total", factory: factory)
         fencedCounter = Metrics.Counter(label: "rtm_cluster_fenced_total", factory: factory)
+        lapsedCounter = Metrics.Counter(label: "rtm_cluster_lease_lapses_total", factory: factory)
         databaseUpGauge?.record(1)
         nodesGauge?.record(0)
         lagGauge?.record(0.0)
@@ -152,6 +155,11 @@ final class ClusterStatus: Sendable {
                 drained.withLockedValue { $0.take() }?.resume()
             }
         }
+    }
+
+    /// This node's lease ran out while it could not reach the database (`BackplaneEvent.leaseLapsed`).
+    func leaseLapsed() {
+        lapsedCounter?.increment()
     }
 
     /// How many times this node was declared dead so far.

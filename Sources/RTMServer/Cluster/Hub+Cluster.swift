@@ -107,6 +107,8 @@ extension Hub {
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
         case .fenced:
             fenced()
+        case .leaseLapsed:
+            leaseLapsed()
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             if case .nodeDied(let node) = event {
@@ -128,6 +130,26 @@ extension Hub {
         let open = openConnections
         for connection in open {
             Self.close(connection, with: goAway, code: .goingAway, reason: "node declared dead by the cluster")
+        }
+        metrics.sentGoAways(open.count)
+    }
+
+    /// This node's lease ran out while it could not reach the database (cluster B.8): cut off
+    /// from it while its clients still reach the node, or the database down for every node.
+    /// Either way it acknowledges nothing that crosses the cluster, and where the others reach
+    /// the database they declare it dead and give its sessions their grace windows: every client
+    /// is sent `goaway` (code 28, with the drain's `reconnectDelay` spread) and closed 1001, so
+    /// that it resumes its session on a node that still reaches the database (the SDK tries
+    /// another endpoint). Once per lapse; in a full outage clients come back to any node.
+    func leaseLapsed() {
+        cluster.leaseLapsed()
+        let reason = "this node cannot reach the cluster's database (its lease ran out): reconnect, to another node if you can"
+        let spread = max(configuration.drainReconnectSpread, .zero)
+        let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
+            .with { $0.reconnectDelay = spread.nanoseconds / 1_000_000 }
+        let open = openConnections
+        for connection in open {
+            Self.close(connection, with: goAway, code: .goingAway, reason: "node cut off from the cluster's database")
         }
         metrics.sentGoAways(open.count)
     }

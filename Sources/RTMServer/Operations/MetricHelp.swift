@@ -31,6 +31,7 @@ enum MetricHelp {
         "rtm_cluster_log_lag_seconds": "Publish time to applied on this node, newest message of the last batch.",
         "rtm_cluster_nodes": "Cluster nodes with a live lease.",
         "rtm_cluster_gaps_total": "Cluster sequence numbers given up on (gap notices sent).",
+        "rtm_cluster_lease_lapses_total": "Times this node's lease ran out while it could not reach the database (cut off, or the database down); its clients were sent away.",
         "rtm_cluster_fenced_total": "Times the other nodes declared this node dead (paused or cut off past its lease); its clients were sent away.",
         "rtm_requests_refused_total": "Requests answered with an error, by the error code's name.",
         "rtm_auth_hook_requests_total": "Authorization hook questions by event (connect, subscribe, publish) and outcome (allow, deny, cached, failed, breaker_open).",
