@@ -1,5 +1,6 @@
 import NIOCore
 import NIOWebSocket
+import RTMAuth
 import RTMProtocol
 import Testing
 @testable import RTMServer
@@ -10,6 +11,7 @@ struct ServerConnectionStateMachineTests {
     static let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
     static let timeouts = ServerConnectionStateMachine.Timeouts(login: .seconds(12), close: .seconds(1))
     static let alice = UserKey(appId: "app", userId: "alice")
+    static let access = SessionAccess(userId: "alice", capabilities: nil, namespaces: [])
 
     func machine() -> ServerConnectionStateMachine {
         ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts)
@@ -29,7 +31,7 @@ struct ServerConnectionStateMachineTests {
         // Ending: the close deadline; a peer that does not read is dropped then (T-2).
         #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(13))
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(13)) == .dropConnection)
-        #expect(m.socketClosed() == nil)
+        #expect(m.socketClosed().lostSession == nil)
         #expect(m.deadline(lastRead: Self.t0) == nil)
     }
 
@@ -37,7 +39,7 @@ struct ServerConnectionStateMachineTests {
     func httpDeadline() {
         var m = machine()
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(12)) == .dropConnection)
-        #expect(m.socketClosed() == nil)
+        #expect(m.socketClosed().lostSession == nil)
     }
 
     @Test("A plain HTTP answer moves to ending; NIO's 400 for a malformed request needs the close, ours closes itself")
@@ -55,21 +57,21 @@ struct ServerConnectionStateMachineTests {
         var m = machine()
         m.upgraded()
         #expect(m.admit(.publish) == .rejected(RequestRefusal(code: .notLogin, reason: "'publish' needs a login first")))
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         #expect(m.session == Self.alice)
         #expect(m.deadline(lastRead: Self.t0 + .seconds(100)) == Self.t0 + .seconds(115))
         #expect(m.admit(.publish) == .allowed)
         #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
         if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(115)) == .dropConnection)
-        #expect(m.socketClosed() == Self.alice)   // lost: grace window (P-1)
+        #expect(m.socketClosed().lostSession == Self.alice)   // lost: grace window (P-1)
     }
 
     @Test("A close by the server: a close frame, then nothing more is sent or answered; the hub decides about the grace window (none after logout, kick, expiry)")
     func endedByWill() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .closeWebSocket(code: .normalClosure, reason: ""))
         #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .none)   // already closing
         #expect(m.admit(.publish) == .ignored)
@@ -77,59 +79,59 @@ struct ServerConnectionStateMachineTests {
         #expect(!m.maySend)
         #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
         // Handed to the hub as lost; the hub ignores it when the session already ended (logout).
-        #expect(m.socketClosed() == Self.alice)
+        #expect(m.socketClosed().lostSession == Self.alice)
     }
 
     @Test("A lost connection (I/O error, slow consumer) keeps the session's grace window; a STREAM member just leaves")
     func lost() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         #expect(m.lost(now: Self.t0) == .dropConnection)
         #expect(m.lost(now: Self.t0) == .none)
-        #expect(m.socketClosed() == Self.alice)
+        #expect(m.socketClosed().lostSession == Self.alice)
 
         var s = machine()
         s.upgraded()
         let membership = StreamMembership(channel: ChannelKey(appId: "app", name: "s"), userId: "alice")
-        s.joined(membership, readTimeout: .seconds(2))
+        s.joined(membership, access: Self.access, readTimeout: .seconds(2))
         #expect(s.membership == membership)
         #expect(s.admit(.publish) == .allowed)
         #expect(s.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
         #expect(s.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
-        #expect(s.socketClosed() == nil)
+        #expect(s.socketClosed().lostSession == nil)
     }
 
     @Test("A protocol violation answered by the WebSocket layer: nothing more is sent, the session is lost (grace window)")
     func violation() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         m.violationAnswered(now: Self.t0)
         #expect(!m.maySend)
         #expect(m.admit(.publish) == .ignored)
         #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
-        #expect(m.socketClosed() == Self.alice)
+        #expect(m.socketClosed().lostSession == Self.alice)
     }
 
     @Test("A socket closed by the peer while logged in is a lost connection (grace window); before login it is nothing")
     func peerClose() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
-        #expect(m.socketClosed() == Self.alice)
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        #expect(m.socketClosed().lostSession == Self.alice)
         #expect(m.deadlinePassed(now: Self.t0) == .none)   // a sweep racing the close
 
         var early = machine()
-        #expect(early.socketClosed() == nil)
+        #expect(early.socketClosed().lostSession == nil)
     }
 
     @Test("C-6 across nodes: a login waiting for the cluster admits only pings, refuses a second login, keeps the login deadline, and its admitted session gets its grace window if the connection goes")
     func awaitingCluster() {
         var m = machine()
         m.upgraded()
-        m.awaitCluster(Self.alice)
-        #expect(m.state == .awaitingCluster(Self.alice))
+        m.awaitCluster(Self.alice, access: Self.access)
+        #expect(m.state == .awaitingCluster(Self.alice, access: Self.access))
         #expect(m.session == nil)   // not logged in: no request of a session runs yet
         #expect(m.admit(.ping) == .allowed)
         #expect(m.admit(.login) == .rejected(RequestRefusal(code: .loginCanceled, reason: "a login on this connection is still waiting for the cluster")))
@@ -139,12 +141,12 @@ struct ServerConnectionStateMachineTests {
         // the hub admitted is handed over as lost when the socket closes.
         var late = m
         #expect(late.deadlinePassed(now: Self.t0 + .seconds(12)) == .closeWebSocket(code: .policyViolation, reason: "login deadline passed"))
-        #expect(late.socketClosed() == Self.alice)
+        #expect(late.socketClosed().lostSession == Self.alice)
         // The peer went away meanwhile: the same.
         var gone = m
-        #expect(gone.socketClosed() == Self.alice)
+        #expect(gone.socketClosed().lostSession == Self.alice)
         // Confirmed: logged in.
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         #expect(m.session == Self.alice)
     }
 }
@@ -157,21 +159,21 @@ extension ServerConnectionStateMachineTests {
         var m = machine()
         m.upgraded()
         #expect(m.admit(.join) == .allowed)
-        m.joined(Self.room, readTimeout: .seconds(2))
+        m.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
         #expect(m.session == nil)   // K-3: no session, no PCU: a stream member only
         #expect(m.admit(.publish) == .allowed)
         #expect(m.admit(.ping) == .allowed)
         // H-3: the deadline follows the last read by the stream's short timeout.
         #expect(m.deadline(lastRead: Self.t0 + .seconds(30)) == Self.t0 + .seconds(32))
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(32)) == .dropConnection)
-        #expect(m.socketClosed() == nil)   // the member just leaves: nothing to wait for
+        #expect(m.socketClosed().lostSession == nil)   // the member just leaves: nothing to wait for
     }
 
     @Test("SPEC K-2: one MESSAGE session per connection: a second login on it is refused with duplicateOperation, and a join (a STREAM connection's first request) with invalidFrame, whatever the order")
     func oneSessionPerConnection() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         for _ in 0..<2 {
             #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
             if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
@@ -183,9 +185,54 @@ extension ServerConnectionStateMachineTests {
     func explicitCloseIsImmediate() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
         _ = m.close(code: .normalClosure, now: Self.t0 + .seconds(3))
         #expect(m.admit(.publish) == .ignored)
         #expect(m.deadline(lastRead: Self.t0 + .seconds(3)) == Self.t0 + .seconds(4))
+    }
+
+    @Test("Each state carries its data: what a closing connection holds (a logged-in session: its counter, mailbox and fan-out; a stream membership) stays in ending and is released once when the socket closes; a login still waiting for the cluster holds nothing yet")
+    func closeReleasesWhatWasHeld() {
+        var m = machine()
+        m.upgraded()
+        #expect(m.held == nil)
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        #expect(m.held == .session(Self.alice) && m.held?.appId == "app")
+        _ = m.close(code: .normalClosure, now: Self.t0)
+        #expect(m.held == .session(Self.alice))   // ending: still to release
+        #expect(m.access == nil && m.session == nil)   // nothing runs under it any more
+        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice)))
+        #expect(m.socketClosed() == .init())   // once
+
+        var stream = machine()
+        stream.upgraded()
+        stream.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
+        #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
+        #expect(stream.held == .member(Self.room))
+        #expect(stream.socketClosed() == .init(lostSession: nil, held: .member(Self.room)))
+
+        var waiting = machine()
+        waiting.upgraded()
+        waiting.awaitCluster(Self.alice, access: Self.access)
+        #expect(waiting.held == nil && waiting.access == Self.access)
+        #expect(waiting.lost(now: Self.t0) == .dropConnection)
+        #expect(waiting.socketClosed() == .init(lostSession: Self.alice, held: nil))   // grace window; nothing was attached
+    }
+
+    @Test("SPEC C-7: new grants (a renewal, reloaded namespaces) replace the state's; a login confirmed by the cluster keeps the grants it was admitted with; nothing is granted once closing")
+    func grants() {
+        let narrower = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": [.subscribe]]), namespaces: [])
+        var m = machine()
+        m.upgraded()
+        m.grant(narrower)   // not logged in: nothing to grant
+        #expect(m.access == nil)
+        m.awaitCluster(Self.alice, access: narrower)
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        #expect(m.access == narrower)   // admitted with these
+        m.grant(Self.access)
+        #expect(m.access == Self.access && m.state == .loggedIn(Self.alice, access: Self.access))
+        _ = m.lost(now: Self.t0)
+        m.grant(narrower)
+        #expect(m.access == nil)
     }
 }

@@ -48,9 +48,9 @@ extension ConnectionHandler {
             if let refusal = renewed.check(.streamJoin, stream.channel.name) {
                 return closeConnection(context: context, code: .policyViolation, reason: String(refusal.reason.utf8.prefix(120)) ?? "not permitted")
             }
-            access = renewed
+            lifecycle.grant(renewed)
         } else if let key = lifecycle.session {
-            access = makeAccess(userId: key.userId, capabilities: current.capabilities, expiry: current.capabilityExpiry)
+            lifecycle.grant(makeAccess(userId: key.userId, capabilities: current.capabilities, expiry: current.capabilityExpiry))
             endForbiddenSubscriptions(key: key, context: context)
         }
     }
@@ -71,7 +71,7 @@ extension ConnectionHandler {
     func adoptStreamGrants(_ capabilities: Capabilities, expiry: Int64?, membership: StreamMembership) -> RequestRefusal? {
         let renewed = makeAccess(userId: membership.userId, capabilities: capabilities, expiry: expiry)
         if let refusal = renewed.check(.streamJoin, membership.channel.name) { return refusal }
-        access = renewed
+        lifecycle.grant(renewed)
         return nil
     }
 

@@ -44,39 +44,39 @@ extension ConnectionHandler {
             if held == nil { noteLoginOutcome() }
         case (.upgraded, .join):
             joinStream(frame, context: context)
-        case (.joined(let membership), _):
+        case (.joined(let membership, _), _):
             handleStream(frame, membership: membership, context: context)
         case (.accepted, _), (.upgraded, _), (.awaitingCluster, _), (.ending, _), (.closed, _):
             preconditionFailure("invalid state: admitted '\(frame.type)' in \(lifecycle.state)")
-        case (.loggedIn(let key), .subscribe):
+        case (.loggedIn(let key, _), .subscribe):
             subscribe(frame, key: key, context: context)
-        case (.loggedIn(let key), .unsubscribe):
+        case (.loggedIn(let key, _), .unsubscribe):
             unsubscribe(frame, key: key, context: context)
-        case (.loggedIn(let key), .publish):
+        case (.loggedIn(let key, _), .publish):
             publish(frame, key: key, context: context)
-        case (.loggedIn(let key), .sendUser):
+        case (.loggedIn(let key, _), .sendUser):
             sendUser(frame, key: key, context: context)
-        case (.loggedIn(let key), .setState), (.loggedIn(let key), .removeState):
+        case (.loggedIn(let key, _), .setState), (.loggedIn(let key, _), .removeState):
             changeState(frame, key: key, context: context)
-        case (.loggedIn(let key), .getState):
+        case (.loggedIn(let key, _), .getState):
             getState(frame, key: key, context: context)
-        case (.loggedIn(let key), .whoNow):
+        case (.loggedIn(let key, _), .whoNow):
             whoNow(frame, key: key, context: context)
-        case (.loggedIn(let key), .whereNow):
+        case (.loggedIn(let key, _), .whereNow):
             whereNow(frame, key: key, context: context)
-        case (.loggedIn(let key), .ackUser):
+        case (.loggedIn(let key, _), .ackUser):
             ackUser(frame, key: key, context: context)
-        case (.loggedIn(let key), .renewToken):
+        case (.loggedIn(let key, _), .renewToken):
             renewToken(frame, key: key, context: context)
-        case (.loggedIn(let key), .logout):
+        case (.loggedIn(let key, _), .logout):
             leaveAllFanout()
             hub.logout(connection)
             hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
             closeConnection(context: context, code: .normalClosure)
-        case (.loggedIn(let key), _) where handleService(frame, key: key, context: context):
+        case (.loggedIn(let key, _), _) where handleService(frame, key: key, context: context):
             break
-        case (.loggedIn(let key), _) where handlePeerStatus(frame, key: key, context: context):
+        case (.loggedIn(let key, _), _) where handlePeerStatus(frame, key: key, context: context):
             break
         default:
             send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
@@ -155,43 +155,40 @@ extension ConnectionHandler {
         case .rejected(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .admitted(let admission):
-            access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
+            let access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
             guard let confirmed else {
-                return loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
+                return loggedIn(admission, frame: frame, key: key, access: access, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
             // Cluster mode, a new session: answered once the user's sessions on other nodes
             // have ended (C-6 across nodes). Meanwhile the connection is not logged in: its
             // requests are refused (`notLogin`) and a second login is `loginCanceled`; losing
             // the connection gives the admitted session its grace window.
-            lifecycle.awaitCluster(key)
+            lifecycle.awaitCluster(key, access: access)
             confirmed.assumeIsolated().whenComplete { [self] _ in
                 guard case .awaitingCluster = lifecycle.state, context.channel.isActive else { return }
-                loggedIn(admission, frame: frame, key: key, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
+                loggedIn(admission, frame: frame, key: key, access: access, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
         }
     }
 
     /// The login admitted: the reply, then what the session has waiting.
-    private func loggedIn(_ admission: HubState.Admission, frame: Frame, key: UserKey, heartbeat: Double, expiresAt: Int64?,
-                          context: ChannelHandlerContext) {
+    private func loggedIn(_ admission: HubState.Admission, frame: Frame, key: UserKey, access: SessionAccess, heartbeat: Double,
+                          expiresAt: Int64?, context: ChannelHandlerContext) {
         let config = hub.configuration
         let (appId, userId) = (key.appId, key.userId)
         hub.metrics.login(resumed: admission.resumed)
-        self.appId = appId
-        self.loggedInUser = userId
-        hub.countConnection(.message, opened: true)
-        counted = .message
-        scheduleTokenExpiry(expiresAt, context: context)
-        for channel in admission.channels {
-            joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
-        }
         // Liveness from now on follows the client's heartbeat (SPEC H-2), counted from this
         // reply: the client pings only once logged in, and a login that waited for the cluster
         // (C-6 across nodes, up to `clusterLoginTimeout`) must not find its login frame's read
         // already a heartbeat old (the sweep closed such connections at once).
         let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
         lastRead = .now()
-        lifecycle.loggedIn(key, readTimeout: timeout)
+        lifecycle.loggedIn(key, access: access, readTimeout: timeout)   // its close releases what follows
+        hub.countConnection(.message, opened: true)
+        scheduleTokenExpiry(expiresAt, context: context)
+        for channel in admission.channels {
+            joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
+        }
         watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
         send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                    resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
@@ -200,7 +197,7 @@ extension ConnectionHandler {
         // A resumed session: what its channels published meanwhile (M-2).
         if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
         // A resumed session's channels its new capability token no longer grants end now.
-        if admission.resumed, access?.isUnrestricted == false { endForbiddenSubscriptions(key: key, context: context) }
+        if admission.resumed, self.access?.isUnrestricted == false { endForbiddenSubscriptions(key: key, context: context) }
         // Every user message still waiting for this user, then new ones as they come (M-1).
         hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
     }
@@ -218,7 +215,7 @@ extension ConnectionHandler {
         // A new capability token replaces the grants (narrower ones end what they no longer
         // allow); without one the session keeps its grants and their expiry.
         if let capabilities {
-            access = makeAccess(userId: key.userId, capabilities: capabilities, expiry: newCapabilityExpiry)
+            lifecycle.grant(makeAccess(userId: key.userId, capabilities: capabilities, expiry: newCapabilityExpiry))
             // The user's STREAM connections take the new grants at once too.
             for stream in hub.streams.connections(of: key) {
                 stream.withHandler { $0.streamGrantsChanged(capabilities, expiry: newCapabilityExpiry) }

@@ -237,13 +237,12 @@ extension ConnectionHandler {
     func tokenExpired(context: ChannelHandlerContext) {
         tokenExpiry = nil
         switch lifecycle.state {
-        case .loggedIn(let key):
+        case .loggedIn(let key, _):
             for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
             hub.logout(connection)
             hub.closeStreams(of: key, reason: "the token expired")   // the STREAM connections ride on this session
-        case .joined(let membership):
+        case .joined(let membership, _):
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
-            stream = nil
         case .accepted, .upgraded, .awaitingCluster, .ending, .closed:
             return
         }

@@ -57,15 +57,11 @@ extension ConnectionHandler {
         let features = ChannelFeatures(frame)
         let snapshot = hub.streams.join(membership, connection: connection, quiet: frame.beQuiet ?? false,
                                         withPresence: frame.withPresence ?? true, services: features)
-        self.appId = appId
-        self.access = access
-        stream = membership
-        hub.countConnection(.stream, opened: true)
-        counted = .stream
-        scheduleTokenExpiry(expiresAt, context: context)
         // H-3: the client pings every 0.5 s; silence for streamIdleTimeout drops the connection.
         let timeout = config.streamIdleTimeout
-        lifecycle.joined(membership, readTimeout: timeout)
+        lifecycle.joined(membership, access: access, readTimeout: timeout)   // its close leaves and uncounts
+        hub.countConnection(.stream, opened: true)
+        scheduleTokenExpiry(expiresAt, context: context)
         send(Frame(type: .ok, id: frame.id, userId: userId, channel: channel, channelType: "stream",
                    event: PresenceEventKind.snapshot.rawValue, users: snapshot.users, ts: Hub.wallMillis,
                    serverTimeout: Double(timeout.nanoseconds) / 1e9).with {
@@ -96,7 +92,6 @@ extension ConnectionHandler {
         switch frame.type {
         case .leave:
             hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
-            stream = nil
             send(Frame(type: .ok, id: frame.id, channel: membership.channel.name), context: context)
             closeConnection(context: context, code: .normalClosure)
         case .joinTopic:

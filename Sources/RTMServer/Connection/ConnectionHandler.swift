@@ -53,18 +53,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
-    /// Set at login; kept after the session ends so the fan-out table can be cleaned.
-    var appId: String?
-    /// Set at login; kept after the session ends so the mailbox can be detached.
-    var loggedInUser: String?
-    /// What the session may do (set at login or join; `SessionAccess` decides every request).
-    var access: SessionAccess?
     /// Ends the session when the token expires unless it is renewed first.
     var tokenExpiry: Scheduled<Void>?
-    /// Which connection counter this connection was added to.
-    var counted: Counted = .none
-    /// A STREAM connection's channel, once joined.
-    var stream: StreamMembership?
     /// A logged-in MESSAGE connection's silence, for the peer online status (§1.7).
     var silence: PeerSilence?
     /// Why the connection ends, for `rtm_disconnects_total` (the first cause seen wins).
@@ -78,7 +68,13 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// (`rtm_requests_refused_total`); replies that come later name their request's type.
     var operation = RefusalKey.unknownOperation
 
-    enum Counted { case none, message, stream }
+    /// The app of the session or stream membership the connection holds (closing: held), from
+    /// its state.
+    var appId: String? { lifecycle.held?.appId }
+    /// What the session may do (its state's; `SessionAccess` decides every request).
+    var access: SessionAccess? { lifecycle.access }
+    /// A STREAM connection's channel, once joined (its state's).
+    var stream: StreamMembership? { lifecycle.membership }
 
     init(hub: Hub) {
         self.hub = hub
@@ -239,27 +235,29 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         tokenExpiry?.cancel()
         tokenExpiry = nil
         fanout.liveness.unwatch(self)
-        let lostSession = lifecycle.socketClosed()
+        let closed = lifecycle.socketClosed()
         guard let connection else {   // plain HTTP, or closed before the upgrade finished
             context.fireChannelInactive()
             return
         }
         hub.metrics.disconnected(endReason ?? .connectionLost)
-        switch counted {
-        case .message: hub.countConnection(.message, opened: false)
-        case .stream: hub.countConnection(.stream, opened: false)
-        case .none: break
+        // What the connection held, released once (a stream leave already made is a no-op).
+        switch closed.held {
+        case .session(let key)?:
+            hub.countConnection(.message, opened: false)
+            leaveFanout(appId: key.appId)
+        case .member(let membership)?:
+            hub.countConnection(.stream, opened: false)
+            hub.streams.leave(membership, connection: connection, reason: .remoteLeave)
+        case nil:
+            break
         }
-        counted = .none
-        if let stream { hub.streams.leave(stream, connection: connection, reason: .remoteLeave) }
-        stream = nil
-        leaveFanout()
         hub.unregister(connection)
         hub.moderation.closed(connection: connection.id)
-        if let appId, let userId = loggedInUser {
-            hub.mailbox.detach(UserKey(appId: appId, userId: userId), connection: connection)
+        if case .session(let key)? = closed.held {
+            hub.mailbox.detach(key, connection: connection)
         }
-        if lostSession != nil {
+        if closed.lostSession != nil {
             hub.connectionLost(connection, lastSeen: lastRead)
             silenceConnectionLost()
         }
@@ -404,8 +402,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if fanout.remove(connection, from: key) { hub.setLoop(fanout.index, hasSubscribers: false, channel: key) }
     }
 
-    private func leaveFanout() {
-        guard let appId else { return }
+    /// Leaves every channel of this loop's fan-out table (no channel message after the close frame).
+    private func leaveFanout(appId: String? = nil) {
+        guard let appId = appId ?? self.appId else { return }
         for channel in localChannels { leaveFanout(channel, appId: appId) }
     }
 }

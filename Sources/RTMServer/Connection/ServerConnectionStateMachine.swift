@@ -26,6 +26,11 @@ import RTMProtocol
 /// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3)      | socket closed; the member leaves                |
 /// | `ending`   | none: ignored, nothing is sent after a close frame (RFC 6455 §5.5.1) | entered + `closeTimeout` | socket closed (a peer that does not read never holds it, SPEC T-2) |
 ///
+/// **Each state carries its data**: the session and its grants (`SessionAccess`) while admitted
+/// or logged in, the stream membership and its grants while joined, and in `ending` what the
+/// close must still release (`Held`), so that the handler derives them from the state instead
+/// of keeping copies that could disagree with it.
+///
 /// When the socket of a logged-in connection closes, the hub is told the connection was lost
 /// and the session gets its grace window (SPEC P-1), unless the session already ended or moved
 /// on (logout, kick, token expiry, a resume on another connection): the hub ignores a lost
@@ -40,16 +45,41 @@ struct ServerConnectionStateMachine {
         /// Cluster mode: a `login` the hub admitted, whose reply waits until the user's sessions
         /// on other nodes have ended (C-6 across nodes). Not logged in yet, but the session
         /// exists: losing the connection now gives it its grace window.
-        case awaitingCluster(UserKey)
-        /// A MESSAGE connection with its session.
-        case loggedIn(UserKey)
-        /// A STREAM connection, member of one stream channel.
-        case joined(StreamMembership)
+        case awaitingCluster(UserKey, access: SessionAccess)
+        /// A MESSAGE connection with its session and what it may do.
+        case loggedIn(UserKey, access: SessionAccess)
+        /// A STREAM connection, member of one stream channel, and what it may do.
+        case joined(StreamMembership, access: SessionAccess)
         /// Closing: the last frames are being flushed. `lostSession` is the logged-in session
-        /// whose connection was lost (it gets its grace window once the socket is closed).
-        case ending(since: NIODeadline, lostSession: UserKey?)
+        /// whose connection was lost (it gets its grace window once the socket is closed);
+        /// `held`, what the close releases.
+        case ending(since: NIODeadline, lostSession: UserKey?, held: Held?)
         /// The socket is closed.
         case closed
+    }
+
+    /// What a logged-in or joined connection holds in the server until its socket is closed:
+    /// the session's connection counter, mailbox attachment and fan-out entries, or the stream
+    /// channel membership and its counter. Kept through `ending`, released once (`socketClosed`).
+    enum Held: Equatable {
+        case session(UserKey)
+        case member(StreamMembership)
+
+        /// The app it belongs to.
+        var appId: String {
+            switch self {
+            case .session(let key): key.appId
+            case .member(let membership): membership.channel.appId
+            }
+        }
+    }
+
+    /// What the socket's close leaves to do (`socketClosed`).
+    struct Closed: Equatable {
+        /// The session whose connection was lost: it gets its grace window (SPEC P-1).
+        var lostSession: UserKey?
+        /// What to release.
+        var held: Held?
     }
 
     /// What the handler must do.
@@ -94,7 +124,7 @@ struct ServerConnectionStateMachine {
 
     /// The logged-in session, if any.
     var session: UserKey? {
-        if case .loggedIn(let key) = state { return key }
+        if case .loggedIn(let key, _) = state { return key }
         return nil
     }
 
@@ -102,15 +132,49 @@ struct ServerConnectionStateMachine {
     /// the cluster (losing the connection gives it its grace window).
     private var admittedSession: UserKey? {
         switch state {
-        case .loggedIn(let key), .awaitingCluster(let key): key
+        case .loggedIn(let key, _), .awaitingCluster(let key, _): key
         default: nil
         }
     }
 
     /// The stream membership, if joined.
     var membership: StreamMembership? {
-        if case .joined(let membership) = state { return membership }
+        if case .joined(let membership, _) = state { return membership }
         return nil
+    }
+
+    /// What the connection holds now, or, closing, what its close will release.
+    var held: Held? {
+        switch state {
+        case .loggedIn(let key, _): .session(key)
+        case .joined(let membership, _): .member(membership)
+        case .ending(_, _, let held): held
+        case .accepted, .upgraded, .awaitingCluster, .closed: nil
+        }
+    }
+
+    /// What the session or membership may do (admitted, logged in or joined); nil otherwise.
+    var access: SessionAccess? {
+        switch state {
+        case .awaitingCluster(_, let access), .loggedIn(_, let access), .joined(_, let access): access
+        case .accepted, .upgraded, .ending, .closed: nil
+        }
+    }
+
+    /// New grants for the session or membership (a renewal, reloaded namespaces); ignored in
+    /// any other state.
+    mutating func grant(_ access: SessionAccess) {
+        switch state {
+        case .awaitingCluster(let key, _): state = .awaitingCluster(key, access: access)
+        case .loggedIn(let key, _): state = .loggedIn(key, access: access)
+        case .joined(let membership, _): state = .joined(membership, access: access)
+        case .accepted, .upgraded, .ending, .closed: break
+        }
+    }
+
+    /// `ending` from the current state, keeping what the close releases.
+    private func ending(since now: NIODeadline, lostSession: UserKey?) -> State {
+        .ending(since: now, lostSession: lostSession, held: held)
     }
 
     // MARK: deadlines
@@ -120,7 +184,7 @@ struct ServerConnectionStateMachine {
         switch state {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
         case .loggedIn, .joined: lastRead + readTimeout
-        case .ending(let since, _): since + timeouts.close
+        case .ending(let since, _, _): since + timeouts.close
         case .closed: nil
         }
     }
@@ -129,22 +193,22 @@ struct ServerConnectionStateMachine {
     mutating func deadlinePassed(now: NIODeadline) -> Action {
         switch state {
         case .accepted:
-            state = .ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil)
             return .dropConnection
         case .upgraded:
             // T-1 on the server side: no login (or join) within the login deadline.
-            state = .ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
-        case .awaitingCluster(let key):
+        case .awaitingCluster(let key, _):
             // The cluster did not confirm in time: no reply; the admitted session is lost.
-            state = .ending(since: now, lostSession: key)
+            state = ending(since: now, lostSession: key)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
-        case .loggedIn(let key):
+        case .loggedIn(let key, _):
             // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
-            state = .ending(since: now, lostSession: key)
+            state = ending(since: now, lostSession: key)
             return .dropConnection
         case .joined:
-            state = .ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil)
             return .dropConnection
         case .ending:
             // SPEC T-2 on the server side: a peer that does not read never holds the socket.
@@ -167,33 +231,34 @@ struct ServerConnectionStateMachine {
     /// which does not.
     mutating func httpAnswered(now: NIODeadline, closesItself: Bool) -> Action {
         guard case .accepted = state else { return .none }   // benign: already closing
-        state = .ending(since: now, lostSession: nil)
+        state = ending(since: now, lostSession: nil)
         return closesItself ? .none : .closeAfterFlush
     }
 
     /// Cluster mode: the hub admitted `login`; its reply waits for the cluster.
-    mutating func awaitCluster(_ key: UserKey) {
+    mutating func awaitCluster(_ key: UserKey, access: SessionAccess) {
         guard case .upgraded = state else { preconditionFailure("invalid state: login in \(state)") }
-        state = .awaitingCluster(key)
+        state = .awaitingCluster(key, access: access)
     }
 
-    /// `login` succeeded (at once, or once the cluster confirmed it): from now on the deadline
-    /// follows the client's heartbeat.
-    mutating func loggedIn(_ key: UserKey, readTimeout: TimeAmount) {
+    /// `login` succeeded (at once, or once the cluster confirmed it, keeping the grants it was
+    /// admitted with): from now on the deadline follows the client's heartbeat.
+    mutating func loggedIn(_ key: UserKey, access: SessionAccess, readTimeout: TimeAmount) {
+        let granted: SessionAccess
         switch state {
-        case .upgraded: break
-        case .awaitingCluster(let admitted) where admitted == key: break
+        case .upgraded: granted = access
+        case .awaitingCluster(let admitted, let admittedAccess) where admitted == key: granted = admittedAccess
         default: preconditionFailure("invalid state: login in \(state)")
         }
         self.readTimeout = readTimeout
-        state = .loggedIn(key)
+        state = .loggedIn(key, access: granted)
     }
 
     /// `join` succeeded: from now on the deadline is the stream timeout.
-    mutating func joined(_ membership: StreamMembership, readTimeout: TimeAmount) {
+    mutating func joined(_ membership: StreamMembership, access: SessionAccess, readTimeout: TimeAmount) {
         guard case .upgraded = state else { preconditionFailure("invalid state: join in \(state)") }
         self.readTimeout = readTimeout
-        state = .joined(membership)
+        state = .joined(membership, access: access)
     }
 
     /// The server closes the connection (logout, leave, kick, token expiry, goaway, takeover,
@@ -203,10 +268,10 @@ struct ServerConnectionStateMachine {
     mutating func close(code: WebSocketErrorCode?, reason: String = "", now: NIODeadline) -> Action {
         switch state {
         case .accepted:
-            state = .ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil)
             return .dropConnection
         case .upgraded, .awaitingCluster, .loggedIn, .joined:
-            state = .ending(since: now, lostSession: admittedSession)
+            state = ending(since: now, lostSession: admittedSession)
             guard let code else { return .dropConnection }
             return .closeWebSocket(code: code, reason: reason)
         case .ending, .closed:
@@ -219,7 +284,7 @@ struct ServerConnectionStateMachine {
     mutating func violationAnswered(now: NIODeadline) {
         switch state {
         case .upgraded, .awaitingCluster, .loggedIn, .joined:
-            state = .ending(since: now, lostSession: admittedSession)
+            state = ending(since: now, lostSession: admittedSession)
         case .accepted, .ending, .closed:
             break   // benign: already closing
         }
@@ -229,11 +294,11 @@ struct ServerConnectionStateMachine {
     /// logged-in session keeps its grace window.
     mutating func lost(now: NIODeadline) -> Action {
         switch state {
-        case .loggedIn(let key), .awaitingCluster(let key):
-            state = .ending(since: now, lostSession: key)
+        case .loggedIn(let key, _), .awaitingCluster(let key, _):
+            state = ending(since: now, lostSession: key)
             return .dropConnection
         case .accepted, .upgraded, .joined:
-            state = .ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil)
             return .dropConnection
         case .ending, .closed:
             return .none
@@ -241,13 +306,16 @@ struct ServerConnectionStateMachine {
     }
 
     /// The socket is closed. Returns the session whose connection was lost (it gets its grace
-    /// window, SPEC P-1), nil if the session ended or there was none.
-    mutating func socketClosed() -> UserKey? {
+    /// window, SPEC P-1; nil if the session ended or there was none) and what the connection
+    /// held, to release; both once (closed again: nothing).
+    mutating func socketClosed() -> Closed {
         defer { state = .closed }
         switch state {
-        case .loggedIn(let key), .awaitingCluster(let key): return key
-        case .ending(_, let lost): return lost
-        case .accepted, .upgraded, .joined, .closed: return nil
+        case .loggedIn(let key, _): return Closed(lostSession: key, held: .session(key))
+        case .awaitingCluster(let key, _): return Closed(lostSession: key, held: nil)
+        case .joined(let membership, _): return Closed(lostSession: nil, held: .member(membership))
+        case .ending(_, let lost, let held): return Closed(lostSession: lost, held: held)
+        case .accepted, .upgraded, .closed: return Closed()
         }
     }
 
