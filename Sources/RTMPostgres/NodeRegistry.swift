@@ -40,6 +40,12 @@ public final class NodeRegistry: Sendable {
     /// Until when the lease surely runs: the start of the last successful renewal + `lease`
     /// (the database counts from later), by this process's monotonic clock.
     private let knownUntil = NIOLockedValueBox<NIODeadline?>(nil)
+    /// Where this node answers `/health` for the others ("host:port"; `advertise`), written
+    /// with every renewal.
+    private let address = NIOLockedValueBox<String?>(nil)
+    /// The other live nodes' addresses, as last read (`leases`): whom a node that lost the
+    /// database asks whether they still reach it.
+    private let peerAddresses = NIOLockedValueBox<[String]>([])
 
     /// - Parameter callTimeout: the bound of a renewal made before a commit (`ensureLease`);
     ///   the loop's renewals are bounded by the lease.
@@ -54,16 +60,23 @@ public final class NodeRegistry: Sendable {
         self.logger = logger
     }
 
+    /// Where this node answers `/health` for the others ("host:port"), known once it listens.
+    public func advertise(_ address: String) {
+        self.address.withLockedValue { $0 = address }
+    }
+
     /// Registers this process as the node's new run (`started_at` set again, any fence of an
     /// earlier run lifted), or, after a fence was dealt with, the same run again.
     public func register(newRun: Bool) async throws {
         let started = NIODeadline.now()
         let millis = Int64(lease.nanoseconds / 1_000_000)
+        let address = self.address.withLockedValue { $0 }
         try await BoundedCall.run("a lease registration", timeout: lease) { [self] in
             try await client.query("""
-                INSERT INTO rtm_node AS n (node_id, lease_until, started_at, host)
-                VALUES (\(node), now() + \(millis)::int8 * interval '1 millisecond', now(), \(host))
+                INSERT INTO rtm_node AS n (node_id, lease_until, started_at, host, address)
+                VALUES (\(node), now() + \(millis)::int8 * interval '1 millisecond', now(), \(host), \(address))
                 ON CONFLICT (node_id) DO UPDATE SET lease_until = EXCLUDED.lease_until, host = EXCLUDED.host, fenced_at = NULL,
+                    address = EXCLUDED.address,
                     started_at = CASE WHEN \(newRun) THEN EXCLUDED.started_at ELSE n.started_at END
                 """, logger: logger)
         }
@@ -75,10 +88,12 @@ public final class NodeRegistry: Sendable {
     public func renew(timeout: TimeAmount? = nil) async throws -> Renewal {
         let started = NIODeadline.now()
         let millis = Int64(lease.nanoseconds / 1_000_000)
+        let address = self.address.withLockedValue { $0 }
         let renewal: Renewal? = try await BoundedCall.run("a lease renewal", timeout: timeout ?? lease) { [self] in
             var renewed = false
             for try await _ in try await client.query("""
-                UPDATE rtm_node SET lease_until = now() + \(millis)::int8 * interval '1 millisecond', host = \(host)
+                UPDATE rtm_node SET lease_until = now() + \(millis)::int8 * interval '1 millisecond', host = \(host),
+                    address = coalesce(\(address), address)
                 WHERE node_id = \(node) AND fenced_at IS NULL RETURNING true
                 """, logger: logger).decode(Bool.self) { renewed = true }
             if renewed { return Renewal.renewed }
@@ -119,14 +134,21 @@ public final class NodeRegistry: Sendable {
         }
     }
 
-    /// Every registered node and whether its lease still runs.
+    /// Every registered node and whether its lease still runs (the other live nodes'
+    /// addresses are kept for `run`'s `leaseLapsed`).
     public func leases() async throws -> [String: Bool] {
-        try await BoundedCall.run("the lease check", timeout: lease) { [self] in
+        let (leases, peers) = try await BoundedCall.run("the lease check", timeout: lease) { [self] in
             var leases: [String: Bool] = [:]
-            for try await (node, alive) in try await client.query("SELECT node_id, lease_until > now() FROM rtm_node", logger: logger)
-                .decode((String, Bool).self) { leases[node] = alive }
-            return leases
+            var peers: [String] = []
+            for try await (other, alive, address) in try await client.query("SELECT node_id, lease_until > now(), address FROM rtm_node",
+                                                                            logger: logger).decode((String, Bool, String?).self) {
+                leases[other] = alive
+                if alive, other != node, let address { peers.append(address) }
+            }
+            return (leases, peers.sorted())
         }
+        peerAddresses.withLockedValue { $0 = peers }
+        return leases
     }
 
     /// Renews and checks every `interval` until cancelled (after `register(newRun: true)`),
@@ -140,13 +162,14 @@ public final class NodeRegistry: Sendable {
         while !Task.isCancelled {
             do {
                 let renewal = try await renew()
-                lapsed = false
+                defer { lapsed = false }
                 if renewal == .fenced {
                     logger.warning("this node was declared dead by the others (it could not renew its lease in time: paused, or cut off from the database): its clients are sent away, then it joins again",
                                    metadata: ["node": "\(node)"])
                     await events(.fenced)
                     try await register(newRun: false)
                 }
+                if lapsed { await events(.leaseRenewed) }
                 let current = try await leases()
                 for event in liveness.observe(current, at: .now()) {
                     if case .nodeDied(let dead) = event {
@@ -164,12 +187,15 @@ public final class NodeRegistry: Sendable {
                     logger.warning("cannot renew this node's lease", metadata: ["node": "\(node)", "error": "\(error)"])
                 }
                 // Its lease surely ran out unrenewed: the others, if they reach the database,
-                // declare it dead now (cut off), or the database is down for everybody.
-                if !lapsed && !Task.isCancelled, let until = knownUntil.withLockedValue({ $0 }), NIODeadline.now() >= until {
+                // declare it dead now (cut off), or the database is down for everybody. Told
+                // at every failed round while it lasts, with whom to ask which it is.
+                if !Task.isCancelled, let until = knownUntil.withLockedValue({ $0 }), NIODeadline.now() >= until {
+                    if !lapsed {
+                        logger.warning("this node's lease ran out while it could not reach the database: asking the other nodes whether they reach it",
+                                       metadata: ["node": "\(node)"])
+                    }
                     lapsed = true
-                    logger.warning("this node's lease ran out while it could not reach the database: its clients are sent away to reconnect (to a node that still reaches it)",
-                                   metadata: ["node": "\(node)"])
-                    await events(.leaseLapsed)
+                    await events(.leaseLapsed(peers: peerAddresses.withLockedValue { $0 }))
                 }
             }
             try? await Task.sleep(nanoseconds: UInt64(interval.nanoseconds))

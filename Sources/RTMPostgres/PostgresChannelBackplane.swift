@@ -109,6 +109,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
     }
 
+    public func advertise(address: String) {
+        registry.advertise(address)
+    }
+
     public func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage] {
         try await log.recent(appId: "", channel: channel, sinceMillis: sinceMillis).map(Self.message)
     }

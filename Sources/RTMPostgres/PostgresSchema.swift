@@ -178,6 +178,10 @@ public enum PostgresSchema {
         // so a node paused or cut off past its lease learns it was declared dead before it
         // commits again. Nodes of the previous release ignore the column.
         ["ALTER TABLE rtm_node ADD COLUMN fenced_at timestamptz"],
+        // 8: where each node answers `/health` ("host:port"): a node that cannot reach the
+        // database asks the others whether they do, to tell being cut off from an outage of
+        // the database itself (`NodeRegistry`). Nodes of the previous release leave it NULL.
+        ["ALTER TABLE rtm_node ADD COLUMN address text"],
     ]
 
     /// The version a fully migrated database has.

@@ -164,6 +164,11 @@ public final class RTMServer: Service, Sendable {
         memoryTrimmer.start()
         serverChannel.withLockedValue { $0 = channel }
         let port = channel.localAddress?.port ?? config.port
+        // Where the other nodes ask this one whether it reaches the database (plain HTTP /health:
+        // not advertised by default when the client port speaks TLS).
+        if let address = config.clusterAddress ?? (tls == nil ? Self.advertisedAddress(host: config.host, port: port) : nil) {
+            configuration.backplane?.advertise(address: address)
+        }
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])
         if let key = config.adminKey, !key.isEmpty {
             let api = AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
@@ -233,6 +238,13 @@ public final class RTMServer: Service, Sendable {
     }
 
     /// Whether `host` names the loopback interface only.
+    /// "host:port" the other nodes reach this one at: the listening host, or the host name when
+    /// it listens on every interface (IPv6 literals in brackets).
+    static func advertisedAddress(host: String, port: Int) -> String {
+        let name = ["", "0.0.0.0", "::", "*"].contains(host) ? ProcessInfo.processInfo.hostName : host
+        return name.contains(":") ? "[\(name)]:\(port)" : "\(name):\(port)"
+    }
+
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }

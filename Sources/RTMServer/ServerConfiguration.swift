@@ -206,6 +206,15 @@ public struct ServerConfiguration: Sendable {
     /// connection still up), how often one publish is let through to find out whether the
     /// database answers again (default 1 s); the others are refused at once meanwhile.
     public var clusterProbeInterval: TimeAmount = .seconds(1)
+    /// Cluster mode: where the other nodes reach this node's `GET /health` ("host:port"), to
+    /// ask it whether it reaches the database when they cannot (a node cut off from it sends
+    /// its clients away; in an outage for every node they stay). Default: the listening host
+    /// (the host name when listening on every interface) and port. A node serving TLS on its
+    /// client port is not asked (it counts as not reaching the database).
+    public var clusterAddress: String?
+    /// Cluster mode: how long a node that lost the database waits for another node's
+    /// `/health` answer (default 1 s).
+    public var clusterPeerProbeTimeout: TimeAmount = .seconds(1)
     /// Cluster mode: how often a node releases the locks that are due and tries its waiters
     /// again (default 1 s: a lock is released at most this long after its TTL ran out).
     public var lockSweepInterval: TimeAmount = .seconds(1)

@@ -56,6 +56,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "TLS private key (PEM) for --admin-tls-cert.") var adminTlsKey: String?
     @Option(help: "Cluster: every node started with the same postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require] URL is one service (channel messages, sessions, presence, peer status, user messages, metadata, history, locks, stream channels); the schema is created or migrated at start. Call invitations stay per node.") var postgres: String?
     @Option(help: "This node's name in the cluster, stored with the messages it publishes (default: hostname:port).") var nodeId: String?
+    @Option(help: "Cluster: host:port where the other nodes reach this node's GET /health, to ask it whether it reaches the database when they cannot (default: the listening host, or the host name when listening on every interface, and port).") var clusterAddress: String?
     @Option(help: "Cluster: how long this node's lease lasts, in seconds; renewed every fifth of it. A node that stops renewing is declared dead by the others within lease + renewal interval (default 10: within 12 s).") var leaseSeconds: Double = 10
     @Option(help: "Cluster: how long channel messages stay in the database's log, in hours (trimmed by one node every 10 minutes).") var logRetentionHours: Double = 24
 
@@ -163,7 +164,15 @@ struct Serve: AsyncParsableCommand {
     private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws -> (location: PostgresLocation, node: String)? {
         guard let postgres else {
             if nodeId != nil { throw ValidationError("--node-id needs --postgres") }
+            if clusterAddress != nil { throw ValidationError("--cluster-address needs --postgres") }
             return nil
+        }
+        if let clusterAddress {
+            guard let colon = clusterAddress.lastIndex(of: ":"), colon != clusterAddress.startIndex,
+                  let port = Int(clusterAddress[clusterAddress.index(after: colon)...]), (1...65535).contains(port) else {
+                throw ValidationError("--cluster-address must be host:port, got '\(clusterAddress)'")
+            }
+            config.clusterAddress = clusterAddress
         }
         let location: PostgresLocation
         do { location = try PostgresLocation(url: postgres) } catch { throw ValidationError("--postgres: \(error)") }

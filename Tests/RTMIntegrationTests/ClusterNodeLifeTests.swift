@@ -11,7 +11,7 @@ import Testing
 /// Gaps across nodes (M-2), and the database link in /health, /metrics and replies.
 extension ClusterTests {
     /// Runs SQL on the test database.
-    private static func sql(_ database: PostgresTestServer, _ body: (PostgresClient) async throws -> Void) async throws {
+    static func sql(_ database: PostgresTestServer, _ body: (PostgresClient) async throws -> Void) async throws {
         let location = try PostgresLocation(url: database.url + "?sslmode=disable")
         let client = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: Logger(label: "test.sql"))
         let running = Task { await client.run() }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import RTMPostgres
 import RTMTestSupport
@@ -9,7 +10,7 @@ import Testing
 /// A node cut off from the database while its clients still reach it (a network partition
 /// between node and PostgreSQL, made with a proxy that black-holes the node's database traffic).
 extension ClusterTests {
-    @Test("P-1, P-2: a node cut off from the database past its lease (black hole between node and PostgreSQL) acknowledges no publish, sends its clients away (goaway code 28, reason says why); an SDK client with another endpoint resumes there within its grace window, channels kept; the node joins again once it reaches the database")
+    @Test("P-1, P-2: a node cut off from the database past its lease (black hole between node and PostgreSQL) while the other node reaches it acknowledges no publish, asks the other node, sends its clients away (goaway code 28, reason says why) and says 503 on /ready; an SDK client with another endpoint resumes there within its grace window, channels kept; the node joins again once it reaches the database")
     func cutOffNodeSendsClientsAway() async throws {
         let (database, location, logger) = try Self.database()
         defer { database.destroy() }
@@ -38,6 +39,9 @@ extension ClusterTests {
             toB.setRefuseNew(false)
             let mark = await carolEvents.mark()
 
+            // Node a has read b's address (b registered it once listening; two renewals of a's
+            // lease since then mean a read the leases after it).
+            #expect(try await Self.readsAddress(of: "b", by: "a", database))
             toDatabase.setMode(.blackhole)
             // Node a acknowledges nothing that crosses the cluster while cut off: this publish is
             // refused, or fails with the link; when the SDK resends it after moving, b stores it once.
@@ -53,7 +57,9 @@ extension ClusterTests {
             #expect(back?.link?.unrestoredChannels == [])
             #expect(toB.openConnections == 1)
             let metrics = try await MetricsTests.scrape(a.port)
-            #expect(metrics["rtm_cluster_lease_lapses_total"] == 1)
+            #expect(metrics["rtm_cluster_lease_lapses_total"] == 1 && metrics["rtm_cluster_cut_off_total"] == 1)
+            let ready = try await StreamTests.httpGet("/ready", port: a.port)
+            #expect(ready.hasPrefix("HTTP/1.1 503") && ready.contains("this node is cut off"), "\(ready)")
             // Served by b now: both ways.
             _ = try await carol.publish(channel: "room", message: "from b")
             #expect(await observerEvents.first(within: soon) { $0.messageEvent?.text == "from b" } != nil)
@@ -68,6 +74,7 @@ extension ClusterTests {
             toDatabase.setMode(.pass)
             #expect(try await Self.waitForMetric("rtm_cluster_nodes", 2, port: b.port))
             #expect(try await Self.waitForMetric("rtm_cluster_fenced_total", 1, port: a.port))
+            #expect(try await StreamTests.httpGet("/ready", port: a.port).hasPrefix("HTTP/1.1 200"))
             await carol.logout()
             await observer.logout()
         } catch {
@@ -79,5 +86,75 @@ extension ClusterTests {
         await a.stop()
         await b.stop()
         try? await toDatabase.stop()
+    }
+
+    @Test("P-1: the database down for every node past their leases: each node asks the other, nobody reaches it, and clients stay connected (no goaway, /ready 200, /health says why); when it is back the lease is renewed and publishes go through")
+    func databaseDownEverywhereKeepsClients() async throws {
+        let options = Self.options { $0.lease = .seconds(1); $0.leaseInterval = .milliseconds(100) }
+        try await withCluster(options: options) { database, a, b in
+            let (carol, carolEvents) = try await Harness.client("carol", port: a.port)
+            try await carol.subscribe("room")
+            let mark = await carolEvents.mark()
+            try database.stop()
+            for node in [a, b] {
+                #expect(await Self.eventually {
+                    (try? await StreamTests.httpGet("/health", port: node.port))?.contains("no other node reaches the database") == true
+                })
+            }
+            let ready = try await StreamTests.httpGet("/ready", port: a.port)
+            #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)")
+            let metrics = try await MetricsTests.scrape(a.port)
+            #expect(metrics["rtm_cluster_lease_lapses_total"] == 1 && metrics["rtm_cluster_cut_off_total"] == 0)
+            #expect(await carolEvents.all.dropFirst(mark).compactMap(\.link).isEmpty)   // never left connected
+
+            try database.start()
+            #expect(await Self.eventually {
+                (try? await StreamTests.httpGet("/health", port: a.port)).map { $0.contains("database: up") && !$0.contains("lease:") } == true
+            })
+            var sent = false
+            for _ in 0..<100 where !sent {
+                do { _ = try await carol.publish(channel: "room", message: "after"); sent = true } catch { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(sent)
+            #expect(await carolEvents.all.dropFirst(mark).compactMap(\.link).isEmpty)
+            await carol.logout()
+        }
+    }
+
+    /// Whether `condition` holds within 15 s (asked every 50 ms).
+    private static func eventually(_ condition: () async -> Bool) async -> Bool {
+        let end = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < end {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// Whether node `reader` renewed its lease twice after `node`'s address was registered
+    /// (each renewal is followed by a read of every node's lease and address), within 15 s.
+    private static func readsAddress(of node: String, by reader: String, _ database: PostgresTestServer) async throws -> Bool {
+        var found = false
+        try await sql(database) { client in
+            func row(_ id: String) async throws -> (address: String?, until: String)? {
+                var found: (String?, String)?
+                for try await (address, until) in try await client.query("SELECT address, lease_until::text FROM rtm_node WHERE node_id = \(id)",
+                                                                         logger: Logger(label: "test.sql")).decode((String?, String).self) {
+                    found = (address, until)
+                }
+                return found
+            }
+            found = await eventually { (try? await row(node))??.address != nil }
+            guard found, var last = try await row(reader)?.until else { return }
+            for _ in 0..<2 {
+                let seen = last
+                found = await eventually {
+                    guard let now = try? await row(reader)?.until, now != seen else { return false }
+                    last = now
+                    return true
+                }
+            }
+        }
+        return found
     }
 }

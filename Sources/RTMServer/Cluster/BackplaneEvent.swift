@@ -20,11 +20,13 @@ public enum BackplaneEvent: Sendable {
     /// again once this event has been handled; until then it commits nothing.
     case fenced
     /// This node could not renew its lease before it ran out by its own clock: it is cut off
-    /// from the database, or the database is down for every node (it cannot tell which). Where
-    /// the others reach the database they declare it dead, and its clients are then cut off
-    /// from the rest of the cluster: the node sends them away, once per lapse, so that they can
-    /// reconnect to a node that still reaches it (in a full outage they come back to any node).
-    case leaseLapsed
+    /// from the database, or the database is down for every node. Reported at every failed
+    /// round while it lasts, with the other live nodes' addresses as last read (`peers`,
+    /// "host:port"): the node asks them (`/health`) which it is. Cut off while they reach the
+    /// database, it is declared dead there and sends its clients to them (`PartitionWatch`).
+    case leaseLapsed(peers: [String])
+    /// This node renewed its lease again after `leaseLapsed` (declared dead meanwhile or not).
+    case leaseRenewed
     /// Where the channels' numbering stands (SPEC M-2): sent before any message when following
     /// starts, with every channel's position, and again (with none) when the epoch a channel's
     /// first message gets changes (the database failed over). A node answers a subscribe to a

@@ -26,6 +26,9 @@ public protocol ChannelBackplane: Sendable {
     /// after `start`; messages numbered after where following started also arrive through
     /// `events`.
     func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage]
+    /// Where this node answers `/health` ("host:port"), once it listens: the other nodes ask it
+    /// there whether it reaches the database when they cannot (`BackplaneEvent.leaseLapsed`).
+    func advertise(address: String)
     /// Stops following and closes the backplane's connections.
     func stop() async
 }

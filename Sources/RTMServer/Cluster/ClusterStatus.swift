@@ -38,6 +38,9 @@ final class ClusterStatus: Sendable {
     private let refusedCounter: Metrics.Counter?
     private let fencedCounter: Metrics.Counter?
     private let lapsedCounter: Metrics.Counter?
+    private let cutOffCounter: Metrics.Counter?
+    /// Whether this node is cut off from the database while the others reach it.
+    private let partition = NIOLockedValueBox(PartitionWatch())
     private let probeInterval: TimeAmount
     /// How many times the others declared this node dead (`fenced`) and the commits under way:
     /// a connection accepted before the last time commits nothing.
@@ -50,8 +53,8 @@ final class ClusterStatus: Sendable {
         self.probeInterval = probeInterval
         self.logger = logger
         guard enabled else {
-            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter, lapsedCounter) =
-                (nil, nil, nil, nil, nil, nil, nil, nil)
+            (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter, lapsedCounter, cutOffCounter) =
+                (nil, nil, nil, nil, nil, nil, nil, nil, nil)
             return
         }
         let factory = metrics.factory
@@ -63,6 +66,7 @@ final class ClusterStatus: Sendable {
         refusedCounter = Metrics.Counter(label: "rtm_cluster_publish_failures_total", factory: factory)
         fencedCounter = Metrics.Counter(label: "rtm_cluster_fenced_total", factory: factory)
         lapsedCounter = Metrics.Counter(label: "rtm_cluster_lease_lapses_total", factory: factory)
+        cutOffCounter = Metrics.Counter(label: "rtm_cluster_cut_off_total", factory: factory)
         databaseUpGauge?.record(1)
         nodesGauge?.record(0)
         lagGauge?.record(0.0)
@@ -92,7 +96,7 @@ final class ClusterStatus: Sendable {
     /// What `/health` and `/ready` add to their body: nothing on a single node.
     var healthDetail: String {
         guard enabled else { return "" }
-        return databaseUp ? "database: up\n" : "database: down\n"
+        return (databaseUp ? "database: up\n" : "database: down\n") + partition.withLockedValue { $0.healthDetail }
     }
 
     /// What a change of the link was learnt from.
@@ -157,10 +161,29 @@ final class ClusterStatus: Sendable {
         }
     }
 
-    /// This node's lease ran out while it could not reach the database (`BackplaneEvent.leaseLapsed`).
-    func leaseLapsed() {
-        lapsedCounter?.increment()
+    /// This node's lease ran out while it could not reach the database (`BackplaneEvent.leaseLapsed`,
+    /// at every failed round): true when the other nodes (`peers`) are to be asked now
+    /// whether they reach it (`PartitionWatch`).
+    func leaseLapsed(peers: [String]) -> Bool {
+        let (first, ask) = partition.withLockedValue { watch in (watch.phase == .joined, watch.lapsed(peers: peers)) }
+        if first { lapsedCounter?.increment() }
+        return ask
     }
+
+    /// The other nodes answered: true when this node is cut off (its clients are to be sent away).
+    func probed(othersReachDatabase: Bool) -> Bool {
+        let cutOff = partition.withLockedValue { $0.probed(othersReachDatabase: othersReachDatabase) }
+        if cutOff { cutOffCounter?.increment() }
+        return cutOff
+    }
+
+    /// The lease was renewed after it ran out.
+    func leaseRenewed() {
+        partition.withLockedValue { $0.renewed() }
+    }
+
+    /// Cut off from the database while the other nodes reach it (`/ready` answers 503).
+    var isCutOff: Bool { partition.withLockedValue { $0.isCutOff } }
 
     /// How many times this node was declared dead so far.
     var fenceCount: Int { fencing.withLockedValue { $0.generation } }

@@ -107,8 +107,10 @@ extension Hub {
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
         case .fenced:
             fenced()
-        case .leaseLapsed:
-            leaseLapsed()
+        case .leaseLapsed(let peers):
+            if cluster.leaseLapsed(peers: peers) { askPeers(peers) }
+        case .leaseRenewed:
+            cluster.leaseRenewed()
         case .liveNodes, .nodeDied, .nodeReturned:
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             if case .nodeDied(let node) = event {
@@ -134,15 +136,30 @@ extension Hub {
         metrics.sentGoAways(open.count)
     }
 
-    /// This node's lease ran out while it could not reach the database (cluster B.8): cut off
-    /// from it while its clients still reach the node, or the database down for every node.
-    /// Either way it acknowledges nothing that crosses the cluster, and where the others reach
-    /// the database they declare it dead and give its sessions their grace windows: every client
-    /// is sent `goaway` (code 28, with the drain's `reconnectDelay` spread) and closed 1001, so
-    /// that it resumes its session on a node that still reaches the database (the SDK tries
-    /// another endpoint). Once per lapse; in a full outage clients come back to any node.
-    func leaseLapsed() {
-        cluster.leaseLapsed()
+    /// This node's lease ran out while it could not reach the database: it asks the other
+    /// nodes whether they reach it (`PeerHealthProbe`, off the backplane's event loop), and
+    /// sends its clients away if one does (`PartitionWatch`).
+    private func askPeers(_ peers: [String]) {
+        let loop = fanouts[0].eventLoop, timeout = configuration.clusterPeerProbeTimeout
+        Task { [self] in
+            let up = await PeerHealthProbe.anyReachesDatabase(peers, loop: loop, timeout: timeout)
+            if cluster.probed(othersReachDatabase: up) {
+                cutOff()
+            } else if !up {
+                logger.warning("this node cannot reach the cluster's database and no other node says it does: an outage for every node; its clients stay",
+                               metadata: ["asked": "\(peers.count)"])
+            }
+        }
+    }
+
+    /// Cut off from the database while another node reaches it (a network partition between
+    /// this node and PostgreSQL): this node acknowledges nothing that crosses the cluster, and
+    /// the others declared it dead and gave its sessions their grace windows. Every client is
+    /// sent `goaway` (code 28, with the drain's `reconnectDelay` spread) and closed 1001, so that
+    /// it resumes its session on a node that reaches the database (the SDK tries another
+    /// endpoint; a load balancer sees `/ready` 503). Once per lapse.
+    func cutOff() {
+        logger.warning("this node is cut off from the cluster's database while another node reaches it: its clients are sent away")
         let reason = "this node cannot reach the cluster's database (its lease ran out): reconnect, to another node if you can"
         let spread = max(configuration.drainReconnectSpread, .zero)
         let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)

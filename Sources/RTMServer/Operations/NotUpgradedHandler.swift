@@ -46,6 +46,8 @@ final class NotUpgradedHandler: ChannelInboundHandler, RemovableChannelHandler {
         case "/ready":
             if hub.isDraining {
                 respond(.serviceUnavailable, "draining\n", version: version, withBody: withBody, context: context)
+            } else if hub.cluster.isCutOff {
+                respond(.serviceUnavailable, "cut off\n" + hub.cluster.healthDetail, version: version, withBody: withBody, context: context)
             } else {
                 respond(.ok, "ready\n" + hub.cluster.healthDetail, version: version, withBody: withBody, context: context)
             }
