@@ -12,6 +12,7 @@ struct ServerConnectionStateMachineTests {
     static let timeouts = ServerConnectionStateMachine.Timeouts(login: .seconds(12), close: .seconds(1))
     static let alice = UserKey(appId: "app", userId: "alice")
     static let access = SessionAccess(userId: "alice", capabilities: nil, namespaces: [])
+    static let unreachable = TimeAmount.seconds(30)
 
     func machine() -> ServerConnectionStateMachine {
         ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts)
@@ -57,7 +58,7 @@ struct ServerConnectionStateMachineTests {
         var m = machine()
         m.upgraded()
         #expect(m.admit(.publish) == .rejected(RequestRefusal(code: .notLogin, reason: "'publish' needs a login first")))
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.session == Self.alice)
         #expect(m.deadline(lastRead: Self.t0 + .seconds(100)) == Self.t0 + .seconds(115))
         #expect(m.admit(.publish) == .allowed)
@@ -71,7 +72,7 @@ struct ServerConnectionStateMachineTests {
     func endedByWill() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .closeWebSocket(code: .normalClosure, reason: ""))
         #expect(m.close(code: .normalClosure, now: Self.t0 + .seconds(1)) == .none)   // already closing
         #expect(m.admit(.publish) == .ignored)
@@ -86,7 +87,7 @@ struct ServerConnectionStateMachineTests {
     func lost() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.lost(now: Self.t0) == .dropConnection)
         #expect(m.lost(now: Self.t0) == .none)
         #expect(m.socketClosed().lostSession == Self.alice)
@@ -106,7 +107,7 @@ struct ServerConnectionStateMachineTests {
     func violation() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         m.violationAnswered(now: Self.t0)
         #expect(!m.maySend)
         #expect(m.admit(.publish) == .ignored)
@@ -118,7 +119,7 @@ struct ServerConnectionStateMachineTests {
     func peerClose() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.socketClosed().lostSession == Self.alice)
         #expect(m.deadlinePassed(now: Self.t0) == .none)   // a sweep racing the close
 
@@ -146,7 +147,7 @@ struct ServerConnectionStateMachineTests {
         var gone = m
         #expect(gone.socketClosed().lostSession == Self.alice)
         // Confirmed: logged in.
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.session == Self.alice)
     }
 }
@@ -173,7 +174,7 @@ extension ServerConnectionStateMachineTests {
     func oneSessionPerConnection() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         for _ in 0..<2 {
             #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
             if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
@@ -185,7 +186,7 @@ extension ServerConnectionStateMachineTests {
     func explicitCloseIsImmediate() {
         var m = machine()
         m.upgraded()
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         _ = m.close(code: .normalClosure, now: Self.t0 + .seconds(3))
         #expect(m.admit(.publish) == .ignored)
         #expect(m.deadline(lastRead: Self.t0 + .seconds(3)) == Self.t0 + .seconds(4))
@@ -196,12 +197,12 @@ extension ServerConnectionStateMachineTests {
         var m = machine()
         m.upgraded()
         #expect(m.held == nil)
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
-        #expect(m.held == .session(Self.alice) && m.held?.appId == "app")
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+        #expect(m.held == .session(Self.alice, unreachableAfter: Self.unreachable) && m.held?.appId == "app")
         _ = m.close(code: .normalClosure, now: Self.t0)
-        #expect(m.held == .session(Self.alice))   // ending: still to release
+        #expect(m.held == .session(Self.alice, unreachableAfter: Self.unreachable))   // ending: still to release
         #expect(m.access == nil && m.session == nil)   // nothing runs under it any more
-        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice)))
+        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: Self.unreachable)))
         #expect(m.socketClosed() == .init())   // once
 
         var stream = machine()
@@ -227,12 +228,36 @@ extension ServerConnectionStateMachineTests {
         m.grant(narrower)   // not logged in: nothing to grant
         #expect(m.access == nil)
         m.awaitCluster(Self.alice, access: narrower)
-        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15))
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.access == narrower)   // admitted with these
         m.grant(Self.access)
-        #expect(m.access == Self.access && m.state == .loggedIn(Self.alice, access: Self.access))
+        #expect(m.access == Self.access && m.state == .loggedIn(Self.alice, access: Self.access, silence: .init(threshold: Self.unreachable)))
         _ = m.lost(now: Self.t0)
         m.grant(narrower)
         #expect(m.access == nil)
+    }
+
+    @Test("§1.7: a logged-in user silent past its threshold is reported unreachable once, and online once when it speaks again; nothing before login or once closing; a lost connection hands the threshold over")
+    func silence() {
+        var m = machine()
+        m.upgraded()
+        var key = m.silent(now: Self.t0 + .seconds(100), lastRead: Self.t0)
+        #expect(key == nil)   // not logged in
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: .seconds(20))
+        #expect(m.isLoggedIn && !m.isReportedSilent)
+        key = m.silent(now: Self.t0 + .seconds(20), lastRead: Self.t0)
+        #expect(key == nil)   // not past it yet
+        key = m.silent(now: Self.t0 + .seconds(21), lastRead: Self.t0)
+        #expect(key == Self.alice && m.isReportedSilent)
+        key = m.silent(now: Self.t0 + .seconds(40), lastRead: Self.t0)
+        #expect(key == nil)   // once
+        key = m.spoke()
+        #expect(key == Self.alice && !m.isReportedSilent)
+        key = m.spoke()
+        #expect(key == nil)   // once
+        _ = m.lost(now: Self.t0 + .seconds(50))
+        key = m.silent(now: Self.t0 + .seconds(100), lastRead: Self.t0)
+        #expect(key == nil && !m.isLoggedIn)
+        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: .seconds(20))))
     }
 }

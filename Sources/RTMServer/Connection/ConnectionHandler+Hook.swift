@@ -100,7 +100,7 @@ extension ConnectionHandler {
     /// The hook's question about a request that `handle` runs (a subscribe, a JSON publish),
     /// with the namespace's failure mode; nil: the hook is not asked about it.
     func hookQuestion(for frame: Frame) -> (HookQuestion, HookFailureMode)? {
-        guard hub.authorizationHook != nil, case .loggedIn(let key, _) = lifecycle.state, let channel = frame.channel else { return nil }
+        guard hub.authorizationHook != nil, case .loggedIn(let key, _, _) = lifecycle.state, let channel = frame.channel else { return nil }
         let namespaces = access?.namespaces ?? hub.namespaces.current
         switch frame.type {
         case .subscribe:

@@ -48,35 +48,35 @@ extension ConnectionHandler {
             handleStream(frame, membership: membership, context: context)
         case (.accepted, _), (.upgraded, _), (.awaitingCluster, _), (.ending, _), (.closed, _):
             preconditionFailure("invalid state: admitted '\(frame.type)' in \(lifecycle.state)")
-        case (.loggedIn(let key, _), .subscribe):
+        case (.loggedIn(let key, _, _), .subscribe):
             subscribe(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .unsubscribe):
+        case (.loggedIn(let key, _, _), .unsubscribe):
             unsubscribe(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .publish):
+        case (.loggedIn(let key, _, _), .publish):
             publish(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .sendUser):
+        case (.loggedIn(let key, _, _), .sendUser):
             sendUser(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .setState), (.loggedIn(let key, _), .removeState):
+        case (.loggedIn(let key, _, _), .setState), (.loggedIn(let key, _, _), .removeState):
             changeState(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .getState):
+        case (.loggedIn(let key, _, _), .getState):
             getState(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .whoNow):
+        case (.loggedIn(let key, _, _), .whoNow):
             whoNow(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .whereNow):
+        case (.loggedIn(let key, _, _), .whereNow):
             whereNow(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .ackUser):
+        case (.loggedIn(let key, _, _), .ackUser):
             ackUser(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .renewToken):
+        case (.loggedIn(let key, _, _), .renewToken):
             renewToken(frame, key: key, context: context)
-        case (.loggedIn(let key, _), .logout):
+        case (.loggedIn(let key, _, _), .logout):
             leaveAllFanout()
             hub.logout(connection)
             hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
             closeConnection(context: context, code: .normalClosure)
-        case (.loggedIn(let key, _), _) where handleService(frame, key: key, context: context):
+        case (.loggedIn(let key, _, _), _) where handleService(frame, key: key, context: context):
             break
-        case (.loggedIn(let key, _), _) where handlePeerStatus(frame, key: key, context: context):
+        case (.loggedIn(let key, _, _), _) where handlePeerStatus(frame, key: key, context: context):
             break
         default:
             send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
@@ -183,13 +183,13 @@ extension ConnectionHandler {
         // already a heartbeat old (the sweep closed such connections at once).
         let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
         lastRead = .now()
-        lifecycle.loggedIn(key, access: access, readTimeout: timeout)   // its close releases what follows
+        lifecycle.loggedIn(key, access: access, readTimeout: timeout,   // its close releases what follows
+                           unreachableAfter: hub.peerUnreachableThreshold(heartbeat: .fractionalSeconds(heartbeat)))
         hub.countConnection(.message, opened: true)
         scheduleTokenExpiry(expiresAt, context: context)
         for channel in admission.channels {
             joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
         }
-        watchSilence(key, heartbeat: .fractionalSeconds(heartbeat))
         send(Frame(type: .ok, id: frame.id, userId: userId, resumeToken: admission.resumeToken,
                    resumed: admission.resumed, users: admission.channels.isEmpty ? nil : admission.channels,
                    ts: Hub.wallMillis, serverTimeout: Double(timeout.nanoseconds) / 1e9, epoch: hub.epoch)

@@ -1,15 +1,6 @@
 import NIOCore
 import RTMProtocol
 
-/// How a MESSAGE connection's silence is watched for the peer online status (§1.7).
-struct PeerSilence {
-    let key: UserKey
-    /// Silence longer than this makes the user unreachable.
-    let threshold: TimeAmount
-    /// The hub was told the user is unreachable (and must be told when it speaks again).
-    var reported = false
-}
-
 /// Peer online status, member counts and call invitations on a MESSAGE connection
 /// (AGORA_REFERENCE §1.5, §1.7, §1.8).
 extension ConnectionHandler {
@@ -51,33 +42,10 @@ extension ConnectionHandler {
         return true
     }
 
-    /// Starts watching the session's silence (called at login, SPEC H-2's heartbeat known).
-    func watchSilence(_ key: UserKey, heartbeat: TimeAmount) {
-        silence = PeerSilence(key: key, threshold: hub.peerUnreachableThreshold(heartbeat: heartbeat))
-    }
-
     /// Called by the loop's liveness sweep: silent past the threshold → unreachable.
     func checkSilence(now: NIODeadline) {
-        guard var silence, !silence.reported, now - lastRead > silence.threshold, lifecycle.maySend else { return }
-        silence.reported = true
-        self.silence = silence
-        hub.peerSilence(silence.key, connection: connection, silent: true)
-    }
-
-    /// Called when a read batch ends: a user reported unreachable spoke again → online.
-    func silenceBroken() {
-        guard var silence, silence.reported else { return }
-        silence.reported = false
-        self.silence = silence
-        hub.peerSilence(silence.key, connection: connection, silent: false)
-    }
-
-    /// The connection closed without a logout: unreachable once the threshold has passed since
-    /// its last frame, unless the session comes back first.
-    func silenceConnectionLost() {
-        guard let silence, let fanout else { return }
-        self.silence = nil
-        hub.peerConnectionLost(silence.key, lastSeen: lastRead, threshold: silence.threshold, loop: fanout.index)
+        guard let key = lifecycle.silent(now: now, lastRead: lastRead) else { return }
+        hub.peerSilence(key, connection: connection, silent: true)
     }
 
     /// getChannelMemberCount (§1.5): at most 32 channels, no need to join; 0 for a channel

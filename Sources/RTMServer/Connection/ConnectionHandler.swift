@@ -55,8 +55,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
     /// Ends the session when the token expires unless it is renewed first.
     var tokenExpiry: Scheduled<Void>?
-    /// A logged-in MESSAGE connection's silence, for the peer online status (§1.7).
-    var silence: PeerSilence?
     /// Why the connection ends, for `rtm_disconnects_total` (the first cause seen wins).
     var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
@@ -194,7 +192,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard readWholeFrame else { return context.fireChannelReadComplete() }
         readWholeFrame = false
         lastRead = .now()
-        if silence?.reported == true { silenceBroken() }
+        if lifecycle.isReportedSilent, let key = lifecycle.spoke() {
+            hub.peerSilence(key, connection: connection, silent: false)   // §1.7: online again
+        }
         flushPublishes(context: context)
         context.fireChannelReadComplete()
     }
@@ -243,7 +243,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         hub.metrics.disconnected(endReason ?? .connectionLost)
         // What the connection held, released once (a stream leave already made is a no-op).
         switch closed.held {
-        case .session(let key)?:
+        case .session(let key, _)?:
             hub.countConnection(.message, opened: false)
             leaveFanout(appId: key.appId)
         case .member(let membership)?:
@@ -254,12 +254,15 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         hub.unregister(connection)
         hub.moderation.closed(connection: connection.id)
-        if case .session(let key)? = closed.held {
+        if case .session(let key, _)? = closed.held {
             hub.mailbox.detach(key, connection: connection)
         }
         if closed.lostSession != nil {
             hub.connectionLost(connection, lastSeen: lastRead)
-            silenceConnectionLost()
+            // §1.7: unreachable once its silence passes the threshold, unless the session comes back first.
+            if case .session(let key, let threshold)? = closed.held {
+                hub.peerConnectionLost(key, lastSeen: lastRead, threshold: threshold, loop: fanout.index)
+            }
         }
         context.fireChannelInactive()
     }

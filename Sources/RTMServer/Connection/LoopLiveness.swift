@@ -48,7 +48,7 @@ final class LoopLiveness: @unchecked Sendable {
         var due: [ConnectionHandler] = []
         for (id, handler) in watched {
             if Self.isDue(handler, now: now), confirmed(id) { due.append(handler) }
-            if handler.silence != nil { handler.checkSilence(now: now) }   // peer online status (§1.7)
+            if handler.lifecycle.isLoggedIn { handler.checkSilence(now: now) }   // peer online status (§1.7)
         }
         settle(now: now, due: due)
     }

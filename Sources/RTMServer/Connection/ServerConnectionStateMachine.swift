@@ -46,8 +46,8 @@ struct ServerConnectionStateMachine {
         /// on other nodes have ended (C-6 across nodes). Not logged in yet, but the session
         /// exists: losing the connection now gives it its grace window.
         case awaitingCluster(UserKey, access: SessionAccess)
-        /// A MESSAGE connection with its session and what it may do.
-        case loggedIn(UserKey, access: SessionAccess)
+        /// A MESSAGE connection with its session, what it may do, and its silence (§1.7).
+        case loggedIn(UserKey, access: SessionAccess, silence: Silence)
         /// A STREAM connection, member of one stream channel, and what it may do.
         case joined(StreamMembership, access: SessionAccess)
         /// Closing: the last frames are being flushed. `lostSession` is the logged-in session
@@ -58,17 +58,28 @@ struct ServerConnectionStateMachine {
         case closed
     }
 
+    /// A logged-in session's silence, for the peer online status (AGORA_REFERENCE §1.7): no
+    /// whole frame for longer than `threshold` and the user is reported unreachable (once);
+    /// online again when it speaks.
+    struct Silence: Equatable {
+        let threshold: TimeAmount
+        /// Reported unreachable, and to be reported online when it speaks again.
+        var reported = false
+    }
+
     /// What a logged-in or joined connection holds in the server until its socket is closed:
     /// the session's connection counter, mailbox attachment and fan-out entries, or the stream
     /// channel membership and its counter. Kept through `ending`, released once (`socketClosed`).
     enum Held: Equatable {
-        case session(UserKey)
+        /// A session, and the silence after which its user is unreachable (§1.7) once the
+        /// connection is lost.
+        case session(UserKey, unreachableAfter: TimeAmount)
         case member(StreamMembership)
 
         /// The app it belongs to.
         var appId: String {
             switch self {
-            case .session(let key): key.appId
+            case .session(let key, _): key.appId
             case .member(let membership): membership.channel.appId
             }
         }
@@ -124,15 +135,21 @@ struct ServerConnectionStateMachine {
 
     /// The logged-in session, if any.
     var session: UserKey? {
-        if case .loggedIn(let key, _) = state { return key }
+        if case .loggedIn(let key, _, _) = state { return key }
         return nil
+    }
+
+    /// Logged in (a session whose silence the loop's sweep watches).
+    var isLoggedIn: Bool {
+        if case .loggedIn = state { return true }
+        return false
     }
 
     /// The session the hub holds for this connection: logged in, or admitted and waiting for
     /// the cluster (losing the connection gives it its grace window).
     private var admittedSession: UserKey? {
         switch state {
-        case .loggedIn(let key, _), .awaitingCluster(let key, _): key
+        case .loggedIn(let key, _, _), .awaitingCluster(let key, _): key
         default: nil
         }
     }
@@ -146,7 +163,7 @@ struct ServerConnectionStateMachine {
     /// What the connection holds now, or, closing, what its close will release.
     var held: Held? {
         switch state {
-        case .loggedIn(let key, _): .session(key)
+        case .loggedIn(let key, _, let silence): .session(key, unreachableAfter: silence.threshold)
         case .joined(let membership, _): .member(membership)
         case .ending(_, _, let held): held
         case .accepted, .upgraded, .awaitingCluster, .closed: nil
@@ -156,7 +173,7 @@ struct ServerConnectionStateMachine {
     /// What the session or membership may do (admitted, logged in or joined); nil otherwise.
     var access: SessionAccess? {
         switch state {
-        case .awaitingCluster(_, let access), .loggedIn(_, let access), .joined(_, let access): access
+        case .awaitingCluster(_, let access), .loggedIn(_, let access, _), .joined(_, let access): access
         case .accepted, .upgraded, .ending, .closed: nil
         }
     }
@@ -166,7 +183,7 @@ struct ServerConnectionStateMachine {
     mutating func grant(_ access: SessionAccess) {
         switch state {
         case .awaitingCluster(let key, _): state = .awaitingCluster(key, access: access)
-        case .loggedIn(let key, _): state = .loggedIn(key, access: access)
+        case .loggedIn(let key, _, let silence): state = .loggedIn(key, access: access, silence: silence)
         case .joined(let membership, _): state = .joined(membership, access: access)
         case .accepted, .upgraded, .ending, .closed: break
         }
@@ -203,7 +220,7 @@ struct ServerConnectionStateMachine {
             // The cluster did not confirm in time: no reply; the admitted session is lost.
             state = ending(since: now, lostSession: key)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
-        case .loggedIn(let key, _):
+        case .loggedIn(let key, _, _):
             // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
             state = ending(since: now, lostSession: key)
             return .dropConnection
@@ -242,8 +259,9 @@ struct ServerConnectionStateMachine {
     }
 
     /// `login` succeeded (at once, or once the cluster confirmed it, keeping the grants it was
-    /// admitted with): from now on the deadline follows the client's heartbeat.
-    mutating func loggedIn(_ key: UserKey, access: SessionAccess, readTimeout: TimeAmount) {
+    /// admitted with): from now on the deadline follows the client's heartbeat, and a silence
+    /// past `unreachableAfter` makes the user unreachable (§1.7).
+    mutating func loggedIn(_ key: UserKey, access: SessionAccess, readTimeout: TimeAmount, unreachableAfter: TimeAmount) {
         let granted: SessionAccess
         switch state {
         case .upgraded: granted = access
@@ -251,7 +269,7 @@ struct ServerConnectionStateMachine {
         default: preconditionFailure("invalid state: login in \(state)")
         }
         self.readTimeout = readTimeout
-        state = .loggedIn(key, access: granted)
+        state = .loggedIn(key, access: granted, silence: Silence(threshold: unreachableAfter))
     }
 
     /// `join` succeeded: from now on the deadline is the stream timeout.
@@ -294,7 +312,7 @@ struct ServerConnectionStateMachine {
     /// logged-in session keeps its grace window.
     mutating func lost(now: NIODeadline) -> Action {
         switch state {
-        case .loggedIn(let key, _), .awaitingCluster(let key, _):
+        case .loggedIn(let key, _, _), .awaitingCluster(let key, _):
             state = ending(since: now, lostSession: key)
             return .dropConnection
         case .accepted, .upgraded, .joined:
@@ -311,12 +329,38 @@ struct ServerConnectionStateMachine {
     mutating func socketClosed() -> Closed {
         defer { state = .closed }
         switch state {
-        case .loggedIn(let key, _): return Closed(lostSession: key, held: .session(key))
+        case .loggedIn(let key, _, let silence): return Closed(lostSession: key, held: .session(key, unreachableAfter: silence.threshold))
         case .awaitingCluster(let key, _): return Closed(lostSession: key, held: nil)
         case .joined(let membership, _): return Closed(lostSession: nil, held: .member(membership))
         case .ending(_, let lost, let held): return Closed(lostSession: lost, held: held)
         case .accepted, .upgraded, .closed: return Closed()
         }
+    }
+
+    // MARK: peer online status (§1.7)
+
+    /// The loop's sweep: a logged-in user silent for longer than its threshold since `lastRead`
+    /// is to be reported unreachable (returned, once).
+    mutating func silent(now: NIODeadline, lastRead: NIODeadline) -> UserKey? {
+        guard case .loggedIn(let key, let access, var silence) = state, !silence.reported, now - lastRead > silence.threshold else { return nil }
+        silence.reported = true
+        state = .loggedIn(key, access: access, silence: silence)
+        return key
+    }
+
+    /// Whether the user was reported unreachable (cheap: checked at every read batch).
+    var isReportedSilent: Bool {
+        if case .loggedIn(_, _, let silence) = state { return silence.reported }
+        return false
+    }
+
+    /// A read batch ended: a user reported unreachable spoke again and is to be reported
+    /// online (returned, once).
+    mutating func spoke() -> UserKey? {
+        guard case .loggedIn(let key, let access, var silence) = state, silence.reported else { return nil }
+        silence.reported = false
+        state = .loggedIn(key, access: access, silence: silence)
+        return key
     }
 
     // MARK: requests
