@@ -38,7 +38,7 @@ extension ConnectionHandler {
             send(.error(id: error.requestID, .invalidFrame, error.description), context: context)
         case .success(let publish):
             // The hot path: one check of the state, the machine's words only for a refusal.
-            guard lifecycle.session != nil else {
+            guard lifecycle.isLoggedIn else {
                 refuseBinary(.publish, requestID: publish.requestID, context: context)
                 return
             }
@@ -59,7 +59,7 @@ extension ConnectionHandler {
     /// A JSON text message that is a plain publish (`FrameCodec.readPublish`) of a logged-in
     /// MESSAGE session joins the batch; false for anything else (decode it as usual).
     func gatherJSONPublish(_ payload: ByteBuffer) -> Bool {
-        guard lifecycle.session != nil, let publish = FrameCodec.readPublish(payload) else { return false }
+        guard lifecycle.isLoggedIn, let publish = FrameCodec.readPublish(payload) else { return false }
         pendingPublishes.append(PendingPublish(publish: publish, json: true))
         return true
     }
