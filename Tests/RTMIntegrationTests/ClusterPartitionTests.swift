@@ -95,6 +95,9 @@ extension ClusterTests {
             let (carol, carolEvents) = try await Harness.client("carol", port: a.port)
             try await carol.subscribe("room")
             let mark = await carolEvents.mark()
+            // Each node knows where to ask the other (so the answer is the other's, not an empty list).
+            #expect(try await Self.readsAddress(of: "b", by: "a", database))
+            #expect(try await Self.readsAddress(of: "a", by: "b", database))
             try database.stop()
             for node in [a, b] {
                 #expect(await Self.eventually {

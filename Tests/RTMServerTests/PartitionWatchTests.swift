@@ -12,12 +12,12 @@ struct PartitionWatchTests {
         #expect(ask && watch.healthDetail == "lease: lapsed\n")
         ask = watch.lapsed(peers: ["b:1"])   // the next failed round: a question is in flight
         #expect(!ask)
-        var away = watch.probed(othersReachDatabase: true)
-        #expect(away && watch.isCutOff)
+        var found = watch.probed(othersReachDatabase: true)
+        #expect(found == .cutOff && watch.isCutOff)
         ask = watch.lapsed(peers: ["b:1"])   // known cut off: nothing more to ask or do
         #expect(!ask && watch.isCutOff)
-        away = watch.probed(othersReachDatabase: true)
-        #expect(!away)   // once per lapse
+        found = watch.probed(othersReachDatabase: true)
+        #expect(found == .late)   // once per lapse
         watch.renewed()
         #expect(!watch.isCutOff && watch.healthDetail.isEmpty)
     }
@@ -29,13 +29,17 @@ struct PartitionWatchTests {
         #expect(!ask && watch.phase == .alone && !watch.isCutOff)
         ask = watch.lapsed(peers: ["b:1", "c:1"])
         #expect(ask)
-        var away = watch.probed(othersReachDatabase: false)
-        #expect(!away && watch.phase == .alone)
+        var found = watch.probed(othersReachDatabase: false)
+        #expect(found == .alone(first: false) && watch.phase == .alone)   // the empty list was the first
         #expect(watch.healthDetail == "lease: lapsed (no other node reaches the database)\n")
         ask = watch.lapsed(peers: ["b:1", "c:1"])
         #expect(ask)
-        away = watch.probed(othersReachDatabase: true)
-        #expect(away && watch.isCutOff)
+        found = watch.probed(othersReachDatabase: true)
+        #expect(found == .cutOff && watch.isCutOff)
+        watch.renewed()
+        ask = watch.lapsed(peers: ["b:1"])
+        found = watch.probed(othersReachDatabase: false)
+        #expect(ask && found == .alone(first: true))   // a new lapse: logged again
     }
 
     @Test("P-1: an answer that comes after the lease was renewed changes nothing")
@@ -44,7 +48,7 @@ struct PartitionWatchTests {
         let ask = watch.lapsed(peers: ["b:1"])
         #expect(ask)
         watch.renewed()
-        let away = watch.probed(othersReachDatabase: true)
-        #expect(!away && watch.phase == .joined)
+        let found = watch.probed(othersReachDatabase: true)
+        #expect(found == .late && watch.phase == .joined)
     }
 }

@@ -170,11 +170,11 @@ final class ClusterStatus: Sendable {
         return ask
     }
 
-    /// The other nodes answered: true when this node is cut off (its clients are to be sent away).
-    func probed(othersReachDatabase: Bool) -> Bool {
-        let cutOff = partition.withLockedValue { $0.probed(othersReachDatabase: othersReachDatabase) }
-        if cutOff { cutOffCounter?.increment() }
-        return cutOff
+    /// The other nodes answered (`PartitionWatch.Finding`: cut off, its clients are to be sent away).
+    func probed(othersReachDatabase: Bool) -> PartitionWatch.Finding {
+        let finding = partition.withLockedValue { $0.probed(othersReachDatabase: othersReachDatabase) }
+        if finding == .cutOff { cutOffCounter?.increment() }
+        return finding
     }
 
     /// The lease was renewed after it ran out.

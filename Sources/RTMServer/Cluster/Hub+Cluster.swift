@@ -143,11 +143,14 @@ extension Hub {
         let loop = fanouts[0].eventLoop, timeout = configuration.clusterPeerProbeTimeout
         Task { [self] in
             let up = await PeerHealthProbe.anyReachesDatabase(peers, loop: loop, timeout: timeout)
-            if cluster.probed(othersReachDatabase: up) {
+            switch cluster.probed(othersReachDatabase: up) {
+            case .cutOff:
                 cutOff()
-            } else if !up {
+            case .alone(first: true):
                 logger.warning("this node cannot reach the cluster's database and no other node says it does: an outage for every node; its clients stay",
                                metadata: ["asked": "\(peers.count)"])
+            case .alone(first: false), .late:
+                break
             }
         }
     }

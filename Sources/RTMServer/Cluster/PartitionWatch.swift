@@ -22,6 +22,8 @@ struct PartitionWatch: Sendable, Equatable {
     }
 
     private(set) var phase = Phase.joined
+    /// Found alone (an outage for everyone) since the lease ran out.
+    private var wasAlone = false
 
     /// The lease ran out unrenewed (reported at every failed round): true when the others
     /// should be asked now (`peers` not empty, no question in flight, not known cut off).
@@ -30,6 +32,7 @@ struct PartitionWatch: Sendable, Equatable {
         case .joined, .lapsed, .alone:
             guard !peers.isEmpty else {
                 phase = .alone
+                wasAlone = true
                 return false
             }
             phase = .probing
@@ -39,17 +42,33 @@ struct PartitionWatch: Sendable, Equatable {
         }
     }
 
-    /// The others answered: true when this node is cut off now (its clients are to be sent
-    /// away; once per lapse). An answer that comes after the lease was renewed is ignored.
-    mutating func probed(othersReachDatabase: Bool) -> Bool {
-        guard phase == .probing else { return false }
-        phase = othersReachDatabase ? .cutOff : .alone
-        return othersReachDatabase
+    /// What the others' answer means.
+    enum Finding: Sendable, Equatable {
+        /// Cut off now: its clients are to be sent away (once per lapse).
+        case cutOff
+        /// Nobody reaches the database; `first`: the first such answer of this lapse (to log).
+        case alone(first: Bool)
+        /// Came after the lease was renewed: nothing.
+        case late
+    }
+
+    /// The others answered whether one of them reaches the database.
+    mutating func probed(othersReachDatabase: Bool) -> Finding {
+        guard phase == .probing else { return .late }
+        if othersReachDatabase {
+            phase = .cutOff
+            return .cutOff
+        }
+        let first = !wasAlone
+        phase = .alone
+        wasAlone = true
+        return .alone(first: first)
     }
 
     /// The lease was renewed.
     mutating func renewed() {
         phase = .joined
+        wasAlone = false
     }
 
     /// Cut off while the others reach the database (`/ready` answers 503).
