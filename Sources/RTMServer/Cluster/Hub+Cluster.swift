@@ -127,13 +127,9 @@ extension Hub {
     /// its grace window runs), or logs in again. The backplane's event handler then waits in
     /// `ClusterStatus.fenced` until connections accepted until now commit nothing more.
     func fenced() {
-        let reason = "this node was declared dead by the cluster (paused or cut off past its lease): reconnect"
-        let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
-        let open = openConnections
-        for connection in open {
-            Self.close(connection, with: goAway, code: .goingAway, reason: "node declared dead by the cluster")
-        }
-        metrics.sentGoAways(open.count)
+        sendEveryoneAway(Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue,
+                               reason: "this node was declared dead by the cluster (paused or cut off past its lease): reconnect"),
+                         closeReason: "node declared dead by the cluster")
     }
 
     /// This node's lease ran out while it could not reach the database: it asks the other
@@ -165,11 +161,16 @@ extension Hub {
         logger.warning("this node is cut off from the cluster's database while another node reaches it: its clients are sent away")
         let reason = "this node cannot reach the cluster's database (its lease ran out): reconnect, to another node if you can"
         let spread = max(configuration.drainReconnectSpread, .zero)
-        let goAway = Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
-            .with { $0.reconnectDelay = spread.nanoseconds / 1_000_000 }
+        sendEveryoneAway(Frame(type: .goAway, code: LinkStateChangeReason.kickedOutByServer.rawValue, reason: reason)
+                            .with { $0.reconnectDelay = spread.nanoseconds / 1_000_000 },
+                         closeReason: "node cut off from the cluster's database")
+    }
+
+    /// Every open connection gets `goAway` and is closed 1001 with `closeReason`.
+    private func sendEveryoneAway(_ goAway: Frame, closeReason: String) {
         let open = openConnections
         for connection in open {
-            Self.close(connection, with: goAway, code: .goingAway, reason: "node cut off from the cluster's database")
+            Self.close(connection, with: goAway, code: .goingAway, reason: closeReason)
         }
         metrics.sentGoAways(open.count)
     }
