@@ -4,8 +4,9 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// POSTs one body per connection with NIO's HTTP/1 client handlers: webhook events, and the
-/// authorization hook's questions.
+/// One request per connection with NIO's HTTP/1 client handlers: webhook events and the
+/// authorization hook's questions (POST), a cluster node's question to the others' `/health`
+/// (GET, `PeerHealthProbe`).
 ///
 /// Why not async-http-client: each needs one POST and its answer, nothing of a
 /// general client (pooling, redirects, HTTP/2, proxies), and async-http-client would add its
@@ -14,6 +15,7 @@ import NIOSSL
 struct WebhookHTTPClient: Sendable {
     /// A parsed `http://` or `https://` URL.
     struct Target: Sendable {
+        /// As the URL spells it (an IPv6 address in brackets): for the `Host` header.
         let host: String
         let port: Int
         let path: String
@@ -29,6 +31,9 @@ struct WebhookHTTPClient: Sendable {
             let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
             self.path = components.percentEncodedQuery.map { "\(path)?\($0)" } ?? path
         }
+
+        /// The host to connect to: an IPv6 address without its brackets.
+        var connectHost: String { host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host }
     }
 
     let target: Target
@@ -52,10 +57,20 @@ struct WebhookHTTPClient: Sendable {
     /// The most of a response body kept; a longer one fails the request.
     static let maxResponseBytes = 64 * 1024
 
-    /// POSTs `body` with `headers`; the future holds the response, or fails (connect error,
-    /// timeout, connection closed before a complete response, a body past `maxResponseBytes`).
-    /// `timeout`: this request's own (nil: the client's).
+    /// POSTs `body` (JSON) with `headers`; the future holds the response, or fails (connect
+    /// error, timeout, connection closed before a complete response, a body past
+    /// `maxResponseBytes`). `timeout`: this request's own (nil: the client's).
     func post(body: Data, headers extra: [(String, String)], userAgent: String = "rtm-webhooks", timeout: TimeAmount? = nil) -> EventLoopFuture<Reply> {
+        request(.POST, body: body, headers: extra, userAgent: userAgent, timeout: timeout)
+    }
+
+    /// GETs the target's path, with the same rules as `post`.
+    func get(userAgent: String, timeout: TimeAmount? = nil) -> EventLoopFuture<Reply> {
+        request(.GET, body: nil, headers: [], userAgent: userAgent, timeout: timeout)
+    }
+
+    private func request(_ method: HTTPMethod, body: Data?, headers extra: [(String, String)], userAgent: String,
+                         timeout: TimeAmount?) -> EventLoopFuture<Reply> {
         let timeout = timeout ?? self.timeout
         let loop = group.next()
         let promise = loop.makePromise(of: Reply.self)
@@ -67,7 +82,7 @@ struct WebhookHTTPClient: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if let tls {
-                        let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
+                        let isAddress = (try? SocketAddress(ipAddress: target.connectHost, port: 0)) != nil
                         try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: isAddress ? nil : target.host))
                     }
                     try sync.addHTTPClientHandlers()
@@ -78,19 +93,19 @@ struct WebhookHTTPClient: Sendable {
             promise.fail(WebhookDeliveryError(reason: "no response within \(timeout)"))
         }
         promise.futureResult.whenComplete { _ in timer.cancel() }
-        bootstrap.connect(host: target.host, port: target.port).whenComplete { result in
+        bootstrap.connect(host: target.connectHost, port: target.port).whenComplete { result in
             switch result {
             case .failure(let error):
                 promise.fail(WebhookDeliveryError(reason: "connect to \(target.host):\(target.port) failed: \(WebhookDeliveryError.words(error))"))
             case .success(let channel):
                 promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
                 var headers = HTTPHeaders([("Host", target.port == (target.secure ? 443 : 80) ? target.host : "\(target.host):\(target.port)"),
-                                           ("Content-Type", "application/json"), ("Content-Length", "\(body.count)"),
                                            ("Connection", "close"), ("User-Agent", userAgent)])
+                if let body { headers.add(contentsOf: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")]) }
                 for (name, value) in extra { headers.add(name: name, value: value) }
-                channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path, headers: headers)),
+                channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: method, uri: target.path, headers: headers)),
                               promise: nil)
-                channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
+                if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil) }
                 channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
             }
         }
