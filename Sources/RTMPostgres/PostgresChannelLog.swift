@@ -72,7 +72,7 @@ public struct PostgresChannelLog: Sendable {
             return receipts
         }
         // No numbers at all: this node's row is marked dead (the statement's fence).
-        if receipts.isEmpty && !items.isEmpty { throw NodeFenced() }
+        if receipts.isEmpty { throw NodeFenced() }   // (`items` is not empty: see the guard above)
         guard receipts.count == items.count else {
             throw PostgresChannelLogError("an append returned \(receipts.count) numbers for \(items.count) messages")
         }

@@ -42,11 +42,10 @@ final class ClusterStatus: Sendable {
     /// Whether this node is cut off from the database while the others reach it.
     private let partition = NIOLockedValueBox(PartitionWatch())
     private let probeInterval: TimeAmount
-    /// How many times the others declared this node dead (`fenced`) and the commits under way:
-    /// a connection accepted before the last time commits nothing.
-    private let fencing = NIOLockedValueBox(FenceGate())
-    /// The fence waiting for the commits of the generation it ended.
-    private let drained = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+    /// How many times the others declared this node dead (`fenced`) and the commits under way
+    /// (a connection accepted before the last time commits nothing), with the fence waiting for
+    /// the commits of the generation it ended.
+    private let fencing = NIOLockedValueBox<(gate: FenceGate, drained: CheckedContinuation<Void, Never>?)>((FenceGate(), nil))
 
     init(metrics: ServerMetrics, enabled: Bool, probeInterval: TimeAmount = .seconds(1), logger: Logger) {
         self.enabled = enabled
@@ -153,11 +152,12 @@ final class ClusterStatus: Sendable {
     func fenced() async {
         fencedCounter?.increment()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            // The waiter is stored before the gate can report the last commit's end.
-            drained.withLockedValue { $0 = continuation }
-            if !fencing.withLockedValue({ $0.fence() }) {
-                drained.withLockedValue { $0.take() }?.resume()
+            let waits = fencing.withLockedValue { fencing in
+                guard fencing.gate.fence() else { return false }
+                fencing.drained = continuation   // resumed by the last commit's end
+                return true
             }
+            if !waits { continuation.resume() }
         }
     }
 
@@ -186,17 +186,16 @@ final class ClusterStatus: Sendable {
     var isCutOff: Bool { partition.withLockedValue { $0.isCutOff } }
 
     /// How many times this node was declared dead so far.
-    var fenceCount: Int { fencing.withLockedValue { $0.generation } }
+    var fenceCount: Int { fencing.withLockedValue { $0.gate.generation } }
 
     /// Runs `commit` for a connection accepted when the fence count was `accepted`; throws
     /// `NodeFenced` without running it once the node was declared dead since (`FenceGate`).
     func committing<T: Sendable>(accepted: Int, _ commit: () async throws -> T) async throws -> T {
-        guard fencing.withLockedValue({ $0.begin(accepted: accepted) }) else { throw NodeFenced() }
+        guard fencing.withLockedValue({ $0.gate.begin(accepted: accepted) }) else { throw NodeFenced() }
         let result: Result<T, any Error>
         do { result = .success(try await commit()) } catch { result = .failure(error) }
-        if fencing.withLockedValue({ $0.end(accepted: accepted) }) {
-            drained.withLockedValue { $0.take() }?.resume()
-        }
+        let drained = fencing.withLockedValue { fencing in fencing.gate.end(accepted: accepted) ? fencing.drained.take() : nil }
+        drained?.resume()
         return try result.get()
     }
 

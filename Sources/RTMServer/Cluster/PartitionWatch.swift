@@ -11,8 +11,6 @@ struct PartitionWatch: Sendable, Equatable {
     enum Phase: Sendable, Equatable {
         /// The lease runs (or ran out and was renewed).
         case joined
-        /// The lease ran out; nobody asked yet.
-        case lapsed
         /// Asking the others.
         case probing
         /// Nobody said the database is up: an outage for everyone (or nobody to ask).
@@ -29,7 +27,7 @@ struct PartitionWatch: Sendable, Equatable {
     /// should be asked now (`peers` not empty, no question in flight, not known cut off).
     mutating func lapsed(peers: [String]) -> Bool {
         switch phase {
-        case .joined, .lapsed, .alone:
+        case .joined, .alone:
             guard !peers.isEmpty else {
                 phase = .alone
                 wasAlone = true
@@ -78,7 +76,7 @@ struct PartitionWatch: Sendable, Equatable {
     var healthDetail: String {
         switch phase {
         case .joined: ""
-        case .lapsed, .probing: "lease: lapsed\n"
+        case .probing: "lease: lapsed\n"
         case .alone: "lease: lapsed (no other node reaches the database)\n"
         case .cutOff: "lease: lapsed (other nodes reach the database: this node is cut off)\n"
         }
