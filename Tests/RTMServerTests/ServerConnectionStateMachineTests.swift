@@ -192,7 +192,7 @@ extension ServerConnectionStateMachineTests {
         #expect(m.deadline(lastRead: Self.t0 + .seconds(3)) == Self.t0 + .seconds(4))
     }
 
-    @Test("Each state carries its data: what a closing connection holds (a logged-in session: its counter, mailbox and fan-out; a stream membership) stays in ending and is released once when the socket closes; a login still waiting for the cluster holds nothing yet")
+    @Test("P-1: each state carries its data: what a closing connection holds (a logged-in session: its counter, mailbox and fan-out; a stream membership) stays in ending and is released once when the socket closes; a login still waiting for the cluster holds nothing yet")
     func closeReleasesWhatWasHeld() {
         var m = machine()
         m.upgraded()
