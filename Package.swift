@@ -114,9 +114,16 @@ let package = Package(
         .target(name: "RTMLocalPostgres", dependencies: [
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ], swiftSettings: strict),
-        // Test support: the fault-injecting TCP proxy and waiting helpers.
+        // The fault-injecting TCP proxy (cut, black-hole, delay, retarget): the tests' and
+        // `rtm bench cluster-outage`'s.
+        .target(name: "RTMFaultProxy", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ], swiftSettings: strict),
+        // Test support: waiting helpers, raw peers, and the fault proxy re-exported.
         .target(name: "RTMTestSupport", dependencies: [
-            "RTMLocalPostgres",
+            "RTMLocalPostgres", "RTMFaultProxy",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -137,7 +144,7 @@ let package = Package(
         ]),
         .executableTarget(name: "rtm", dependencies: [
             // RTMLocalPostgres: `rtm bench cluster` starts a throwaway PostgreSQL as the tests do.
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMLocalPostgres",
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMLocalPostgres", "RTMFaultProxy",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

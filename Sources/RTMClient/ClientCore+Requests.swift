@@ -32,7 +32,9 @@ extension ClientCore {
         let timeout = timeout ?? config.requestTimeout
         request.timeout = timeout.isFinite ? loop.scheduleTask(in: .fractionalSeconds(timeout)) { [self] in
             guard let request = requests.remove(id) else { return }
-            request.promise.fail(RTMError(timeoutCode, operation: operation, "no reply within \(timeout) s (link state \(machine.linkState))"))
+            let last = request.lastRefusal.map { "; last refused: \($0)" } ?? ""
+            request.promise.fail(RTMError(timeoutCode, operation: operation,
+                                          "no reply within \(timeout) s (link state \(machine.linkState))\(last)"))
         } : nil
         let channel = machine.isConnected ? connection?.channel : nil
         requests.add(request, id: id, sent: channel != nil)
@@ -40,9 +42,33 @@ extension ClientCore {
         return promise.futureResult
     }
 
-    /// A reply to request `id`.
+    /// A reply to request `id`. A publish the server could not commit to its cluster's
+    /// database is sent again instead (`resendsRefusal`).
     func reply(_ frame: Frame, id: UInt64) {
-        if let request = requests.take(id) { PendingRequests.complete(request, with: frame) }
+        guard var request = requests.take(id) else { return }
+        guard Self.resendsRefusal(frame, of: request.frame) else {
+            PendingRequests.complete(request, with: frame)
+            return
+        }
+        // SPEC M-3, R-3: sent again with the same msgId after a pause, until acknowledged or
+        // until the request's own timeout (which keeps running) fails it with the last reason.
+        // The server recognises the resend whatever happened to the earlier attempt, so the
+        // application sees one publish, acknowledged once, and one copy is delivered.
+        let delay = PendingRequests.resendDelay(after: request.refusals)
+        request.refusals += 1
+        request.lastRefusal = frame.reason
+        requests.add(request, id: id, sent: false)
+        loop.scheduleTask(in: delay) { [self] in flushQueue() }
+    }
+
+    /// Whether the SDK sends a refused request again by itself: a channel publish with a
+    /// message id refused with -11026 `channelPublishMessageTimeout`, which a server sends only
+    /// when a cluster's commit did not succeed ("nothing was stored; retry later", "this node
+    /// was declared dead…: reconnect and resend", or "the outcome is unknown; resend with the
+    /// same msgId", PROTOCOL §5). Every other refusal fails the request.
+    static func resendsRefusal(_ reply: Frame, of request: Frame) -> Bool {
+        reply.type == .error && reply.code == RTMErrorCode.channelPublishMessageTimeout.rawValue
+            && request.type == .publish && request.msgId != nil
     }
 
     /// Sends every queued request, oldest first.

@@ -15,6 +15,16 @@ struct PendingRequests {
         var timeout: Scheduled<Void>?
         /// Internal requests (restore) are not sent again when a connection dies.
         var isInternal = false
+        /// How often the server refused it with a reason to send it again
+        /// (`ClientCore.resendsRefusal`), and the last reason given.
+        var refusals = 0
+        var lastRefusal: String?
+    }
+
+    /// The pause before a refused request is sent again: 250 ms, doubling with each refusal,
+    /// at most 2 s (a cluster's database outage refuses every publish until it ends).
+    static func resendDelay(after refusals: Int) -> TimeAmount {
+        .milliseconds(min(2_000, 250 << min(refusals, 3)))
     }
 
     private var requests: [UInt64: Request] = [:]

@@ -92,6 +92,7 @@ final class BenchCluster: @unchecked Sendable {
     private var database: LocalPostgres?
     private let postgresURL: String?
     private var loginRate: Double = 0
+    private var serveArguments: [String] = []
 
     private init(appId: String, certificate: String, postgresURL: String?, database: LocalPostgres?) {
         self.appId = appId
@@ -126,17 +127,35 @@ final class BenchCluster: @unchecked Sendable {
         let cluster = BenchCluster(appId: "0123456789abcdef0123456789abcdef", certificate: DevCredentials.randomHex(32),
                                    postgresURL: url, database: database)
         cluster.loginRate = loginRate
+        try await cluster.startNodes(Array(repeating: url, count: count), basePort: basePort, log: log)
+        return cluster
+    }
+
+    /// Starts `urls.count` nodes, node k on `basePort + k` reaching PostgreSQL at `urls[k]`
+    /// (each through its own address: `rtm bench cluster-outage` cuts one node off).
+    /// `serveArguments`: added to every node's `rtm serve` command line.
+    static func start(postgresURLs urls: [String], basePort: Int, serveArguments: [String] = [],
+                      log: @Sendable (String) -> Void) async throws -> BenchCluster {
+        let cluster = BenchCluster(appId: "0123456789abcdef0123456789abcdef", certificate: DevCredentials.randomHex(32),
+                                   postgresURL: nil, database: nil)
+        cluster.serveArguments = serveArguments
+        try await cluster.startNodes(urls, basePort: basePort, log: log)
+        return cluster
+    }
+
+    /// Node k (`nk+1`) on `basePort + k`, reaching PostgreSQL at `urls[k]`; on a failure, stops
+    /// what it started.
+    private func startNodes(_ urls: [String?], basePort: Int, log: @Sendable (String) -> Void) async throws {
         do {
-            for k in 0..<count {
-                _ = try await cluster.startNode(name: "n\(k + 1)", port: basePort + k, postgres: url)
-                cluster.endpoints.append(BenchEndpoint(host: "127.0.0.1", port: basePort + k))
+            for (k, url) in urls.enumerated() {
+                _ = try await startNode(name: "n\(k + 1)", port: basePort + k, postgres: url)
+                endpoints.append(BenchEndpoint(host: "127.0.0.1", port: basePort + k))
             }
         } catch {
-            cluster.stop()
+            stop()
             throw error
         }
-        log("started \(count) nodes on ports \(basePort)–\(basePort + count - 1)")
-        return cluster
+        log("started \(urls.count) nodes on ports \(basePort)–\(basePort + urls.count - 1)")
     }
 
     /// Starts one `rtm serve` of this binary (cluster node when `postgres` is set) and waits
@@ -149,6 +168,7 @@ final class BenchCluster: @unchecked Sendable {
         var arguments = [binary, "serve", "--port", "\(port)", "--data-dir", directory, "--app-id", appId, "--app-certificate", certificate,
                          "--publish-rate", "0", "--login-rate", "\(loginRate)", "--log-level", "error"]
         if let postgres { arguments += ["--postgres", postgres, "--node-id", name] }
+        arguments += serveArguments
         let process = ServerProcess(arguments: arguments, port: port)
         processes.append(process)
         try await process.start(within: .seconds(30))

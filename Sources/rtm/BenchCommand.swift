@@ -17,7 +17,7 @@ struct Bench: AsyncParsableCommand {
             Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
-        subcommands: [Fanout.self, Pairs.self, SDK.self, Overload.self, Idle.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self,
+        subcommands: [Fanout.self, Pairs.self, SDK.self, Overload.self, Idle.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self, ClusterOutage.self,
                       FailoverClientsCommand.self, BenchStore.self])
 }
 
