@@ -68,6 +68,34 @@ struct ServerConnectionStateMachineTests {
         #expect(m.socketClosed().lostSession == Self.alice)   // lost: grace window (P-1)
     }
 
+    @Test("§2.13: the token's expiry is the connection's deadline when it comes first; at it the session is ended by will (tokenExpired), not lost; a renewal moves it")
+    func tokenExpiry() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+        m.tokenExpires(at: Self.t0 + .seconds(5))
+        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(5))
+        // A renewal pushes it past the heartbeat deadline: that one is due first again.
+        m.tokenExpires(at: Self.t0 + .seconds(60))
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(10)) == Self.t0 + .seconds(25))
+        #expect(m.deadline(lastRead: Self.t0 + .seconds(50)) == Self.t0 + .seconds(60))
+        #expect(m.deadlinePassed(now: Self.t0 + .seconds(60)) == .tokenExpired)
+        // Still logged in: the handler ends the session and closes (a close by will, no grace window).
+        #expect(m.session == Self.alice && m.tokenExpiry == nil)
+        #expect(m.close(code: .policyViolation, reason: "token expired", now: Self.t0 + .seconds(60))
+                == .closeWebSocket(code: .policyViolation, reason: "token expired"))
+        // A STREAM member's token too.
+        var stream = machine()
+        stream.upgraded()
+        stream.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
+        stream.tokenExpires(at: Self.t0 + .seconds(1))
+        #expect(stream.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        #expect(stream.deadlinePassed(now: Self.t0 + .seconds(1)) == .tokenExpired)
+        // Without an expiry the heartbeat deadline alone.
+        #expect(stream.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
+    }
+
     @Test("A close by the server: a close frame, then nothing more is sent or answered; the hub decides about the grace window (none after logout, kick, expiry)")
     func endedByWill() {
         var m = machine()

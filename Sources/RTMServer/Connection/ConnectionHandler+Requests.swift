@@ -186,7 +186,7 @@ extension ConnectionHandler {
         lifecycle.loggedIn(key, access: access, readTimeout: timeout,   // its close releases what follows
                            unreachableAfter: hub.peerUnreachableThreshold(heartbeat: .fractionalSeconds(heartbeat)))
         hub.countConnection(.message, opened: true)
-        scheduleTokenExpiry(expiresAt, context: context)
+        scheduleTokenExpiry(expiresAt)
         for channel in admission.channels {
             joinFanout(channel, appId: appId, features: admission.features[channel] ?? .presence)
         }
@@ -222,7 +222,7 @@ extension ConnectionHandler {
             }
         }
         let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
-        scheduleTokenExpiry(expiresAt, context: context)
+        scheduleTokenExpiry(expiresAt)
         send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
         if capabilities != nil { endForbiddenSubscriptions(key: key, context: context) }
     }
@@ -245,16 +245,12 @@ extension ConnectionHandler {
         }
     }
 
-    /// At the token's expiry, unless renewed first, the session ends: the client is told
-    /// (`kicked`, reason tokenExpired) and the connection closed (§2.13).
-    func scheduleTokenExpiry(_ expiresAt: Int64?, context: ChannelHandlerContext) {
-        tokenExpiry?.cancel()
-        tokenExpiry = nil
-        guard let expiresAt else { return }
-        let delay = TimeAmount.milliseconds(max(0, expiresAt - Hub.wallMillis))
-        tokenExpiry = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
-            tokenExpired(context: context)
-        }
+    /// At the token's expiry (wall-clock milliseconds), unless renewed first, the session ends:
+    /// the client is told (`kicked`, reason tokenExpired) and the connection closed (§2.13).
+    /// It is the connection's deadline from then on (`ServerConnectionStateMachine`), found by
+    /// its loop's sweep like every other deadline: no timer of its own.
+    func scheduleTokenExpiry(_ expiresAt: Int64?) {
+        lifecycle.tokenExpires(at: expiresAt.map { .now() + .milliseconds(max(0, $0 - Hub.wallMillis)) })
     }
 
     // MARK: channels

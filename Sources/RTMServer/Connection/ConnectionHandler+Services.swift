@@ -235,7 +235,6 @@ extension ConnectionHandler {
 
     /// The token expired without a renewal: the session ends (`kicked`, reason tokenExpired).
     func tokenExpired(context: ChannelHandlerContext) {
-        tokenExpiry = nil
         switch lifecycle.state {
         case .loggedIn(let key, _, _):
             for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }

@@ -61,7 +61,7 @@ extension ConnectionHandler {
         let timeout = config.streamIdleTimeout
         lifecycle.joined(membership, access: access, readTimeout: timeout)   // its close leaves and uncounts
         hub.countConnection(.stream, opened: true)
-        scheduleTokenExpiry(expiresAt, context: context)
+        scheduleTokenExpiry(expiresAt)
         send(Frame(type: .ok, id: frame.id, userId: userId, channel: channel, channelType: "stream",
                    event: PresenceEventKind.snapshot.rawValue, users: snapshot.users, ts: Hub.wallMillis,
                    serverTimeout: Double(timeout.nanoseconds) / 1e9).with {
@@ -169,7 +169,7 @@ extension ConnectionHandler {
                 return
             }
             let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
-            scheduleTokenExpiry(expiresAt, context: context)
+            scheduleTokenExpiry(expiresAt)
             send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
         case .join:
             send(.error(id: frame.id, .duplicateOperation, "already joined on this connection; one stream channel per connection"), context: context)

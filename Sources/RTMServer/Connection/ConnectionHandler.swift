@@ -53,8 +53,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
-    /// Ends the session when the token expires unless it is renewed first.
-    var tokenExpiry: Scheduled<Void>?
     /// Why the connection ends, for `rtm_disconnects_total` (the first cause seen wins).
     var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
@@ -232,8 +230,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        tokenExpiry?.cancel()
-        tokenExpiry = nil
         fanout.liveness.unwatch(self)
         let closed = lifecycle.socketClosed()
         guard let connection else {   // plain HTTP, or closed before the upgrade finished
@@ -274,9 +270,12 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// the loop's `LoopLiveness`.
     func deadlinePassed(now: NIODeadline) {
         guard let context else { return }
-        hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(lifecycle.state)"])
-        noteEnd(.timeout)
-        run(lifecycle.deadlinePassed(now: now), context: context)
+        let action = lifecycle.deadlinePassed(now: now)
+        if action != .tokenExpired {
+            hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(lifecycle.state)"])
+            noteEnd(.timeout)
+        }
+        run(action, context: context)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -329,6 +328,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // An empty write below the HTTP encoder completes once everything before it is out.
             let below = rawContext ?? context
             below.writeAndFlush(NIOAny(ByteBuffer())).assumeIsolated().whenComplete { _ in context.close(mode: .all, promise: nil) }
+        case .tokenExpired:
+            tokenExpired(context: context)
         case .closeWebSocket(let code, let reason):
             noteEnd(DisconnectReason(serverCloseCode: Int(UInt16(webSocketErrorCode: code))))
             var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)

@@ -22,8 +22,8 @@ import RTMProtocol
 /// | `accepted` | an HTTP request (upgrade, /health, /metrics) | accept + `loginDeadline` (however slowly bytes trickle in) | socket closed (no WebSocket to speak on) |
 /// | `upgraded` | `login`, `join`, `ping`; anything else `-10002` notLogin | accept + `loginDeadline` (pings do not extend it) | close frame 1008 "login deadline passed" |
 /// | `awaitingCluster` | `ping`; `login` `-10015` loginCanceled; anything else `-10002` notLogin | accept + `loginDeadline` | close frame 1008 "login deadline passed"; the admitted session gets its grace window |
-/// | `loggedIn` | everything but `login` (`-10017`) and `join` | last read + heartbeat + `heartbeatSlack` (SPEC H-2) | socket closed; the session enters its grace window |
-/// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3)      | socket closed; the member leaves                |
+/// | `loggedIn` | everything but `login` (`-10017`) and `join` | last read + heartbeat + `heartbeatSlack` (SPEC H-2), or the token's expiry if earlier | socket closed; the session enters its grace window. At the token's expiry: `kicked` (tokenExpired), the session ends |
+/// | `joined`   | the stream requests (§10), `ping`           | last read + `streamIdleTimeout` (SPEC H-3), or the token's expiry if earlier | socket closed; the member leaves. At the token's expiry: `kicked`, the member leaves |
 /// | `ending`   | none: ignored, nothing is sent after a close frame (RFC 6455 §5.5.1) | entered + `closeTimeout` | socket closed (a peer that does not read never holds it, SPEC T-2) |
 ///
 /// **Each state carries its data**: the session and its grants (`SessionAccess`) while admitted
@@ -103,6 +103,9 @@ struct ServerConnectionStateMachine {
         case closeWebSocket(code: WebSocketErrorCode, reason: String)
         /// Close the socket once what was written before has gone out (an HTTP answer).
         case closeAfterFlush
+        /// The token expired without a renewal (§2.13): end the session or membership, tell the
+        /// client (`kicked`, tokenExpired) and close. The state is unchanged until that close.
+        case tokenExpired
     }
 
     /// Whether a request may run in the current state.
@@ -127,6 +130,9 @@ struct ServerConnectionStateMachine {
     let timeouts: Timeouts
     /// Logged in or joined: the read timeout (heartbeat + slack, or the stream timeout).
     private var readTimeout: TimeAmount = .zero
+    /// Logged in or joined: when the token (or the capability token, whichever is first)
+    /// expires unless renewed; nil: it does not.
+    private(set) var tokenExpiry: NIODeadline?
 
     init(acceptedAt: NIODeadline, timeouts: Timeouts) {
         self.acceptedAt = acceptedAt
@@ -200,7 +206,7 @@ struct ServerConnectionStateMachine {
     func deadline(lastRead: NIODeadline) -> NIODeadline? {
         switch state {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
-        case .loggedIn, .joined: lastRead + readTimeout
+        case .loggedIn, .joined: tokenExpiry.map { min($0, lastRead + readTimeout) } ?? lastRead + readTimeout
         case .ending(let since, _, _): since + timeouts.close
         case .closed: nil
         }
@@ -220,6 +226,9 @@ struct ServerConnectionStateMachine {
             // The cluster did not confirm in time: no reply; the admitted session is lost.
             state = ending(since: now, lostSession: key)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
+        case .loggedIn where tokenExpired(now), .joined where tokenExpired(now):
+            tokenExpiry = nil
+            return .tokenExpired
         case .loggedIn(let key, _, _):
             // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
             state = ending(since: now, lostSession: key)
@@ -233,6 +242,14 @@ struct ServerConnectionStateMachine {
         case .closed:
             return .none   // benign: the sweep raced with the close
         }
+    }
+
+    private func tokenExpired(_ now: NIODeadline) -> Bool { tokenExpiry.map { $0 <= now } ?? false }
+
+    /// Login, join or a renewal: the session (or membership) ends at `deadline` unless renewed
+    /// again (nil: the token does not expire).
+    mutating func tokenExpires(at deadline: NIODeadline?) {
+        tokenExpiry = deadline
     }
 
     // MARK: transitions
