@@ -96,6 +96,40 @@ struct ServerConnectionStateMachineTests {
         #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
     }
 
+    @Test("rtm_disconnects_total: why a connection ended is the first cause that closed it (a client's close frame answered is not a server close)")
+    func disconnectCause() {
+        func loggedIn() -> ServerConnectionStateMachine {
+            var m = machine()
+            m.upgraded()
+            m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+            return m
+        }
+        var client = loggedIn()
+        _ = client.close(code: .normalClosure, now: Self.t0, cause: .clientClose)
+        _ = client.close(code: .policyViolation, now: Self.t0)   // a later close: not a second cause
+        #expect(client.socketClosed().cause == .clientClose)
+        var server = loggedIn()
+        _ = server.close(code: .goingAway, now: Self.t0)
+        #expect(server.socketClosed().cause == .goingAway)
+        var kicked = loggedIn()
+        _ = kicked.close(code: .policyViolation, now: Self.t0)
+        #expect(kicked.socketClosed().cause == .policy)
+        var silent = loggedIn()
+        _ = silent.deadlinePassed(now: Self.t0 + .seconds(15))
+        #expect(silent.socketClosed().cause == .timeout)
+        var slow = loggedIn()
+        _ = slow.lost(now: Self.t0, cause: .slowConsumer)
+        #expect(slow.socketClosed().cause == .slowConsumer)
+        var violating = loggedIn()
+        violating.violationAnswered(now: Self.t0)
+        #expect(violating.socketClosed().cause == .protocolViolation)
+        var vanished = loggedIn()
+        #expect(vanished.socketClosed().cause == .connectionLost)
+        var failed = loggedIn()
+        _ = failed.lost(now: Self.t0)
+        #expect(failed.socketClosed().cause == .connectionLost)
+    }
+
     @Test("A close by the server: a close frame, then nothing more is sent or answered; the hub decides about the grace window (none after logout, kick, expiry)")
     func endedByWill() {
         var m = machine()
@@ -230,7 +264,7 @@ extension ServerConnectionStateMachineTests {
         _ = m.close(code: .normalClosure, now: Self.t0)
         #expect(m.held == .session(Self.alice, unreachableAfter: Self.unreachable))   // ending: still to release
         #expect(m.access == nil && m.session == nil)   // nothing runs under it any more
-        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: Self.unreachable)))
+        #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: Self.unreachable), cause: .normal))
         #expect(m.socketClosed() == .init())   // once
 
         var stream = machine()
@@ -238,7 +272,7 @@ extension ServerConnectionStateMachineTests {
         stream.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
         #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
         #expect(stream.held == .member(Self.room))
-        #expect(stream.socketClosed() == .init(lostSession: nil, held: .member(Self.room)))
+        #expect(stream.socketClosed() == .init(lostSession: nil, held: .member(Self.room), cause: .timeout))
 
         var waiting = machine()
         waiting.upgraded()

@@ -53,8 +53,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
-    /// Why the connection ends, for `rtm_disconnects_total` (the first cause seen wins).
-    var endReason: DisconnectReason?
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
     var lastErrorCode: Int?
     /// Inputs that arrived while the authorization hook was being asked, in order; nil: not
@@ -177,8 +175,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .connectionClose:
             // RFC 6455 §5.5.1: answer with the client's own code (the decoder checked it), then close.
-            noteEnd(.clientClose)
-            closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data))
+            closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data), cause: .clientClose)
         default:
             break
         }
@@ -201,7 +198,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch event {
         case is WebSocketViolationHandler.Answered:
             // Its close frame is on its way and the violation handler closes the socket.
-            noteEnd(.protocolViolation)
             lifecycle.violationAnswered(now: .now())
             leaveFanout()
         case is HTTPAnsweredEvent:
@@ -214,9 +210,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if log {
                 hub.logger.warning("disconnecting slow consumer", metadata: ["connection": "\(connection.id)", "more since the last line": "\(suppressed)"])
             }
-            noteEnd(.slowConsumer)
             hub.metrics.slowConsumerDropped()
-            run(lifecycle.lost(now: .now()), context: context)
+            run(lifecycle.lost(now: .now(), cause: .slowConsumer), context: context)
         case let close as CloseWithFrameEvent:
             guard lifecycle.maySend else { return }   // already closing
             context.write(wrapOutboundOut(close.frame), promise: nil)
@@ -236,7 +231,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelInactive()
             return
         }
-        hub.metrics.disconnected(endReason ?? .connectionLost)
+        hub.metrics.disconnected(closed.cause)
         // What the connection held, released once (a stream leave already made is a no-op).
         switch closed.held {
         case .session(let key, _)?:
@@ -273,7 +268,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let action = lifecycle.deadlinePassed(now: now)
         if action != .tokenExpired {
             hub.logger.info("deadline passed", metadata: ["connection": "\(connection?.id ?? 0)", "state": "\(lifecycle.state)"])
-            noteEnd(.timeout)
         }
         run(action, context: context)
     }
@@ -331,7 +325,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .tokenExpired:
             tokenExpired(context: context)
         case .closeWebSocket(let code, let reason):
-            noteEnd(DisconnectReason(serverCloseCode: Int(UInt16(webSocketErrorCode: code))))
             var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
             data.write(webSocketErrorCode: code)
             data.writeString(reason)
@@ -387,8 +380,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Ends the connection by someone's will: a WebSocket close frame with `code`, then the
     /// socket closes (no grace window for its session); never waits on the peer.
-    func closeConnection(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String = "") {
-        run(lifecycle.close(code: code, reason: reason, now: .now()), context: context)
+    func closeConnection(context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String = "", cause: DisconnectReason? = nil) {
+        run(lifecycle.close(code: code, reason: reason, now: .now(), cause: cause), context: context)
     }
 
     func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {

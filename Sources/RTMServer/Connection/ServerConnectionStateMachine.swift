@@ -52,8 +52,9 @@ struct ServerConnectionStateMachine {
         case joined(StreamMembership, access: SessionAccess)
         /// Closing: the last frames are being flushed. `lostSession` is the logged-in session
         /// whose connection was lost (it gets its grace window once the socket is closed);
-        /// `held`, what the close releases.
-        case ending(since: NIODeadline, lostSession: UserKey?, held: Held?)
+        /// `held`, what the close releases; `cause`, why it ends (`rtm_disconnects_total`: the
+        /// first cause wins, so the close frame answering a client's is not a second one).
+        case ending(since: NIODeadline, lostSession: UserKey?, held: Held?, cause: DisconnectReason)
         /// The socket is closed.
         case closed
     }
@@ -91,6 +92,8 @@ struct ServerConnectionStateMachine {
         var lostSession: UserKey?
         /// What to release.
         var held: Held?
+        /// Why the connection ended (`connectionLost`: its socket closed before anything else).
+        var cause: DisconnectReason = .connectionLost
     }
 
     /// What the handler must do.
@@ -171,7 +174,7 @@ struct ServerConnectionStateMachine {
         switch state {
         case .loggedIn(let key, _, let silence): .session(key, unreachableAfter: silence.threshold)
         case .joined(let membership, _): .member(membership)
-        case .ending(_, _, let held): held
+        case .ending(_, _, let held, _): held
         case .accepted, .upgraded, .awaitingCluster, .closed: nil
         }
     }
@@ -196,8 +199,8 @@ struct ServerConnectionStateMachine {
     }
 
     /// `ending` from the current state, keeping what the close releases.
-    private func ending(since now: NIODeadline, lostSession: UserKey?) -> State {
-        .ending(since: now, lostSession: lostSession, held: held)
+    private func ending(since now: NIODeadline, lostSession: UserKey?, cause: DisconnectReason) -> State {
+        .ending(since: now, lostSession: lostSession, held: held, cause: cause)
     }
 
     // MARK: deadlines
@@ -207,7 +210,7 @@ struct ServerConnectionStateMachine {
         switch state {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
         case .loggedIn, .joined: tokenExpiry.map { min($0, lastRead + readTimeout) } ?? lastRead + readTimeout
-        case .ending(let since, _, _): since + timeouts.close
+        case .ending(let since, _, _, _): since + timeouts.close
         case .closed: nil
         }
     }
@@ -216,25 +219,25 @@ struct ServerConnectionStateMachine {
     mutating func deadlinePassed(now: NIODeadline) -> Action {
         switch state {
         case .accepted:
-            state = ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil, cause: .timeout)
             return .dropConnection
         case .upgraded:
             // T-1 on the server side: no login (or join) within the login deadline.
-            state = ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil, cause: .timeout)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
         case .awaitingCluster(let key, _):
             // The cluster did not confirm in time: no reply; the admitted session is lost.
-            state = ending(since: now, lostSession: key)
+            state = ending(since: now, lostSession: key, cause: .timeout)
             return .closeWebSocket(code: .policyViolation, reason: "login deadline passed")
         case .loggedIn where tokenExpired(now), .joined where tokenExpired(now):
             tokenExpiry = nil
             return .tokenExpired
         case .loggedIn(let key, _, _):
             // SPEC H-2: the peer is presumed gone; a close frame would only sit in its buffer.
-            state = ending(since: now, lostSession: key)
+            state = ending(since: now, lostSession: key, cause: .timeout)
             return .dropConnection
         case .joined:
-            state = ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil, cause: .timeout)
             return .dropConnection
         case .ending:
             // SPEC T-2 on the server side: a peer that does not read never holds the socket.
@@ -265,7 +268,7 @@ struct ServerConnectionStateMachine {
     /// which does not.
     mutating func httpAnswered(now: NIODeadline, closesItself: Bool) -> Action {
         guard case .accepted = state else { return .none }   // benign: already closing
-        state = ending(since: now, lostSession: nil)
+        state = ending(since: now, lostSession: nil, cause: .normal)   // plain HTTP: not counted
         return closesItself ? .none : .closeAfterFlush
     }
 
@@ -299,14 +302,16 @@ struct ServerConnectionStateMachine {
     /// The server closes the connection (logout, leave, kick, token expiry, goaway, takeover,
     /// the client's close frame, a protocol violation, abuse). `code` nil: no close frame (the
     /// socket is dropped). A logged-in session is handed to the hub as lost when the socket
-    /// closes; the hub ignores it if the session already ended or moved on.
-    mutating func close(code: WebSocketErrorCode?, reason: String = "", now: NIODeadline) -> Action {
+    /// closes; the hub ignores it if the session already ended or moved on. `cause`: why,
+    /// when it is not the close code's (the client's own close frame, answered).
+    mutating func close(code: WebSocketErrorCode?, reason: String = "", now: NIODeadline, cause: DisconnectReason? = nil) -> Action {
+        let cause = cause ?? code.map { DisconnectReason(serverCloseCode: Int(UInt16(webSocketErrorCode: $0))) } ?? .connectionLost
         switch state {
         case .accepted:
-            state = ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil, cause: cause)
             return .dropConnection
         case .upgraded, .awaitingCluster, .loggedIn, .joined:
-            state = ending(since: now, lostSession: admittedSession)
+            state = ending(since: now, lostSession: admittedSession, cause: cause)
             guard let code else { return .dropConnection }
             return .closeWebSocket(code: code, reason: reason)
         case .ending, .closed:
@@ -319,21 +324,22 @@ struct ServerConnectionStateMachine {
     mutating func violationAnswered(now: NIODeadline) {
         switch state {
         case .upgraded, .awaitingCluster, .loggedIn, .joined:
-            state = ending(since: now, lostSession: admittedSession)
+            state = ending(since: now, lostSession: admittedSession, cause: .protocolViolation)
         case .accepted, .ending, .closed:
             break   // benign: already closing
         }
     }
 
     /// The connection is lost (an I/O error, a slow consumer cut off, the peer's TCP close): a
-    /// logged-in session keeps its grace window.
-    mutating func lost(now: NIODeadline) -> Action {
+    /// logged-in session keeps its grace window. `cause`: `slowConsumer` when it was cut off
+    /// for its backlog.
+    mutating func lost(now: NIODeadline, cause: DisconnectReason = .connectionLost) -> Action {
         switch state {
         case .loggedIn(let key, _, _), .awaitingCluster(let key, _):
-            state = ending(since: now, lostSession: key)
+            state = ending(since: now, lostSession: key, cause: cause)
             return .dropConnection
         case .accepted, .upgraded, .joined:
-            state = ending(since: now, lostSession: nil)
+            state = ending(since: now, lostSession: nil, cause: cause)
             return .dropConnection
         case .ending, .closed:
             return .none
@@ -349,7 +355,7 @@ struct ServerConnectionStateMachine {
         case .loggedIn(let key, _, let silence): return Closed(lostSession: key, held: .session(key, unreachableAfter: silence.threshold))
         case .awaitingCluster(let key, _): return Closed(lostSession: key, held: nil)
         case .joined(let membership, _): return Closed(lostSession: nil, held: .member(membership))
-        case .ending(_, let lost, let held): return Closed(lostSession: lost, held: held)
+        case .ending(_, let lost, let held, let cause): return Closed(lostSession: lost, held: held, cause: cause)
         case .accepted, .upgraded, .closed: return Closed()
         }
     }
