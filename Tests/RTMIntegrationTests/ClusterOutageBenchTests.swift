@@ -1,0 +1,31 @@
+import Foundation
+import RTMBench
+import RTMLocalPostgres
+import RTMTestSupport
+import Testing
+
+/// `rtm bench cluster-outage` as a user runs it (the `rtm` binary, its own PostgreSQL, replica,
+/// forwarders and nodes), shrunk to seconds: the report must show the fault and hold the
+/// exactly-once verdict it claims.
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ClusterOutageBenchTests {
+    @Test("M-1, M-2, M-3: a database failover under SDK publishers: every publisher paused and was acknowledged again, every subscriber told of the new epoch, nothing acknowledged lost, duplicated or reordered, nothing failed to the app")
+    func failoverReport() async throws {
+        let bench = try RTMProcess(arguments: ["bench", "cluster-outage", "--case", "failover", "--publishers", "2", "--subs", "1",
+                                               "--rate", "10", "--before", "1", "--after", "1", "--deadline", "30",
+                                               "--base-port", "\(try LoopbackPort.free())", "--json"])
+        await Task.detached { bench.waitUntilExit() }.value
+        let output = bench.output
+        #expect(bench.process.terminationStatus == 0, "\(output.suffix(20).joined(separator: "\n"))")
+        guard let line = output.last(where: { $0.hasPrefix("{") }),
+              let result = try? JSONDecoder().decode(OutageRun.Result.self, from: Data(line.utf8)) else {
+            Issue.record("no report: \(output.suffix(20).joined(separator: "\n"))")
+            return
+        }
+        #expect(result.publishers == 2 && result.subscribers == 2)
+        #expect(result.paused == 2 && result.stuck == 0, "\(result.text)")
+        #expect((result.ackedAgainMax ?? 0) > 0 && (result.ackedAgainMax ?? 99) < 15, "\(result.text)")
+        #expect(result.gapUnknown == 2, "\(result.text)")
+        #expect(result.isClean && result.failed == 0 && result.acknowledged > 10, "\(result.text)")
+    }
+}
