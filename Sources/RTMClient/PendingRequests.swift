@@ -31,6 +31,10 @@ struct PendingRequests {
     private var queued: Deque<UInt64> = []
     private var sent: Set<UInt64> = []
 
+    /// Requests wait in the queue (a reconnection, or a refused publish waiting to be sent
+    /// again): a new request queues behind them, in order.
+    var hasQueued: Bool { !queued.isEmpty }
+
     /// Adds a request, as sent on the current connection or queued for the next one.
     mutating func add(_ request: Request, id: UInt64, sent isSent: Bool) {
         requests[id] = request

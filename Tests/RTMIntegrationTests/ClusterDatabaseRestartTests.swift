@@ -28,8 +28,16 @@ extension ClusterTests {
         var isRunning: Bool { running.withLockedValue { $0 } }
         func stop() { running.withLockedValue { $0 = false } }
 
-        /// One channel publish and one user message after the other, every 5 ms, until stopped.
+        /// Channel publishes, and beside them user messages, one after the other every 5 ms
+        /// each, until stopped (two loops: a user message waiting for the store does not hold
+        /// the channel publishes back).
         func stream(from client: RTMClient, name: String, to receiver: String) async {
+            async let channel: Void = publishes(from: client, name: name)
+            async let user: Void = sends(from: client, name: name, to: receiver)
+            _ = await (channel, user)
+        }
+
+        private func publishes(from client: RTMClient, name: String) async {
             var i = 0
             while isRunning {
                 i += 1
@@ -45,6 +53,15 @@ extension ClusterTests {
                 } catch {
                     state.withLockedValue { $0.refused.append(RTMError(error.code, operation: "publish \(text)", error.reason)) }
                 }
+                try? await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+
+        private func sends(from client: RTMClient, name: String, to receiver: String) async {
+            var i = 0
+            while isRunning {
+                i += 1
+                let text = "\(name)-u\(i)"
                 do {
                     _ = try await client.publish(toUser: receiver, message: text)
                     state.withLockedValue { $0.sent.append(text) }
