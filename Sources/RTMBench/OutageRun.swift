@@ -34,6 +34,9 @@ public enum OutageRun {
         public var deadline: Double = 60
         /// Seconds of steady load after the last publisher was acknowledged again.
         public var after: Double = 3
+        /// Seconds after the load for every subscriber to get every acknowledged message of its
+        /// channel; what has not arrived by then counts as not delivered.
+        public var settle: Double = 10
         /// The SDK's request timeout (longer than any outage measured: a publish is sent again
         /// until acknowledged).
         public var requestTimeout: Double = 120
@@ -161,8 +164,15 @@ public enum OutageRun {
         for publisher in publishers { publisher.stop() }
         let stoppedAt = BenchClock.now()
         await running.value
-        // Deliveries of the last acknowledgements.
-        try await Task.sleep(nanoseconds: 2_000_000_000)
+        // The last acknowledgements' deliveries: a node that reconnects to the database late
+        // catches up late, which is not a loss (until `settle` has passed).
+        let acknowledged = Dictionary(uniqueKeysWithValues: publishers.map { publisher in
+            (publisher.channel, Set(publisher.ledger.withLockedValue { $0.acks.map(\.text) }))
+        })
+        let settleEnd = BenchClock.now() + UInt64(options.settle * 1e9)
+        while BenchClock.now() < settleEnd, !subscribers.allSatisfy({ $0.hasAll(acknowledged[$0.channel] ?? []) }) {
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
         return report(what, publishers: publishers, subscribers: subscribers, faultAt: faultAt, stoppedAt: stoppedAt)
     }
 
@@ -287,6 +297,15 @@ public enum OutageRun {
         let seen = NIOLockedValueBox(Seen())
 
         init(channel: String) { self.channel = channel }
+
+        /// Whether it has been given every one of `texts`.
+        func hasAll(_ texts: Set<String>) -> Bool {
+            var missing = texts
+            seen.withLockedValue { seen in
+                for case .message(let text, _) in seen.items { missing.remove(text) }
+            }
+            return missing.isEmpty
+        }
 
         func follow(_ events: AsyncStream<RTMEvent>) {
             let channel = self.channel, seen = self.seen

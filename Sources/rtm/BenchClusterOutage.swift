@@ -29,8 +29,9 @@ struct ClusterOutage: AsyncParsableCommand {
               partition  the last node's forwarder black-holes both ways (sockets stay open, \
             nothing flows), as a network partition between that node and PostgreSQL; its \
             clients still reach it.
-            The run ends --after seconds after every publisher was acknowledged again (or at \
-            --deadline). It reports how long publishes went unacknowledged (from the fault), \
+            The load ends --after seconds after every publisher was acknowledged again (or at \
+            --deadline); the subscribers then have --settle seconds to get every acknowledged \
+            message. It reports how long publishes went unacknowledged (from the fault), \
             which subscribers lost their link, the gap notices they got, and every acknowledged \
             message a subscriber never got, announced by a notice or silently; exit 2 when \
             anything was lost silently, delivered twice or out of order, or a publisher stuck.
@@ -53,6 +54,8 @@ struct ClusterOutage: AsyncParsableCommand {
     @Option(help: "Seconds of load before the fault.") var before: Double = 3
     @Option(help: "Seconds after the fault by which every publisher must be acknowledged again.") var deadline: Double = 60
     @Option(help: "Seconds of load after every publisher was acknowledged again.") var after: Double = 3
+    @Option(help: "Seconds after the load for the subscribers to get every acknowledged message (what has not arrived by then is not delivered).")
+    var settle: Double = 10
     @Flag(help: "failover: the replica is a synchronous standby (synchronous_standby_names = 'ANY 1 (*)').") var synchronous = false
     @Option(help: "The nodes' --channel-replay-max (default: the server's, 32): how many missed messages a subscriber that moves to another node gets replayed.")
     var replayMax: Int?
@@ -90,6 +93,7 @@ struct ClusterOutage: AsyncParsableCommand {
         options.before = before
         options.deadline = deadline
         options.after = after
+        options.settle = settle
         let kind = outage, isSynchronous = synchronous, victim = nodes
         let result = try await OutageRun.run(options, fault: {
             switch kind {

@@ -12,7 +12,7 @@ struct ClusterOutageBenchTests {
     @Test("M-1, M-2, M-3: a database failover under SDK publishers: every publisher paused and was acknowledged again, every subscriber told of the new epoch, nothing acknowledged lost, duplicated or reordered, nothing failed to the app")
     func failoverReport() async throws {
         let bench = try RTMProcess(arguments: ["bench", "cluster-outage", "--case", "failover", "--publishers", "2", "--subs", "1",
-                                               "--rate", "10", "--before", "1", "--after", "1", "--deadline", "30",
+                                               "--rate", "10", "--before", "1", "--after", "1", "--deadline", "30", "--settle", "30",
                                                "--base-port", "\(try LoopbackPort.free())", "--json"])
         await Task.detached { bench.waitUntilExit() }.value
         let output = bench.output
