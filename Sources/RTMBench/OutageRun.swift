@@ -173,23 +173,23 @@ public enum OutageRun {
         while BenchClock.now() < settleEnd, !subscribers.allSatisfy({ $0.hasAll(acknowledged[$0.channel] ?? []) }) {
             try await Task.sleep(nanoseconds: 100_000_000)
         }
-        return report(what, publishers: publishers, subscribers: subscribers, faultAt: faultAt, stoppedAt: stoppedAt)
+        return report(what, publishers: publishers, subscribers: subscribers, acknowledged: acknowledged, faultAt: faultAt,
+                      stoppedAt: stoppedAt)
     }
 
     static func channel(_ index: Int) -> String { "outage-\(index)" }
 
-    private static func report(_ fault: String, publishers: [Publisher], subscribers: [Subscriber], faultAt: UInt64,
-                               stoppedAt: UInt64) -> Result {
+    /// `acknowledged`: each channel's acknowledged texts.
+    private static func report(_ fault: String, publishers: [Publisher], subscribers: [Subscriber], acknowledged: [String: Set<String>],
+                               faultAt: UInt64, stoppedAt: UInt64) -> Result {
         var result = Result(fault: fault, publishers: publishers.count, subscribers: subscribers.count, acknowledged: 0, failed: 0, paused: 0,
                             stuck: 0, subscribersMoved: 0, gapNotices: 0, gapCounted: 0, gapUnknown: 0, lostAnnounced: 0, lostSilently: 0,
                             duplicated: 0, reordered: 0)
         var ackedAgain: [Double] = []
-        var acknowledged: [String: Set<String>] = [:]
         for publisher in publishers {
             let ledger = publisher.ledger.withLockedValue { $0 }
             result.acknowledged += ledger.acks.count
             result.failed += ledger.failed
-            acknowledged[publisher.channel] = Set(ledger.acks.map(\.text))
             // The first acknowledgement after the longest pause that the fault caused.
             let times = [faultAt] + ledger.acks.map(\.at).filter { $0 > faultAt }
             var pause: (length: UInt64, end: UInt64?) = (0, nil)

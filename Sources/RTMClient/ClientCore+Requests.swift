@@ -36,9 +36,10 @@ extension ClientCore {
             request.promise.fail(RTMError(timeoutCode, operation: operation,
                                           "no reply within \(timeout) s (link state \(machine.linkState))\(last)"))
         } : nil
-        // Behind queued requests, never ahead of them (M-3: one publisher's order), e.g. a
-        // publish waiting to be sent again after a cluster's refusal.
-        let channel = machine.isConnected && !requests.hasQueued ? connection?.channel : nil
+        // Behind the application's queued requests, never ahead of them (M-3: one publisher's
+        // order), e.g. a publish waiting to be sent again after a cluster's refusal. The SDK's
+        // own restore requests (internal) go at once, as they always did, before the queue.
+        let channel = machine.isConnected && (isInternal || !requests.hasQueued) ? connection?.channel : nil
         requests.add(request, id: id, sent: channel != nil)
         if let channel { ClientTransport.send(frame, on: channel) }
         return promise.futureResult

@@ -83,6 +83,15 @@ public final class LocalPostgres: @unchecked Sendable {
         self.settings.withLockedValue { $0 = settings }
     }
 
+    /// Restarts this primary so that every commit waits for one synchronous standby
+    /// (`synchronous_commit = on`, `synchronous_standby_names = 'ANY 1 (*)'`): with a replica
+    /// (`startReplica`) a promotion loses nothing acknowledged. Without one, commits wait for ever.
+    public func requireSynchronousStandby() throws {
+        set(["synchronous_commit=on", "synchronous_standby_names='ANY 1 (*)'"])
+        try stop()
+        try start()
+    }
+
     /// A streaming replica of this server (`pg_basebackup -R -X stream`), started on its own
     /// port, named `name` to the primary (`application_name`, for
     /// `synchronous_standby_names`). Replication is asynchronous unless the primary is

@@ -64,15 +64,13 @@ struct ClusterOutage: AsyncParsableCommand {
 
     func run() async throws {
         guard nodes >= 2 else { throw ValidationError("--nodes must be at least 2") }
+        // A synchronous primary without its standby would never acknowledge a commit.
+        guard !synchronous || outage == .failover else { throw ValidationError("--synchronous goes with --case failover (it needs the replica)") }
         FileLimit.raise()
         let log = BenchOutput.log
         let primary = try LocalPostgres.start(durable: true)
         defer { primary.destroy() }
-        if synchronous {
-            primary.set(["synchronous_commit=on", "synchronous_standby_names='ANY 1 (*)'"])
-            try primary.stop()
-            try primary.start()
-        }
+        if synchronous { try primary.requireSynchronousStandby() }
         let replica = outage == .failover ? try primary.startReplica() : nil
         defer { replica?.destroy() }
         log("started PostgreSQL on port \(primary.port)" + (replica.map { ", its \(synchronous ? "synchronous" : "asynchronous") replica on \($0.port)" } ?? ""))

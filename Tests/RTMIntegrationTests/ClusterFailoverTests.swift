@@ -49,11 +49,7 @@ struct ClusterFailoverTests {
     private func withCluster(synchronous: Bool, _ body: (Cluster) async throws -> Void) async throws {
         let primary = try PostgresTestServer.start()
         defer { primary.destroy() }
-        if synchronous {
-            primary.set(["synchronous_commit=on", "synchronous_standby_names='ANY 1 (*)'"])
-            try primary.stop()
-            try primary.start()
-        }
+        if synchronous { try primary.requireSynchronousStandby() }
         let replica = try primary.startReplica()
         defer { replica.destroy() }
         let address = try await FaultProxy.start(targetPort: primary.port)
