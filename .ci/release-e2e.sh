@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's release build of `rtm`, and the process tests run against it (RTM_BINARY).
 # Reuses the debug test bundle already built by `swift test`; the binary under test is the
-# release one. Run from the package root after `swift test`.
+# release one. Run from the package root after `swift test`. `--build-only` builds and stops
+# (.ci/builds.sh runs it beside the other builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -10,6 +11,7 @@ RTM_FAST=1 swift build -c release -Xswiftc -enforce-exclusivity=unchecked --prod
 echo "release build: $(( $(date +%s) - start )) s"
 binary="$PWD/.build-fast/release/rtm"
 test -x "$binary"
+[ "${1:-}" = "--build-only" ] && exit 0
 # Every test that starts `rtm` processes (see EndToEndProcessTests for the list of what users see).
 filter='EndToEndProcessTests'
 filter+='|ProcessTests/(suspendedProcess|unprivileged)'

@@ -5,6 +5,7 @@
 # .build-fuzz/artifacts/<target>-crash-… (replay it: .build-fuzz/debug/<target> <file>).
 #
 #   Fuzz/run.sh [seconds per target, default 60] [target ...]
+#   Fuzz/run.sh --build-only        (builds every target and stops)
 #
 # Needs a toolchain with libFuzzer (the swift.org one on Linux). What the fuzzer learns goes to
 # .build-fuzz/corpus/<target>, kept between runs; the seeds in the repository are not modified.
@@ -12,6 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
+build_only=false
+if [ "${1:-}" = "--build-only" ]; then build_only=true; shift; fi
 seconds="${1:-60}"
 shift || true
 targets=("$@")
@@ -24,6 +27,7 @@ for target in "${targets[@]}"; do
     swift build --scratch-path "$scratch" --product "$target" 2>&1 | grep -v "Cannot export local symbol" | tail -n 3
 done
 echo "fuzz build: $(( $(date +%s) - start )) s"
+$build_only && exit 0
 
 bin="$scratch/debug"
 mkdir -p "$scratch/artifacts"
