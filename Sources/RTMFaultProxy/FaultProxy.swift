@@ -37,7 +37,7 @@ public final class FaultProxy: Sendable {
         var refuseNew = false
         var accepted = 0
         var targetPort: Int
-        var pairs: [ObjectIdentifier: (any Channel, (any Channel)?)] = [:]
+        var pairs: [ObjectIdentifier: (any Channel, (any Channel)?, Cut)] = [:]
     }
 
     private let state: NIOLockedValueBox<State>
@@ -90,9 +90,12 @@ public final class FaultProxy: Sendable {
     public var openConnections: Int { state.withLockedValue { $0.pairs.count } }
 
     /// Resets every open connection, both sides (RST, no FIN).
+    /// Nothing is relayed on any of them once this returns (the resets themselves complete on
+    /// the sockets' event loops a moment later).
     public func cutAll() {
         let pairs = state.withLockedValue { state in defer { state.pairs = [:] }; return Array(state.pairs.values) }
-        for (inbound, outbound) in pairs {
+        for (inbound, outbound, cut) in pairs {
+            cut.withLockedValue { $0 = true }
             Self.reset(inbound)
             if let outbound { Self.reset(outbound) }
         }
@@ -116,7 +119,8 @@ public final class FaultProxy: Sendable {
             return
         }
         let key = ObjectIdentifier(inbound)
-        state.withLockedValue { $0.pairs[key] = (inbound, nil) }
+        let cut = Cut(false)
+        state.withLockedValue { $0.pairs[key] = (inbound, nil, cut) }
         inbound.closeFuture.whenComplete { [self] _ in
             // A black hole does not pass a close on either: the other side stays half-open.
             let outbound = state.withLockedValue { state -> (any Channel)? in
@@ -129,7 +133,7 @@ public final class FaultProxy: Sendable {
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { outbound in
                 outbound.eventLoop.makeCompletedFuture {
-                    try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound, toServer: false))
+                    try outbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: inbound, toServer: false, cut: cut))
                 }
             }
             .connect(host: "127.0.0.1", port: targetPort)
@@ -140,7 +144,7 @@ public final class FaultProxy: Sendable {
                 case .success(let outbound):
                     let stillOpen = state.withLockedValue { state -> Bool in
                         guard state.pairs[key] != nil else { return false }
-                        state.pairs[key] = (inbound, outbound)
+                        state.pairs[key] = (inbound, outbound, cut)
                         return true
                     }
                     guard stillOpen else { Self.reset(outbound); return }
@@ -149,7 +153,7 @@ public final class FaultProxy: Sendable {
                     }
                     inbound.eventLoop.execute {
                         do {
-                            try inbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: outbound, toServer: true))
+                            try inbound.pipeline.syncOperations.addHandler(Relay(proxy: self, peer: outbound, toServer: true, cut: cut))
                             inbound.read()
                         } catch {
                             Self.reset(inbound)
@@ -165,6 +169,10 @@ public final class FaultProxy: Sendable {
         provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Set when a pair is cut: its relays drop what they read from then on, so nothing passes
+    /// after `cutAll()` returns, before the resets reach the sockets.
+    typealias Cut = NIOLockedValueBox<Bool>
+
     /// Forwards (or not) the bytes read on one side to the other.
     private final class Relay: ChannelDuplexHandler {
         typealias InboundIn = ByteBuffer
@@ -175,12 +183,14 @@ public final class FaultProxy: Sendable {
         private let peer: any Channel
         /// True on the client's side: the bytes read here go to the server.
         private let toServer: Bool
+        private let cut: Cut
         /// Delayed chunks waiting for their time, in order.
         private var pending: [(due: NIODeadline, data: ByteBuffer)] = []
         private var drainScheduled = false
 
-        init(proxy: FaultProxy, peer: any Channel, toServer: Bool) {
+        init(proxy: FaultProxy, peer: any Channel, toServer: Bool, cut: Cut) {
             self.proxy = proxy
+            self.cut = cut
             self.peer = peer
             self.toServer = toServer
         }
@@ -192,6 +202,7 @@ public final class FaultProxy: Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let bytes = unwrapInboundIn(data)
+            guard !cut.withLockedValue({ $0 }) else { return }
             switch proxy.mode {
             case .pass where pending.isEmpty:
                 peer.writeAndFlush(bytes, promise: nil)
@@ -228,6 +239,7 @@ public final class FaultProxy: Sendable {
             let now = NIODeadline.now()
             while let first = pending.first, first.due <= now {
                 pending.removeFirst()
+                guard !cut.withLockedValue({ $0 }) else { pending.removeAll(); return }
                 peer.writeAndFlush(first.data, promise: nil)
             }
             guard let next = pending.first, !drainScheduled else { return }

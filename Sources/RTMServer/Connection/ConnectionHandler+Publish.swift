@@ -190,12 +190,10 @@ extension ConnectionHandler {
 
     /// Acknowledges binary publishes, all in one binary ack frame.
     func writePublishAcks(_ acks: [(requestID: UInt64, seq: UInt64)], context: ChannelHandlerContext) {
-        guard !acks.isEmpty, lifecycle.maySend else { return }   // nothing after our close frame
+        guard !acks.isEmpty, let outbox else { return }   // nothing after our close frame
         var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
-        fanout.stats.bytesOut &+= buffer.readableBytes
-        connection.countOut(bytes: buffer.readableBytes)
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
+        outbox.binary(buffer)
     }
 
     /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
@@ -213,10 +211,7 @@ extension ConnectionHandler {
     func writeReplies(_ replies: inout ByteBuffer?, context: ChannelHandlerContext) {
         guard let buffer = replies else { return }
         replies = nil
-        guard lifecycle.maySend else { return }   // nothing after our close frame
-        fanout.stats.bytesOut &+= buffer.readableBytes
-        connection.countOut(bytes: buffer.readableBytes, messages: Self.frameCount(buffer))
-        (rawContext ?? context).writeAndFlush(NIOAny(buffer), promise: nil)
+        outbox?.encoded(buffer, frames: Self.frameCount(buffer), flush: true)
     }
 
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).

@@ -292,8 +292,10 @@ extension ConnectionHandler {
             send(Frame(type: .gap, channel: channel, ts: Hub.wallMillis, epoch: replay.epoch, count: lost), context: context)
         }
         // Replayed messages are pre-encoded WebSocket frames.
-        for buffer in replay.messages { (rawContext ?? context).write(NIOAny(buffer), promise: nil) }
-        context.flush()
+        if let outbox, !replay.messages.isEmpty {
+            for buffer in replay.messages { outbox.encoded(buffer, flush: false) }
+            outbox.flush()
+        }
         return replay.epoch
     }
 

@@ -36,11 +36,11 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var errorBudget: RateLimiter
     /// Channels this connection serves in its loop's fan-out table.
     var localChannels: Set<String> = []
-    /// Cleared when the handler is removed: a context holds its handler, so keeping it after
-    /// that would keep both alive for ever (~4.5 KB per connection never freed).
-    var context: ChannelHandlerContext?
-    /// Writes pre-encoded WebSocket frames below the frame encoder (fan-out, replay).
-    var rawContext: ChannelHandlerContext?
+    /// The pipeline contexts every write goes through, from the handler's addition to its
+    /// removal (cleared then: a context holds its handler, so keeping it after that would keep
+    /// both alive for ever, ~4.5 KB per connection never freed). Written to only through
+    /// `outbox`, the gate, but for the close frame.
+    private var wired: ConnectionOutbox?
     /// Publishes of the current read batch (binary, and JSON ones the fast reader took).
     var pendingPublishes: [PendingPublish] = []
     /// Binary user messages of the current read batch (one hop to the mailbox for all).
@@ -69,6 +69,12 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var access: SessionAccess? { lifecycle.access }
     /// A STREAM connection's channel, once joined (its state's).
     var stream: StreamMembership? { lifecycle.membership }
+    /// The handler's context while it is in the pipeline.
+    var context: ChannelHandlerContext? { wired?.context }
+    /// Where this connection's frames go, while it may still send: nil once it is closing
+    /// (nothing after the close frame, RFC 6455 §5.5.1; nothing to a socket being dropped) or
+    /// before the handler is added and after it is removed. The one gate of every write.
+    var outbox: ConnectionOutbox? { lifecycle.maySend ? wired : nil }
 
     init(hub: Hub) {
         self.hub = hub
@@ -87,17 +93,16 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        self.rawContext = try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName)
         fanout = hub.fanout(for: context.eventLoop)
+        wired = ConnectionOutbox(context: context, raw: try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName),
+                                 fanout: fanout)
         lastRead = .now()
         // Watched from the accept on: every state has a deadline.
         fanout.liveness.watch(self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-        self.rawContext = nil
+        wired = nil
     }
 
     /// The WebSocket upgrade is done (called by `ServerUpgrader` right after it added the frame
@@ -105,6 +110,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upgraded(context: ChannelHandlerContext, userAgent: String? = nil) {
         lifecycle.upgraded()
         connection = hub.register(context.channel)
+        wired?.connection = connection
         connection.userAgent = userAgent.map { String($0.prefix(200)) }
         connection.attach(self)
     }
@@ -149,11 +155,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
             let payload = frame.data
             if let ts = FrameCodec.fastPing(payload) {
-                guard lifecycle.maySend else { return }
                 // The heartbeat: answered without JSON machinery (idle servers mostly do this).
-                let pong = FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator)
-                connection.countOut(bytes: pong.readableBytes)
-                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: pong)), promise: nil)
+                outbox?.text(FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator))
                 return
             }
             let decoded: Frame
@@ -169,10 +172,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
             lastRead = .now()
-            guard lifecycle.maySend else { return }   // nothing after our close frame
             var data = frame.data
-            let pong = WebSocketFrame(fin: true, opcode: .pong, data: data.readSlice(length: data.readableBytes) ?? ByteBuffer())
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            outbox?.pong(data.readSlice(length: data.readableBytes) ?? ByteBuffer())
         case .connectionClose:
             // RFC 6455 §5.5.1: answer with the client's own code (the decoder checked it), then close.
             closeConnection(context: context, code: WebSocketRules.closeReplyCode(frame.data), cause: .clientClose)
@@ -213,8 +214,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             hub.metrics.slowConsumerDropped()
             run(lifecycle.lost(now: .now(), cause: .slowConsumer), context: context)
         case let close as CloseWithFrameEvent:
-            guard lifecycle.maySend else { return }   // already closing
-            context.write(wrapOutboundOut(close.frame), promise: nil)
+            guard let outbox else { return }   // already closing
+            outbox.text(close.frame.data, flush: false)
             closeConnection(context: context, code: close.code, reason: close.reason)
         case let replaced as ReplacedEvent:
             // The session went on elsewhere (a resume, C-4; a rejoin; a logout): this one is stale.
@@ -291,7 +292,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// follows the close frame (RFC 6455 §5.5.1). Pre-encoded fan-out frames go below this
     /// handler; the connection leaves the fan-out tables when it sends its close frame.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard lifecycle.maySend else {
+        guard outbox != nil else {
             promise?.fail(ChannelError.outputClosed)
             return
         }
@@ -299,16 +300,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A whole WebSocket frame, already encoded (user-message replies and deliveries, from
-    /// `UserMailbox`'s loop work): written below the frame encoder, like fan-out frames, and
-    /// dropped once the connection is closing (the gate of `write(context:data:promise:)`).
-    func writeEncoded(_ frame: ByteBuffer, fallback: () -> WebSocketFrame) {
-        guard lifecycle.maySend else { return }
-        connection.countOut(bytes: frame.readableBytes)
-        if let rawContext {
-            rawContext.write(NIOAny(frame), promise: nil)
-        } else {
-            context?.write(wrapOutboundOut(fallback()), promise: nil)
-        }
+    /// `UserMailbox`'s loop work): written below the frame encoder, like fan-out frames, not
+    /// flushed (the mailbox flushes its batch), and dropped once the connection is closing.
+    func writeEncoded(_ frame: ByteBuffer) {
+        outbox?.encoded(frame, flush: false)
     }
 
     /// Performs what the state machine decided.
@@ -319,19 +314,15 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .dropConnection:
             context.close(mode: .all, promise: nil)
         case .closeAfterFlush:
-            // An empty write below the HTTP encoder completes once everything before it is out.
-            let below = rawContext ?? context
-            below.writeAndFlush(NIOAny(ByteBuffer())).assumeIsolated().whenComplete { _ in context.close(mode: .all, promise: nil) }
+            guard let wired else { return context.close(mode: .all, promise: nil) }
+            wired.drained().assumeIsolated().whenComplete { _ in context.close(mode: .all, promise: nil) }
         case .tokenExpired:
             tokenExpired(context: context)
         case .closeWebSocket(let code, let reason):
-            var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-            data.write(webSocketErrorCode: code)
-            data.writeString(reason)
-            let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
             leaveFanout()   // no channel message after the close frame either
+            guard let wired else { return context.close(mode: .all, promise: nil) }
             // If the peer does not read, the `ending` deadline closes the socket (SPEC T-2).
-            context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenComplete { _ in
+            wired.closeFrame(code: code, reason: reason).assumeIsolated().whenComplete { _ in
                 context.close(mode: .all, promise: nil)
             }
         }
@@ -341,7 +332,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Sends a frame; a refusal is counted by `operation` (default: the request being run).
     func send(_ frame: Frame, context: ChannelHandlerContext, operation: FrameType? = nil) {
-        guard lifecycle.maySend else { return }   // nothing after our close frame
+        guard outbox != nil else { return }   // nothing after our close frame
         if frame.type == .error, let code = frame.code {
             lastErrorCode = code
             fanout.stats.refused[RefusalKey(operation: operation ?? self.operation, code: code), default: 0] &+= 1
@@ -360,9 +351,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             buffer = FrameCodec.encode(frame, allocator: context.channel.allocator)
         }
-        fanout.stats.bytesOut &+= buffer.readableBytes
-        connection?.countOut(bytes: buffer.readableBytes)
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)), promise: nil)
+        outbox?.text(buffer)
     }
 
     /// The error budget is spent: the peer ignores its errors (a flood). The connection is
@@ -388,7 +377,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let key = ChannelKey(appId: appId, name: channel)
         localChannels.insert(channel)
         // Adding again replaces the subscriber's options; only a first local subscriber changes the loop set.
-        if fanout.add(connection, to: key, features: features, raw: rawContext) {
+        if fanout.add(connection, to: key, features: features, raw: wired?.raw) {
             hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
         }
     }

@@ -43,7 +43,7 @@ final class ConnectionRef: Sendable, Hashable {
     /// or gone), `fallback` is written through the pipeline instead.
     func writeEncoded(_ frame: ByteBuffer, fallback: @autoclosure () -> WebSocketFrame) {
         if let handler = handler.value?.handler {
-            handler.writeEncoded(frame, fallback: fallback)
+            handler.writeEncoded(frame)
         } else {
             channel.write(fallback(), promise: nil)
         }

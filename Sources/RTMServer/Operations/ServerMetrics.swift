@@ -237,10 +237,6 @@ final class ServerMetrics: Sendable {
     /// User messages accepted for storage (`sendUser`).
     func userMessagesIn(_ count: Int) { userIn.increment(by: Int64(count)) }
 
-    /// Bytes written from outside the event loops' counts (user messages and their replies,
-    /// once per store commit and loop).
-    func sentBytes(_ count: Int) { if count > 0 { bytesOut.increment(by: Int64(count)) } }
-
     /// User messages handed to a receiver's connection.
     func userMessagesOut(_ count: Int) { userOut.increment(by: Int64(count)) }
 

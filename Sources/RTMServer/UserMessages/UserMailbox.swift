@@ -429,7 +429,7 @@ final class UserMailbox: @unchecked Sendable {
         let epoch = store.epoch
         for (_, loopWork) in work {
             guard let loop = loopWork.eventLoop else { continue }
-            loop.execute { [metrics] in metrics?.sentBytes(loopWork.run(epoch: epoch)) }
+            loop.execute { loopWork.run(epoch: epoch) }
         }
     }
 
@@ -441,7 +441,7 @@ final class UserMailbox: @unchecked Sendable {
         for message in messages { work.deliver(message, to: receiver) }
         let epoch = store.epoch
         let ready = work
-        receiver.connection.channel.eventLoop.execute { [metrics] in metrics?.sentBytes(ready.run(epoch: epoch)) }
+        receiver.connection.channel.eventLoop.execute { ready.run(epoch: epoch) }
     }
 
     /// What one commit sends through one event loop, per connection in first-seen order.
@@ -470,20 +470,19 @@ final class UserMailbox: @unchecked Sendable {
             deliveries[id]!.messages.append(message)
         }
 
-        /// On the loop: encodes and writes everything, one flush per connection. Returns the
-        /// bytes written (WebSocket payloads).
-        func run(epoch: String) -> Int {
-            var bytes = 0
+        /// On the loop: encodes and writes everything, one flush per connection (the
+        /// connection's outbox counts the bytes).
+        func run(epoch: String) {
             for id in order {
                 var channel: (any Channel)?
                 if let (connection, list) = replies[id] {
                     channel = connection.channel
-                    bytes += Self.writeReplies(list, on: connection)
+                    Self.writeReplies(list, on: connection)
                 }
                 if let (receiver, messages) = deliveries[id] {
                     channel = receiver.connection.channel
                     if receiver.binary {
-                        bytes += Self.writeBinary(messages, epoch: epoch, on: receiver.connection)
+                        Self.writeBinary(messages, epoch: epoch, on: receiver.connection)
                     } else {
                         // One text frame per message (JSON), written whole like the binary ones:
                         // one flush for all of them, not one each.
@@ -491,37 +490,31 @@ final class UserMailbox: @unchecked Sendable {
                             let json = FrameCodec.encode(UserMailbox.jsonFrame(message, epoch: message.epoch ?? epoch),
                                                          allocator: receiver.connection.channel.allocator)
                             let frame = EncodedFrame.text(json, allocator: receiver.connection.channel.allocator)
-                            bytes += frame.payloadBytes
                             receiver.connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
                         }
                     }
                 }
                 channel?.flush()
             }
-            return bytes
         }
 
         /// `0x83` frames (a u16 count each: a larger list takes several), each encoded with its
         /// WebSocket header in one buffer and written below the frame encoder.
-        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on connection: ConnectionRef) -> Int {
+        private static func writeReplies(_ replies: [BinaryFrame.SendUserReply], on connection: ConnectionRef) {
             var start = 0
-            var bytes = 0
             while start < replies.count {
                 let chunk = replies[start..<min(start + Int(UInt16.max), replies.count)]
                 let frame = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: 3 + 17 * chunk.count) {
                     BinaryFrame.writeSendUserReplies(into: &$0, chunk)
                 }
-                bytes += frame.payloadBytes
                 connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
                 start += chunk.count
             }
-            return bytes
         }
 
         /// `0x84` frames of at most about 60 KB each, one per run of messages of one mailbox
         /// epoch, encoded as `writeReplies` does.
-        private static func writeBinary(_ messages: [StoredUserMessage], epoch store: String, on connection: ConnectionRef) -> Int {
-            var bytes = 0
+        private static func writeBinary(_ messages: [StoredUserMessage], epoch store: String, on connection: ConnectionRef) {
             var frame: [BinaryFrame.UserMessage] = []
             var size = 0
             var epoch = messages.first?.epoch ?? store
@@ -530,7 +523,6 @@ final class UserMailbox: @unchecked Sendable {
                 let encoded = EncodedFrame.binary(allocator: connection.channel.allocator, capacity: size + 3 + epoch.utf8.count) {
                     BinaryFrame.writeUserMessages(into: &$0, epoch: epoch, frame)
                 }
-                bytes += encoded.payloadBytes
                 connection.writeEncoded(encoded.buffer, fallback: encoded.webSocketFrame)
                 frame.removeAll(keepingCapacity: true)
                 size = 0
@@ -544,7 +536,6 @@ final class UserMailbox: @unchecked Sendable {
                 size += itemSize
             }
             write()
-            return bytes
         }
     }
 
