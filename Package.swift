@@ -163,7 +163,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
         ], swiftSettings: strict),
-        .testTarget(name: "RTMClientTests", dependencies: ["RTMClient", "RTMProtocol"], swiftSettings: strict),
+        .testTarget(name: "RTMClientTests", dependencies: [
+            "RTMClient", "RTMProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+        ], swiftSettings: strict),
         // The server's rules as values, time passed in: no sockets, no clock, milliseconds.
         .testTarget(name: "RTMServerTests", dependencies: [
             "RTMServer", "RTMProtocol", "RTMAuth", "RTMWebSocket", "RTMTestSupport",

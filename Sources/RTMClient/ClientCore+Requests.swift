@@ -37,11 +37,9 @@ extension ClientCore {
                                           "no reply within \(timeout) s (link state \(machine.linkState))\(last)"))
         } : nil
         // Behind the application's queued requests, never ahead of them (M-3: one publisher's
-        // order), e.g. a publish waiting to be sent again after a cluster's refusal. The SDK's
-        // own restore requests (internal) go at once, as they always did, before the queue.
-        let channel = machine.isConnected && (isInternal || !requests.hasQueued) ? connection?.channel : nil
-        requests.add(request, id: id, sent: channel != nil)
-        if let channel { ClientTransport.send(frame, on: channel) }
+        // order), e.g. a publish waiting to be sent again after a cluster's refusal.
+        let channel = machine.isConnected ? connection?.channel : nil
+        if requests.admit(request, id: id, connected: channel != nil), let channel { ClientTransport.send(frame, on: channel) }
         return promise.futureResult
     }
 
@@ -60,7 +58,7 @@ extension ClientCore {
         let delay = PendingRequests.resendDelay(after: request.refusals)
         request.refusals += 1
         request.lastRefusal = frame.reason
-        requests.add(request, id: id, sent: false)
+        requests.requeue(request, id: id)
         loop.scheduleTask(in: delay) { [self] in flushQueue() }
     }
 

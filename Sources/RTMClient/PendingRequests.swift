@@ -31,14 +31,24 @@ struct PendingRequests {
     private var queued: Deque<UInt64> = []
     private var sent: Set<UInt64> = []
 
-    /// Requests wait in the queue (a reconnection, or a refused publish waiting to be sent
-    /// again): a new request queues behind them, in order.
-    var hasQueued: Bool { !queued.isEmpty }
-
-    /// Adds a request, as sent on the current connection or queued for the next one.
-    mutating func add(_ request: Request, id: UInt64, sent isSent: Bool) {
+    /// Adds a new request and says whether to send it now: on a connected link, and only when
+    /// no request waits in the queue before it (M-3: one publisher's order holds through a
+    /// refused publish waiting to be sent again, or a reconnection), except the SDK's own
+    /// restore requests (internal), which go at once, before the queue. Otherwise it is queued
+    /// behind the others.
+    mutating func admit(_ request: Request, id: UInt64, connected: Bool) -> Bool {
+        let now = connected && (request.isInternal || queued.isEmpty)
         requests[id] = request
-        if isSent { sent.insert(id) } else { queued.append(id) }
+        if now { sent.insert(id) } else { queued.append(id) }
+        return now
+    }
+
+    /// A request the server refused, to be sent again (`ClientCore.resendsRefusal`): queued in
+    /// the order the application made it, before any request made after it.
+    mutating func requeue(_ request: Request, id: UInt64) {
+        requests[id] = request
+        sent.remove(id)
+        queued.insert(id, at: queued.firstIndex { $0 > id } ?? queued.endIndex)
     }
 
     /// Takes a request out (its timeout fired): nil if it was already answered.

@@ -213,8 +213,7 @@ final class StreamCore: @unchecked Sendable {
             request.promise.fail(RTMError(.requestTimeout, operation: operation, "no reply within \(timeout) s"))
         }
         let channel = machine.linkState == .connected ? connection?.channel : nil
-        requests.add(request, id: id, sent: channel != nil)
-        if let channel { ClientTransport.send(frame, on: channel) }
+        if requests.admit(request, id: id, connected: channel != nil), let channel { ClientTransport.send(frame, on: channel) }
         return promise.futureResult
     }
 
