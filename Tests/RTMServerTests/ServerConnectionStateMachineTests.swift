@@ -96,6 +96,24 @@ struct ServerConnectionStateMachineTests {
         #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
     }
 
+    @Test("RFC 6455 §5.5.1: a subscription entered in the fan-out table while open; none once the close frame is going out, and the close takes every one out")
+    func fanoutChannels() {
+        var m = machine()
+        m.upgraded()
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+        let entered = [m.enterFanout("a"), m.enterFanout("b"), m.enterFanout("a")]   // again: options change
+        #expect(entered == [true, true, true])
+        let left = [m.leaveFanout("b"), m.leaveFanout("b")]
+        #expect(left == [true, false])
+        #expect(m.fanoutChannels == ["a"])
+        _ = m.close(code: .normalClosure, now: Self.t0)
+        let late = m.enterFanout("late")   // a subscribe answered after the close frame: not entered
+        #expect(!late)
+        let taken = m.leaveFanout()
+        #expect(taken == ["a"])
+        #expect(m.fanoutChannels.isEmpty)
+    }
+
     @Test("rtm_disconnects_total: why a connection ended is the first cause that closed it (a client's close frame answered is not a server close)")
     func disconnectCause() {
         func loggedIn() -> ServerConnectionStateMachine {

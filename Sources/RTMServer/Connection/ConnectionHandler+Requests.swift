@@ -69,7 +69,7 @@ extension ConnectionHandler {
         case (.loggedIn(let key, _, _), .renewToken):
             renewToken(frame, key: key, context: context)
         case (.loggedIn(let key, _, _), .logout):
-            leaveAllFanout()
+            leaveFanout()
             hub.logout(connection)
             hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
@@ -83,10 +83,6 @@ extension ConnectionHandler {
         }
     }
 
-    private func leaveAllFanout() {
-        guard let appId else { return }
-        for channel in localChannels { leaveFanout(channel, appId: appId) }
-    }
 
     // MARK: login
 

@@ -237,7 +237,7 @@ extension ConnectionHandler {
     func tokenExpired(context: ChannelHandlerContext) {
         switch lifecycle.state {
         case .loggedIn(let key, _, _):
-            for channel in localChannels { leaveFanout(channel, appId: appId ?? "") }
+            leaveFanout()
             hub.logout(connection)
             hub.closeStreams(of: key, reason: "the token expired")   // the STREAM connections ride on this session
         case .joined(let membership, _):

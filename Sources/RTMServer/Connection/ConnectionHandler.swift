@@ -34,8 +34,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Error replies this connection may still get; a connection that keeps sending rejected
     /// requests past it is closed (1008: a flood of rejections degrades everyone).
     var errorBudget: RateLimiter
-    /// Channels this connection serves in its loop's fan-out table.
-    var localChannels: Set<String> = []
+    /// Channels this connection serves in its loop's fan-out table (its state machine's).
+    var localChannels: Set<String> { lifecycle.fanoutChannels }
     /// The pipeline contexts every write goes through, from the handler's addition to its
     /// removal (cleared then: a context holds its handler, so keeping it after that would keep
     /// both alive for ever, ~4.5 KB per connection never freed). Written to only through
@@ -374,8 +374,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func joinFanout(_ channel: String, appId: String, features: ChannelFeatures = .presence) {
+        guard lifecycle.enterFanout(channel) else { return }   // closing: no channel message after the close frame
         let key = ChannelKey(appId: appId, name: channel)
-        localChannels.insert(channel)
         // Adding again replaces the subscriber's options; only a first local subscriber changes the loop set.
         if fanout.add(connection, to: key, features: features, raw: wired?.raw) {
             hub.setLoop(fanout.index, hasSubscribers: true, channel: key)
@@ -383,15 +383,19 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func leaveFanout(_ channel: String, appId: String) {
-        guard localChannels.remove(channel) != nil else { return }
-        let key = ChannelKey(appId: appId, name: channel)
-        if fanout.remove(connection, from: key) { hub.setLoop(fanout.index, hasSubscribers: false, channel: key) }
+        guard lifecycle.leaveFanout(channel) else { return }
+        removeFromFanout(ChannelKey(appId: appId, name: channel))
     }
 
-    /// Leaves every channel of this loop's fan-out table (no channel message after the close frame).
-    private func leaveFanout(appId: String? = nil) {
+    /// Leaves every channel of this loop's fan-out table (no channel message after the close
+    /// frame; the session ended).
+    func leaveFanout(appId: String? = nil) {
         guard let appId = appId ?? self.appId else { return }
-        for channel in localChannels { leaveFanout(channel, appId: appId) }
+        for channel in lifecycle.leaveFanout() { removeFromFanout(ChannelKey(appId: appId, name: channel)) }
+    }
+
+    private func removeFromFanout(_ key: ChannelKey) {
+        if fanout.remove(connection, from: key) { hub.setLoop(fanout.index, hasSubscribers: false, channel: key) }
     }
 }
 

@@ -136,6 +136,11 @@ struct ServerConnectionStateMachine {
     /// Logged in or joined: when the token (or the capability token, whichever is first)
     /// expires unless renewed; nil: it does not.
     private(set) var tokenExpiry: NIODeadline?
+    /// The channels this connection is entered for in its event loop's fan-out table (its
+    /// subscriptions; a STREAM connection's channel), until the close takes them out
+    /// (`leaveFanout()`). None is entered once the connection is closing: channel messages go
+    /// straight from the table to the socket, and nothing may follow the close frame.
+    private(set) var fanoutChannels: Set<String> = []
 
     init(acceptedAt: NIODeadline, timeouts: Timeouts) {
         self.acceptedAt = acceptedAt
@@ -395,6 +400,27 @@ struct ServerConnectionStateMachine {
         case .ending, .closed: false
         case .accepted, .upgraded, .awaitingCluster, .loggedIn, .joined: true
         }
+    }
+
+    // MARK: fan-out
+
+    /// `channel` is to be entered in the fan-out table (again: its options change): false once
+    /// the connection is closing (the subscription's reply came too late; nothing is entered).
+    mutating func enterFanout(_ channel: String) -> Bool {
+        guard maySend else { return false }
+        fanoutChannels.insert(channel)
+        return true
+    }
+
+    /// `channel` is to leave the fan-out table: false if it is not entered.
+    mutating func leaveFanout(_ channel: String) -> Bool {
+        fanoutChannels.remove(channel) != nil
+    }
+
+    /// Every channel entered, taken out (the close frame is going out, or the session ended).
+    mutating func leaveFanout() -> Set<String> {
+        defer { fanoutChannels = [] }
+        return fanoutChannels
     }
 
     /// Whether a request of this type may run now.
