@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The README's release build of `rtm`, and the process tests run against it (RTM_BINARY).
 # Reuses the debug test bundle already built by `swift test`; the binary under test is the
-# release one. Run from the package root after `swift test`. `--build-only` builds and stops
-# (.ci/builds.sh runs it beside the other builds).
+# release one. Run from the package root after `swift test`. `--build-only` builds and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

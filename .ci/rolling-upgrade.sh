@@ -2,8 +2,7 @@
 # A rolling upgrade with two builds: `rtm` of the previous release (the commit pinned below,
 # built from this clone's history into .build-previous) beside this one's, on one PostgreSQL
 # (ClusterTests.rollingUpgrade). Run from the package root after `swift test` (reuses its build).
-# `--build-only` builds the previous release and stops (.ci/builds.sh runs it beside the other
-# builds).
+# `--build-only` builds the previous release (or finds it kept) and stops.
 #
 # The previous release's binary is the same for every run on one toolchain, so it is kept in
 # ${XDG_CACHE_HOME:-~/.cache}/rtm-ci/, keyed by the pinned commit and the toolchain's version,

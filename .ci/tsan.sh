@@ -3,7 +3,7 @@
 # the cluster (channel log, user messages, sessions, services across nodes), fan-out and
 # delivery, and the SDK's reconnection through fault proxies. Builds into .build-tsan.
 # Any ThreadSanitizer report fails the run (halt_on_error), as does a failing test.
-# `--build-only` builds and stops (.ci/builds.sh runs it beside the other builds).
+# `--build-only` builds and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
