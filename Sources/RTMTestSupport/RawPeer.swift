@@ -68,6 +68,13 @@ public final class RawPeer: Sendable {
         var buffer = received
         guard let headEnd = buffer.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else { return [] }
         buffer.moveReaderIndex(to: headEnd.upperBound)
+        return Self.frames(in: buffer)
+    }
+
+    /// The whole unmasked WebSocket frames at the start of `buffer` (a server's), in order; a
+    /// frame cut short at the end is left out.
+    public static func frames(in buffer: ByteBuffer) -> [WireFrame] {
+        var buffer = buffer
         var out: [WireFrame] = []
         while let b0: UInt8 = buffer.getInteger(at: buffer.readerIndex),
               let b1: UInt8 = buffer.getInteger(at: buffer.readerIndex + 1) {

@@ -1,0 +1,97 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import RTMTestSupport
+import Testing
+@testable import RTMServer
+
+/// The connection handler driven frame by frame in an `EmbeddedChannel`, on a hub built in
+/// memory: requests and their replies, the one outbox and its gate, with no socket and no clock.
+struct ConnectionHandlerEmbeddedTests {
+    private static func login(_ connection: EmbeddedConnection, user: String) throws {
+        try connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":5,"presenceTimeout":15}"#)
+        let replies = try connection.receivedJSON()
+        guard replies.first?["type"] as? String == "ok", replies.first?["id"] as? Int == 1 else {
+            throw EmbeddedConnectionError("login not answered ok: \(replies)")
+        }
+    }
+
+    @Test("a session frame by frame: login, subscribe, publish (the publisher's ok before its own copy, M-2), JSON ping and WebSocket ping (T-3)")
+    func sessionFrameByFrame() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop)
+        let alice = try EmbeddedConnection(hub: hub, loop: loop)
+        try Self.login(alice, user: "alice")
+
+        try alice.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+        let subscribed = try alice.receivedJSON()
+        #expect(subscribed.count == 1)
+        #expect(subscribed.first?["id"] as? Int == 2)
+        #expect(subscribed.first?["seq"] as? Int == 0)
+        #expect(subscribed.first?["users"] as? [String] == ["alice"])
+
+        try alice.send(#"{"type":"publish","id":3,"channel":"room","text":"hello","msgId":77}"#)
+        let published = try alice.received()
+        #expect(published.count == 2)
+        #expect(published.first?.opcode == 0x1)
+        #expect(published.first?.text.contains(#""id":3"#) == true)
+        #expect(published.first?.text.contains(#""seq":1"#) == true)
+        #expect(published.last?.opcode == 0x2)   // the channel message, binary (PROTOCOL §2.3)
+        #expect(published.last.map { String(decoding: $0.payload, as: UTF8.self).contains("hello") } == true)
+
+        try alice.send(#"{"type":"ping","ts":42}"#)
+        let pongs = try alice.receivedJSON()
+        #expect(pongs.count == 1)
+        #expect(pongs.first?["type"] as? String == "pong")
+        #expect(pongs.first?["ts"] as? Int == 42)
+        try alice.send(bytes: RawPeer.frame(opcode: 0x9, Array("beat".utf8)))
+        let pong = try alice.received()
+        #expect(pong.map(\.opcode) == [0xA])
+        #expect(pong.first?.text == "beat")
+        #expect(alice.channel.isActive)
+    }
+
+    @Test("an error reply carries the request's id: a subscribe without a channel, a request of no known type")
+    func errorRepliesCarryTheID() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop)
+        let alice = try EmbeddedConnection(hub: hub, loop: loop)
+        try Self.login(alice, user: "alice")
+        try alice.send(#"{"type":"subscribe","id":7}"#)
+        let refused = try alice.receivedJSON()
+        #expect(refused.first?["type"] as? String == "error")
+        #expect(refused.first?["id"] as? Int == 7)
+        try alice.send(#"{"type":"nonsense","id":8}"#)
+        let unknown = try alice.receivedJSON()
+        #expect(unknown.first?["type"] as? String == "error")
+        #expect(unknown.first?["id"] as? Int == 8)
+    }
+
+    @Test("RFC 6455 §5.5.1: the client's close frame is answered with its code and nothing is written after it, not even a channel message published by another connection while the close frame still waits to leave")
+    func nothingAfterTheCloseFrame() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop)
+        let alice = try EmbeddedConnection(hub: hub, loop: loop)
+        let bob = try EmbeddedConnection(hub: hub, loop: loop)
+        try Self.login(alice, user: "alice")
+        try Self.login(bob, user: "bob")
+        for connection in [alice, bob] {
+            try connection.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+            _ = try connection.received()
+        }
+        _ = try alice.received()   // bob's join
+
+        alice.socket.stall()   // alice stops reading: her close frame's write never completes, the socket stays open
+        try alice.send(bytes: RawPeer.closeFrame(code: 4001))
+        let closing = try alice.received()
+        #expect(closing.map(\.opcode) == [0x8])
+        #expect(closing.first?.closeCode == 4001)
+
+        try bob.send(#"{"type":"publish","id":3,"channel":"room","text":"late"}"#)
+        #expect(try bob.received().count == 2)   // bob's ok and his own copy
+        try bob.send(#"{"type":"unsubscribe","id":4,"channel":"room"}"#)   // no presence event either (alice's close ended her session)
+        #expect(try bob.receivedJSON().first?["id"] as? Int == 4)
+        #expect(try alice.received().isEmpty)
+        #expect(alice.channel.isActive)   // still waiting on the close frame's write (SPEC T-2 bounds that)
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RTMTestSupport
+@testable import RTMServer
+
+/// A server connection on an `EmbeddedChannel`: the `ConnectionHandler` with the handlers the
+/// WebSocket upgrade puts before it (`ServerUpgrader`), on a hub built in memory with no
+/// listener and no socket (`EmbeddedConnection.hub`). The test writes client frames in, reads
+/// back what the connection wrote as WebSocket frames, and runs the loop's queued work when it
+/// says: no thread, no timing.
+final class EmbeddedConnection {
+    let channel: EmbeddedChannel
+    let handler: ConnectionHandler
+    /// The socket's send side: `stall()` makes it a peer that stopped reading.
+    let socket = SocketSide()
+    private let loop: EmbeddedEventLoop
+
+    /// A hub on `loop` alone, with the default single-node seams in memory (user messages,
+    /// storage and invitations kept in memory; any token accepted for app "app").
+    static func hub(loop: EmbeddedEventLoop, configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> Hub {
+        var configuration = ServerConfiguration()
+        configuration.apps = ["app": nil]
+        configure(&configuration)
+        return Hub(configuration: configuration, loops: [loop], store: try SQLiteUserMessageStore(path: nil),
+                   serviceStore: try SQLiteServiceStore(path: nil, fullSync: false), logger: Logger(label: "embedded"))
+    }
+
+    /// A connection just upgraded to WebSocket, before its first frame.
+    init(hub: Hub, loop: EmbeddedEventLoop) throws {
+        self.loop = loop
+        channel = EmbeddedChannel(loop: loop)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40_000)).wait()
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(socket)
+        try sync.addHandler(RawOutboundHandler(), name: RTMServer.rawHandlerName)
+        handler = ConnectionHandler(hub: hub)
+        try sync.addHandler(handler)
+        try sync.addHandler(WebSocketFrameEncoder(), position: .before(handler))
+        try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: 1 << 16)), position: .before(handler))
+        handler.upgraded(context: try sync.context(handler: handler))
+    }
+
+    /// Sends a JSON request as a masked text frame, as a client does.
+    func send(_ json: String) throws {
+        try channel.writeInbound(RawPeer.text(json))
+    }
+
+    /// Sends raw client bytes (one or more masked frames).
+    func send(bytes: ByteBuffer) throws {
+        try channel.writeInbound(bytes)
+    }
+
+    /// Runs the loop's queued work, then takes every frame the connection wrote since the last call.
+    func received() throws -> [RawPeer.WireFrame] {
+        loop.run()
+        var bytes = ByteBuffer()
+        while var part = try channel.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&part) }
+        for var part in socket.takeHeld() { bytes.writeBuffer(&part) }
+        return RawPeer.frames(in: bytes)
+    }
+
+    /// The text frames written since the last call, as JSON objects (binary frames left out).
+    func receivedJSON() throws -> [[String: Any]] {
+        try received().filter { $0.opcode == 0x1 }.map { frame in
+            guard let object = try JSONSerialization.jsonObject(with: Data(frame.payload)) as? [String: Any] else {
+                throw EmbeddedConnectionError("not a JSON object: \(frame.text)")
+            }
+            return object
+        }
+    }
+}
+
+/// The first handler of the pipeline, where bytes leave for the socket. Normally it passes
+/// them on; stalled, it keeps them and never completes their writes, as a socket whose peer
+/// stopped reading (the kernel's buffers full): whatever waits for a write to finish waits.
+final class SocketSide: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    private var stalled = false
+    private var held: [ByteBuffer] = []
+
+    /// From now on writes are held, never completed.
+    func stall() { stalled = true }
+
+    /// The bytes held since the last call (each counted as sent by the test, not completed).
+    func takeHeld() -> [ByteBuffer] {
+        defer { held = [] }
+        return held
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard stalled else { return context.write(data, promise: promise) }
+        held.append(unwrapOutboundIn(data))   // the promise is never completed: the peer reads nothing
+    }
+}
+
+struct EmbeddedConnectionError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
