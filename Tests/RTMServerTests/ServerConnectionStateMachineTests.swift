@@ -14,8 +14,10 @@ struct ServerConnectionStateMachineTests {
     static let access = SessionAccess(userId: "alice", capabilities: nil, namespaces: [])
     static let unreachable = TimeAmount.seconds(30)
 
-    func machine() -> ServerConnectionStateMachine {
-        ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts)
+    static let limits = ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 0, errorReplyBurst: 0)
+
+    func machine(limits: ConnectionLimits = Self.limits) -> ServerConnectionStateMachine {
+        ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts, limits: limits)
     }
 
     @Test("Before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
@@ -339,5 +341,40 @@ extension ServerConnectionStateMachineTests {
         key = m.silent(now: Self.t0 + .seconds(100), lastRead: Self.t0)
         #expect(key == nil && !m.isLoggedIn)
         #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: .seconds(20))))
+    }
+
+    @Test("SPEC §8: publishes over the rate are refused (a second's worth at once, then the rate); a reload gives new, full buckets")
+    func publishRate() {
+        var m = machine(limits: ConnectionLimits(publishRatePerSecond: 2, errorReplyRatePerSecond: 0, errorReplyBurst: 0))
+        m.upgraded()
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+        let first = [m.admitPublish(now: Self.t0), m.admitPublish(now: Self.t0), m.admitPublish(now: Self.t0)]
+        #expect(first == [true, true, false])
+        let later = [m.admitPublish(now: Self.t0 + .milliseconds(500)), m.admitPublish(now: Self.t0 + .milliseconds(500))]
+        #expect(later == [true, false])   // one token in half a second
+        // Read late because the server was busy: the bucket holds that much more.
+        let late = (0..<3).map { _ in m.admitPublish(now: Self.t0 + .seconds(2), lateness: .milliseconds(500)) }
+        #expect(late == [true, true, true])
+        m.reload(ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 0, errorReplyBurst: 0), now: Self.t0 + .seconds(2))
+        let unlimited = (0..<100).allSatisfy { _ in m.admitPublish(now: Self.t0 + .seconds(2)) }
+        #expect(unlimited)
+    }
+
+    @Test("SPEC §8: a connection that keeps sending rejected requests is closed (1008) once its error budget is spent, instead of answered; the last error's code is kept for the login count")
+    func errorBudget() {
+        var m = machine(limits: ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 1, errorReplyBurst: 3))
+        m.upgraded()
+        m.loginAttempted()
+        #expect(m.lastErrorCode == nil)
+        m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
+        let answered = (0..<3).map { _ in m.errorReply(code: -11006, now: Self.t0) }
+        #expect(answered == [nil, nil, nil])
+        #expect(m.lastErrorCode == -11006)
+        #expect(m.errorReply(code: -11006, now: Self.t0 + .seconds(1)) == nil)   // the rate refills it
+        let spent = m.errorReply(code: -10001, now: Self.t0 + .seconds(1))
+        #expect(spent == .closeWebSocket(code: .policyViolation, reason: ServerConnectionStateMachine.floodReason))
+        #expect(m.lastErrorCode == -10001)
+        #expect(!m.maySend)
+        #expect(m.admit(.publish) == .ignored)
     }
 }

@@ -61,8 +61,7 @@ extension Hub {
             fanouts[index].eventLoop.submit {
                 for connection in connections {
                     connection.onLoop { handler in
-                        handler.publishLimiter = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: .now())
-                        handler.errorBudget = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
+                        handler.lifecycle.reload(limits, now: .now())
                     }
                 }
             }

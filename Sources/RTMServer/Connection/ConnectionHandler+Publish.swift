@@ -246,7 +246,7 @@ extension ConnectionHandler {
         if let customType, customType.count > limits.maxCustomTypeLength {
             return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
-        if !publishLimiter.tryAcquire(now: lastRead, lateness: fanout.liveness.ticks.lateness(now: lastRead)) {
+        if !lifecycle.admitPublish(now: lastRead, lateness: fanout.liveness.ticks.lateness(now: lastRead)) {
             return hub.limits.withLockedValue { $0.publishRefusal }
         }
         return nil
@@ -259,11 +259,10 @@ extension ConnectionHandler {
     func appendRefusal(_ refusal: RequestRefusal, id: UInt64, to replies: inout ByteBuffer?, expected: Int,
                        context: ChannelHandlerContext) -> Bool {
         guard lifecycle.maySend else { return false }
-        lastErrorCode = refusal.code.rawValue
         fanout.stats.refused[RefusalKey(operation: .publish, code: refusal.code.rawValue), default: 0] &+= 1
-        guard errorBudget.tryAcquire(now: lastRead) else {
+        if let spent = lifecycle.errorReply(code: refusal.code.rawValue, now: lastRead) {
             writeReplies(&replies, context: context)   // before the close frame
-            closeForRejectedRequests(context: context)
+            closeForRejectedRequests(spent, context: context)
             return false
         }
         let length = FrameCodec.errorLength(id: id, code: refusal.code.rawValue, reason: refusal.reason)

@@ -38,7 +38,7 @@ extension ConnectionHandler {
         case (_, .ping):
             send(Frame(type: .pong, ts: frame.ts), context: context)
         case (.upgraded, .login):
-            lastErrorCode = nil
+            lifecycle.loginAttempted()
             login(frame, context: context)
             // A login waiting for the hook's answer is counted when it comes.
             if held == nil { noteLoginOutcome() }
@@ -90,7 +90,7 @@ extension ConnectionHandler {
     private func noteLoginOutcome() {
         switch lifecycle.state {
         case .loggedIn, .awaitingCluster: break
-        default: noteLoginRejected(code: lastErrorCode)
+        default: noteLoginRejected(code: lifecycle.lastErrorCode)
         }
     }
 

@@ -30,10 +30,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var lastRead = NIODeadline.now()
     /// The current read delivered at least one whole frame (stamped in channelReadComplete).
     var readWholeFrame = false
-    var publishLimiter: RateLimiter
-    /// Error replies this connection may still get; a connection that keeps sending rejected
-    /// requests past it is closed (1008: a flood of rejections degrades everyone).
-    var errorBudget: RateLimiter
     /// Channels this connection serves in its loop's fan-out table (its state machine's).
     var localChannels: Set<String> { lifecycle.fanoutChannels }
     /// The pipeline contexts every write goes through, from the handler's addition to its
@@ -53,8 +49,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
-    /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
-    var lastErrorCode: Int?
     /// Inputs that arrived while the authorization hook was being asked, in order; nil: not
     /// asking (`ConnectionHandler+Hook`).
     var held: [HeldInput]?
@@ -81,10 +75,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.channelPublisher = hub.publishing.makeConnectionPublisher()
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
-            acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout))
-        let limits = hub.limits.withLockedValue { $0.limits }
-        self.publishLimiter = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: .now())
-        self.errorBudget = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
+            acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout),
+            limits: hub.limits.withLockedValue { $0.limits })
         hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
 
@@ -334,12 +326,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func send(_ frame: Frame, context: ChannelHandlerContext, operation: FrameType? = nil) {
         guard outbox != nil else { return }   // nothing after our close frame
         if frame.type == .error, let code = frame.code {
-            lastErrorCode = code
             fanout.stats.refused[RefusalKey(operation: operation ?? self.operation, code: code), default: 0] &+= 1
-        }
-        if frame.type == .error, !errorBudget.tryAcquire(now: .now()) {
-            closeForRejectedRequests(context: context)
-            return
+            if let spent = lifecycle.errorReply(code: code, now: .now()) {
+                return closeForRejectedRequests(spent, context: context)
+            }
         }
         let buffer: ByteBuffer
         if frame.type == .error, let code = frame.code, let reason = frame.reason, frame == Frame(type: .error, id: frame.id, code: code, reason: reason) {
@@ -354,17 +344,16 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         outbox?.text(buffer)
     }
 
-    /// The error budget is spent: the peer ignores its errors (a flood). The connection is
-    /// closed (1008) instead of answered, which costs it nothing legitimate and frees its
-    /// neighbours. The warning is one line per 10 s (a flood's connections come by the hundred
-    /// a second; `rtm_disconnects_total` counts each).
-    func closeForRejectedRequests(context: ChannelHandlerContext) {
+    /// The error budget is spent (`ServerConnectionStateMachine.errorReply`): performs the
+    /// close the machine decided. The warning is one line per 10 s (a flood's connections come
+    /// by the hundred a second; `rtm_disconnects_total` counts each).
+    func closeForRejectedRequests(_ close: ServerConnectionStateMachine.Action, context: ChannelHandlerContext) {
         let (log, suppressed) = hub.abuseLog.admit(now: .now())
         if log {
             hub.logger.warning("closing a connection that keeps sending rejected requests",
                                metadata: ["connection": "\(connection?.id ?? 0)", "more since the last line": "\(suppressed)"])
         }
-        closeConnection(context: context, code: .policyViolation, reason: "too many rejected requests")
+        run(close, context: context)
     }
 
     /// Ends the connection by someone's will: a WebSocket close frame with `code`, then the

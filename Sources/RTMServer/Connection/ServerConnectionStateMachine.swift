@@ -141,10 +141,15 @@ struct ServerConnectionStateMachine {
     /// (`leaveFanout()`). None is entered once the connection is closing: channel messages go
     /// straight from the table to the socket, and nothing may follow the close frame.
     private(set) var fanoutChannels: Set<String> = []
+    /// The publish rate and the error-reply budget (`ServerConnectionStateMachine+Budgets`).
+    var budgets: Budgets
+    /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
+    var lastErrorCode: Int?
 
-    init(acceptedAt: NIODeadline, timeouts: Timeouts) {
+    init(acceptedAt: NIODeadline, timeouts: Timeouts, limits: ConnectionLimits) {
         self.acceptedAt = acceptedAt
         self.timeouts = timeouts
+        self.budgets = Budgets(limits, start: acceptedAt)
     }
 
     /// The logged-in session, if any.
