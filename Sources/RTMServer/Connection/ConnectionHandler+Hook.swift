@@ -26,11 +26,11 @@ extension ConnectionHandler {
             then(verdict)
             return resumeHeld(context: context)
         }
-        if held == nil { held = [] }
+        if intake.held == nil { intake.held = [] }
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
         hook.ask(question, failure: failure, on: context.eventLoop).assumeIsolated().whenSuccess { [self] verdict in
             guard let context = self.context, lifecycle.maySend else {
-                held = nil
+                intake.held = nil
                 return
             }
             then(verdict)
@@ -40,26 +40,26 @@ extension ConnectionHandler {
 
     /// Keeps `inbound` for after the answer.
     func hold(_ inbound: ServerInbound) {
-        held?.append(.input(inbound))
+        intake.held?.append(.input(inbound))
     }
 
     /// Runs what arrived while the hook was asked, in order, until it is done or another
     /// request must wait for the hook; then reads again.
     func resumeHeld(context: ChannelHandlerContext) {
-        guard let queue = held else { return }
-        held = nil
+        guard let queue = intake.held else { return }
+        intake.held = nil
         for index in queue.indices {
             switch queue[index] {
-            case .publishes(let rest): pendingPublishes.append(contentsOf: rest)
+            case .publishes(let rest): intake.publishes.append(contentsOf: rest)
             case .input(let inbound): process(inbound, context: context)
             }
-            if held != nil {   // another question: the rest waits behind it
-                held?.append(contentsOf: queue[(index + 1)...])
+            if intake.held != nil {   // another question: the rest waits behind it
+                intake.held?.append(contentsOf: queue[(index + 1)...])
                 return
             }
         }
         flushPublishes(context: context)
-        guard held == nil else { return }
+        guard intake.held == nil else { return }
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
     }
 
@@ -74,7 +74,7 @@ extension ConnectionHandler {
     /// denied, it is answered with the refusal.
     func askHookAboutPublish(_ pending: PendingPublish, channel: String, rest: ArraySlice<PendingPublish>, mode: HookFailureMode,
                              key: UserKey, context: ChannelHandlerContext) {
-        held = (held ?? []) + [.publishes(rest)]
+        intake.held = (intake.held ?? []) + [.publishes(rest)]
         askHook(publishQuestion(pending.publish, channel: channel, key: key), failure: mode, context: context) { [self] verdict in
             switch verdict {
             case .deny(let refusal):
@@ -92,7 +92,7 @@ extension ConnectionHandler {
                     cleared.publish.payload = payload
                     cleared.publish.isText = rewrite?.payloadIsText ?? true
                 }
-                pendingPublishes.insert(cleared, at: 0)
+                intake.publishes.insert(cleared, at: 0)
             }
         }
     }

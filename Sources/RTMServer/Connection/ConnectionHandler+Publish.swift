@@ -22,15 +22,15 @@ extension ConnectionHandler {
     func binaryFrame(_ payload: ByteBuffer, context: ChannelHandlerContext) {
         switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
         case BinaryFrame.sendUserOp?:
-            operation = .sendUser
+            intake.operation = .sendUser
             binarySendUser(payload, context: context)
             return
         case BinaryFrame.ackUserOp?:
-            operation = .ackUser
+            intake.operation = .ackUser
             binaryAckUser(payload, context: context)
             return
         default:
-            operation = .publish
+            intake.operation = .publish
         }
         switch BinaryFrame.readPublish(payload) {
         case .failure(let error):
@@ -42,7 +42,7 @@ extension ConnectionHandler {
                 refuseBinary(.publish, requestID: publish.requestID, context: context)
                 return
             }
-            pendingPublishes.append(PendingPublish(publish: publish, json: false))
+            intake.publishes.append(PendingPublish(publish: publish, json: false))
         }
     }
 
@@ -60,19 +60,19 @@ extension ConnectionHandler {
     /// MESSAGE session joins the batch; false for anything else (decode it as usual).
     func gatherJSONPublish(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.isLoggedIn, let publish = FrameCodec.readPublish(payload) else { return false }
-        pendingPublishes.append(PendingPublish(publish: publish, json: true))
+        intake.publishes.append(PendingPublish(publish: publish, json: true))
         return true
     }
 
     /// Runs the gathered publishes, in order.
     func flushPublishes(context: ChannelHandlerContext) {
         flushUserSends()
-        guard !pendingPublishes.isEmpty, let key = lifecycle.session else { return }
-        operation = .publish
+        guard !intake.publishes.isEmpty, let key = lifecycle.session else { return }
+        intake.operation = .publish
         let started = NIODeadline.now()
         defer { hub.metrics.request(.publish, nanoseconds: (NIODeadline.now() - started).nanoseconds) }   // one per batch
-        let batch = pendingPublishes
-        pendingPublishes.removeAll(keepingCapacity: true)
+        let batch = intake.publishes
+        intake.publishes.removeAll(keepingCapacity: true)
         var acks: [(requestID: UInt64, seq: UInt64)] = []
         var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
@@ -217,7 +217,7 @@ extension ConnectionHandler {
     /// The channel of a publish, validated (cached for a run of publishes to the same channel).
     private func publishChannel(_ publish: BinaryFrame.Publish, context: ChannelHandlerContext) -> String? {
         let (name, problem) = Self.validatedName(publish.channelBytes, kind: "channel name", limits: hub.configuration.limits,
-                                                 cache: &lastPublishChannel)
+                                                 cache: &intake.lastPublishChannel)
         if let problem {
             send(.error(id: publish.requestID, .invalidChannelName, problem), context: context)
             return nil

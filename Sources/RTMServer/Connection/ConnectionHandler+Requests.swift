@@ -26,10 +26,10 @@ extension ConnectionHandler {
             return askHook(question, failure: mode, context: context) { [self] verdict in
                 switch verdict {
                 case .deny(let refusal):
-                    operation = frame.type
+                    intake.operation = frame.type
                     send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
                 case .allow(let rewrite):
-                    operation = frame.type
+                    intake.operation = frame.type
                     handle(Self.rewritten(frame, rewrite), context: context, asked: true)
                 }
             }
@@ -41,7 +41,7 @@ extension ConnectionHandler {
             lifecycle.loginAttempted()
             login(frame, context: context)
             // A login waiting for the hook's answer is counted when it comes.
-            if held == nil { noteLoginOutcome() }
+            if intake.held == nil { noteLoginOutcome() }
         case (.upgraded, .join):
             joinStream(frame, context: context)
         case (.joined(let membership, _), _):
@@ -118,7 +118,7 @@ extension ConnectionHandler {
             let question = HookQuestion(event: .connect, appId: appId, userId: userId, address: address)
             return askHook(question, failure: mode, context: context) { [self] verdict in
                 guard case .upgraded = lifecycle.state else { return }
-                let late = held != nil   // answered later: handle() did not count the outcome
+                let late = intake.held != nil   // answered later: handle() did not count the outcome
                 login(frame, context: context, connect: verdict)
                 if late { noteLoginOutcome() }
             }

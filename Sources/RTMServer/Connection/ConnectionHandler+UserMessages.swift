@@ -35,7 +35,7 @@ extension ConnectionHandler {
         let data = request.isText ? nil : Data(body.readableBytesView)
         let message = StoredUserMessage(appId: key.appId, receiver: receiver, sender: key.userId, text: text, data: data,
                                         customType: request.customType, ts: Hub.wallMillis, clientMsgId: request.msgId)
-        pendingUserSends.append(UserMailbox.Submission(message: message, reply: .binary(connection, requestID: request.requestID)))
+        intake.userSends.append(UserMailbox.Submission(message: message, reply: .binary(connection, requestID: request.requestID)))
     }
 
     /// A binary `ackUser` (`0x04`): every user message up to the id is acknowledged.
@@ -54,9 +54,9 @@ extension ConnectionHandler {
 
     /// Hands the read's binary user messages to the mailbox, in order.
     func flushUserSends() {
-        guard !pendingUserSends.isEmpty else { return }
-        let batch = pendingUserSends
-        pendingUserSends.removeAll(keepingCapacity: true)
+        guard !intake.userSends.isEmpty else { return }
+        let batch = intake.userSends
+        intake.userSends.removeAll(keepingCapacity: true)
         guard let key = lifecycle.session else { return }
         hub.mailbox.send(batch, from: key)
     }
@@ -64,7 +64,7 @@ extension ConnectionHandler {
     /// The receiver's user id, validated (cached for a run of messages to the same receiver).
     private func receiverName(_ request: BinaryFrame.SendUser, context: ChannelHandlerContext) -> String? {
         let (name, problem) = Self.validatedName(request.receiverBytes, kind: "userId", limits: hub.configuration.limits,
-                                                 cache: &lastUserReceiver)
+                                                 cache: &intake.lastUserReceiver)
         if let problem {
             send(.error(id: request.requestID, .invalidUserId, problem), context: context)
             return nil

@@ -28,8 +28,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// When the last whole frame arrived (SPEC T-3): the liveness deadline counts from it, so
     /// a peer that trickles the bytes of a frame it never finishes is not alive.
     var lastRead = NIODeadline.now()
-    /// The current read delivered at least one whole frame (stamped in channelReadComplete).
-    var readWholeFrame = false
+    /// What has been read and not yet run, and what reading carries from one frame to the
+    /// next (`ConnectionIntake`).
+    var intake = ConnectionIntake()
     /// Channels this connection serves in its loop's fan-out table (its state machine's).
     var localChannels: Set<String> { lifecycle.fanoutChannels }
     /// The pipeline contexts every write goes through, from the handler's addition to its
@@ -37,24 +38,9 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// both alive for ever, ~4.5 KB per connection never freed). Written to only through
     /// `outbox`, the gate, but for the close frame.
     private var wired: ConnectionOutbox?
-    /// Publishes of the current read batch (binary, and JSON ones the fast reader took).
-    var pendingPublishes: [PendingPublish] = []
-    /// Binary user messages of the current read batch (one hop to the mailbox for all).
-    var pendingUserSends: [UserMailbox.Submission] = []
     /// Where this connection's publishes go (`PublishPath`): numbered at once on one node,
     /// committed through the backplane in a cluster.
     let channelPublisher: any ConnectionPublisher
-    /// The last receiver of a binary user message: its id's bytes and validation result.
-    var lastUserReceiver: (bytes: [UInt8], name: String, problem: String?)?
-    /// The last channel published to: its name's bytes and validation result, to skip
-    /// re-validating and re-allocating the name for every message of a stream.
-    var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
-    /// Inputs that arrived while the authorization hook was being asked, in order; nil: not
-    /// asking (`ConnectionHandler+Hook`).
-    var held: [HeldInput]?
-    /// The type of the request being run, which its refusals are counted by
-    /// (`rtm_requests_refused_total`); replies that come later name their request's type.
-    var operation = RefusalKey.unknownOperation
 
     /// The app of the session or stream membership the connection holds (closing: held), from
     /// its state.
@@ -108,7 +94,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        readWholeFrame = true
+        intake.wholeFrame = true
         process(unwrapInboundIn(data), context: context)
     }
 
@@ -121,7 +107,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // Binary publishes are gathered and run together when the read batch ends (their
             // liveness stamp too, in channelReadComplete).
             for index in messages.indices {
-                guard held == nil else { return hold(.binary(Array(messages[index...]))) }
+                guard intake.held == nil else { return hold(.binary(Array(messages[index...]))) }
                 fanout.stats.bytesIn &+= messages[index].readableBytes
                 connection.bytesIn &+= messages[index].readableBytes
                 connection.messagesIn &+= 1
@@ -129,7 +115,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         case .frame(let whole):
-            guard held == nil else { return hold(inbound) }
+            guard intake.held == nil else { return hold(inbound) }
             frame = whole
             fanout.stats.bytesIn &+= whole.data.readableBytes
             connection.bytesIn &+= whole.data.readableBytes
@@ -144,7 +130,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if gatherJSONPublish(frame.data) { return }
             lastRead = .now()
             flushPublishes(context: context)   // keep the client's order of requests
-            guard held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
+            guard intake.held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
             let payload = frame.data
             if let ts = FrameCodec.fastPing(payload) {
                 // The heartbeat: answered without JSON machinery (idle servers mostly do this).
@@ -159,7 +145,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             let started = NIODeadline.now()
-            operation = decoded.type
+            intake.operation = decoded.type
             handle(decoded, context: context)
             hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
@@ -177,8 +163,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         // Only whole frames are signs of life: bytes of a frame still open are not (a peer
         // could hold one open for ever, a byte at a time).
-        guard readWholeFrame else { return context.fireChannelReadComplete() }
-        readWholeFrame = false
+        guard intake.wholeFrame else { return context.fireChannelReadComplete() }
+        intake.wholeFrame = false
         lastRead = .now()
         if lifecycle.isReportedSilent, let key = lifecycle.spoke() {
             hub.peerSilence(key, connection: connection, silent: false)   // §1.7: online again
@@ -326,7 +312,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func send(_ frame: Frame, context: ChannelHandlerContext, operation: FrameType? = nil) {
         guard outbox != nil else { return }   // nothing after our close frame
         if frame.type == .error, let code = frame.code {
-            fanout.stats.refused[RefusalKey(operation: operation ?? self.operation, code: code), default: 0] &+= 1
+            fanout.stats.refused[RefusalKey(operation: operation ?? intake.operation, code: code), default: 0] &+= 1
             if let spent = lifecycle.errorReply(code: code, now: .now()) {
                 return closeForRejectedRequests(spent, context: context)
             }
