@@ -23,19 +23,23 @@ struct ServerConnectionStateMachineTests {
     @Test("Before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
     func loginDeadlineFromAccept() {
         var m = machine()
-        // Bytes trickling in (a slowloris) or pings move `lastRead`, not the deadline.
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        // Bytes trickling in (a slowloris) or pings move the last read, not the deadline.
+        m.read(at: Self.t0 + .seconds(11))
+        #expect(m.deadline == Self.t0 + .seconds(12))
         m.upgraded()
         #expect(m.state == .upgraded)
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        m.read(at: Self.t0 + .seconds(11))
+        #expect(m.deadline == Self.t0 + .seconds(12))
         #expect(m.admit(.ping) == .allowed)
         let action = m.deadlinePassed(now: Self.t0 + .seconds(12))
         #expect(action == .closeWebSocket(code: .policyViolation, reason: "login deadline passed"))
         // Ending: the close deadline; a peer that does not read is dropped then (T-2).
-        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(13))
+        m.read(at: Self.t0)
+        #expect(m.deadline == Self.t0 + .seconds(13))
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(13)) == .dropConnection)
         #expect(m.socketClosed().lostSession == nil)
-        #expect(m.deadline(lastRead: Self.t0) == nil)
+        m.read(at: Self.t0)
+        #expect(m.deadline == nil)
     }
 
     @Test("A connection that never finishes its HTTP request is dropped at the login deadline")
@@ -49,7 +53,8 @@ struct ServerConnectionStateMachineTests {
     func httpAnswered() {
         var ours = machine()
         #expect(ours.httpAnswered(now: Self.t0, closesItself: true) == .none)
-        #expect(ours.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        ours.read(at: Self.t0)
+        #expect(ours.deadline == Self.t0 + .seconds(1))
         var malformed = machine()
         #expect(malformed.httpAnswered(now: Self.t0, closesItself: false) == .closeAfterFlush)
         #expect(malformed.httpAnswered(now: Self.t0, closesItself: false) == .none)
@@ -62,7 +67,8 @@ struct ServerConnectionStateMachineTests {
         #expect(m.admit(.publish) == .rejected(RequestRefusal(code: .notLogin, reason: "'publish' needs a login first")))
         m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         #expect(m.session == Self.alice)
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(100)) == Self.t0 + .seconds(115))
+        m.read(at: Self.t0 + .seconds(100))
+        #expect(m.deadline == Self.t0 + .seconds(115))
         #expect(m.admit(.publish) == .allowed)
         #expect(m.admit(.login) == .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection")))
         if case .rejected(let refusal) = m.admit(.join) { #expect(refusal.code == .invalidFrame) } else { Issue.record("join admitted") }
@@ -76,11 +82,14 @@ struct ServerConnectionStateMachineTests {
         m.upgraded()
         m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         m.tokenExpires(at: Self.t0 + .seconds(5))
-        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(5))
+        m.read(at: Self.t0)
+        #expect(m.deadline == Self.t0 + .seconds(5))
         // A renewal pushes it past the heartbeat deadline: that one is due first again.
         m.tokenExpires(at: Self.t0 + .seconds(60))
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(10)) == Self.t0 + .seconds(25))
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(50)) == Self.t0 + .seconds(60))
+        m.read(at: Self.t0 + .seconds(10))
+        #expect(m.deadline == Self.t0 + .seconds(25))
+        m.read(at: Self.t0 + .seconds(50))
+        #expect(m.deadline == Self.t0 + .seconds(60))
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(60)) == .tokenExpired)
         // Still logged in: the handler ends the session and closes (a close by will, no grace window).
         #expect(m.session == Self.alice && m.tokenExpiry == nil)
@@ -91,10 +100,12 @@ struct ServerConnectionStateMachineTests {
         stream.upgraded()
         stream.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
         stream.tokenExpires(at: Self.t0 + .seconds(1))
-        #expect(stream.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        stream.read(at: Self.t0)
+        #expect(stream.deadline == Self.t0 + .seconds(1))
         #expect(stream.deadlinePassed(now: Self.t0 + .seconds(1)) == .tokenExpired)
         // Without an expiry the heartbeat deadline alone.
-        #expect(stream.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        stream.read(at: Self.t0)
+        #expect(stream.deadline == Self.t0 + .seconds(2))
         #expect(stream.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
     }
 
@@ -160,7 +171,8 @@ struct ServerConnectionStateMachineTests {
         #expect(m.admit(.publish) == .ignored)
         #expect(m.admit(.ping) == .ignored)
         #expect(!m.maySend)
-        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        m.read(at: Self.t0)
+        #expect(m.deadline == Self.t0 + .seconds(2))
         // Handed to the hub as lost; the hub ignores it when the session already ended (logout).
         #expect(m.socketClosed().lostSession == Self.alice)
     }
@@ -180,7 +192,8 @@ struct ServerConnectionStateMachineTests {
         s.joined(membership, access: Self.access, readTimeout: .seconds(2))
         #expect(s.membership == membership)
         #expect(s.admit(.publish) == .allowed)
-        #expect(s.deadline(lastRead: Self.t0) == Self.t0 + .seconds(2))
+        s.read(at: Self.t0)
+        #expect(s.deadline == Self.t0 + .seconds(2))
         #expect(s.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
         #expect(s.socketClosed().lostSession == nil)
     }
@@ -193,7 +206,8 @@ struct ServerConnectionStateMachineTests {
         m.violationAnswered(now: Self.t0)
         #expect(!m.maySend)
         #expect(m.admit(.publish) == .ignored)
-        #expect(m.deadline(lastRead: Self.t0) == Self.t0 + .seconds(1))
+        m.read(at: Self.t0)
+        #expect(m.deadline == Self.t0 + .seconds(1))
         #expect(m.socketClosed().lostSession == Self.alice)
     }
 
@@ -219,7 +233,8 @@ struct ServerConnectionStateMachineTests {
         #expect(m.admit(.ping) == .allowed)
         #expect(m.admit(.login) == .rejected(RequestRefusal(code: .loginCanceled, reason: "a login on this connection is still waiting for the cluster")))
         #expect(m.admit(.subscribe) == .rejected(RequestRefusal(code: .notLogin, reason: "'subscribe' needs a login first")))
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(11)) == Self.t0 + .seconds(12))
+        m.read(at: Self.t0 + .seconds(11))
+        #expect(m.deadline == Self.t0 + .seconds(12))
         // The cluster never confirmed within the login deadline: a close frame, and the session
         // the hub admitted is handed over as lost when the socket closes.
         var late = m
@@ -247,7 +262,8 @@ extension ServerConnectionStateMachineTests {
         #expect(m.admit(.publish) == .allowed)
         #expect(m.admit(.ping) == .allowed)
         // H-3: the deadline follows the last read by the stream's short timeout.
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(30)) == Self.t0 + .seconds(32))
+        m.read(at: Self.t0 + .seconds(30))
+        #expect(m.deadline == Self.t0 + .seconds(32))
         #expect(m.deadlinePassed(now: Self.t0 + .seconds(32)) == .dropConnection)
         #expect(m.socketClosed().lostSession == nil)   // the member just leaves: nothing to wait for
     }
@@ -271,7 +287,8 @@ extension ServerConnectionStateMachineTests {
         m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: Self.unreachable)
         _ = m.close(code: .normalClosure, now: Self.t0 + .seconds(3))
         #expect(m.admit(.publish) == .ignored)
-        #expect(m.deadline(lastRead: Self.t0 + .seconds(3)) == Self.t0 + .seconds(4))
+        m.read(at: Self.t0 + .seconds(3))
+        #expect(m.deadline == Self.t0 + .seconds(4))
     }
 
     @Test("P-1: each state carries its data: what a closing connection holds (a logged-in session: its counter, mailbox and fan-out; a stream membership) stays in ending and is released once when the socket closes; a login still waiting for the cluster holds nothing yet")
@@ -323,22 +340,22 @@ extension ServerConnectionStateMachineTests {
     func silence() {
         var m = machine()
         m.upgraded()
-        var key = m.silent(now: Self.t0 + .seconds(100), lastRead: Self.t0)
+        var key = m.silent(now: Self.t0 + .seconds(100))
         #expect(key == nil)   // not logged in
         m.loggedIn(Self.alice, access: Self.access, readTimeout: .seconds(15), unreachableAfter: .seconds(20))
         #expect(m.isLoggedIn && !m.isReportedSilent)
-        key = m.silent(now: Self.t0 + .seconds(20), lastRead: Self.t0)
+        key = m.silent(now: Self.t0 + .seconds(20))
         #expect(key == nil)   // not past it yet
-        key = m.silent(now: Self.t0 + .seconds(21), lastRead: Self.t0)
+        key = m.silent(now: Self.t0 + .seconds(21))
         #expect(key == Self.alice && m.isReportedSilent)
-        key = m.silent(now: Self.t0 + .seconds(40), lastRead: Self.t0)
+        key = m.silent(now: Self.t0 + .seconds(40))
         #expect(key == nil)   // once
         key = m.spoke()
         #expect(key == Self.alice && !m.isReportedSilent)
         key = m.spoke()
         #expect(key == nil)   // once
         _ = m.lost(now: Self.t0 + .seconds(50))
-        key = m.silent(now: Self.t0 + .seconds(100), lastRead: Self.t0)
+        key = m.silent(now: Self.t0 + .seconds(100))
         #expect(key == nil && !m.isLoggedIn)
         #expect(m.socketClosed() == .init(lostSession: Self.alice, held: .session(Self.alice, unreachableAfter: .seconds(20))))
     }

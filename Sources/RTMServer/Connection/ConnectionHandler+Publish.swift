@@ -246,7 +246,7 @@ extension ConnectionHandler {
         if let customType, customType.count > limits.maxCustomTypeLength {
             return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
-        if !lifecycle.admitPublish(now: lastRead, lateness: fanout.liveness.ticks.lateness(now: lastRead)) {
+        if !lifecycle.admitPublish(now: lifecycle.lastRead, lateness: fanout.liveness.ticks.lateness(now: lifecycle.lastRead)) {
             return hub.limits.withLockedValue { $0.publishRefusal }
         }
         return nil
@@ -260,7 +260,7 @@ extension ConnectionHandler {
                        context: ChannelHandlerContext) -> Bool {
         guard lifecycle.maySend else { return false }
         fanout.stats.refused[RefusalKey(operation: .publish, code: refusal.code.rawValue), default: 0] &+= 1
-        if let spent = lifecycle.errorReply(code: refusal.code.rawValue, now: lastRead) {
+        if let spent = lifecycle.errorReply(code: refusal.code.rawValue, now: lifecycle.lastRead) {
             writeReplies(&replies, context: context)   // before the close frame
             closeForRejectedRequests(spent, context: context)
             return false

@@ -178,7 +178,7 @@ extension ConnectionHandler {
         // (C-6 across nodes, up to `clusterLoginTimeout`) must not find its login frame's read
         // already a heartbeat old (the sweep closed such connections at once).
         let timeout = TimeAmount.fractionalSeconds(heartbeat) + config.heartbeatSlack
-        lastRead = .now()
+        lifecycle.read(at: .now())
         lifecycle.loggedIn(key, access: access, readTimeout: timeout,   // its close releases what follows
                            unreachableAfter: hub.peerUnreachableThreshold(heartbeat: .fractionalSeconds(heartbeat)))
         hub.countConnection(.message, opened: true)

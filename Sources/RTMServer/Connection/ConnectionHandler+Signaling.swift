@@ -44,7 +44,7 @@ extension ConnectionHandler {
 
     /// Called by the loop's liveness sweep: silent past the threshold → unreachable.
     func checkSilence(now: NIODeadline) {
-        guard let key = lifecycle.silent(now: now, lastRead: lastRead) else { return }
+        guard let key = lifecycle.silent(now: now) else { return }
         hub.peerSilence(key, connection: connection, silent: true)
     }
 

@@ -25,9 +25,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     var fanout: LoopFanout!
-    /// When the last whole frame arrived (SPEC T-3): the liveness deadline counts from it, so
-    /// a peer that trickles the bytes of a frame it never finishes is not alive.
-    var lastRead = NIODeadline.now()
     /// What has been read and not yet run, and what reading carries from one frame to the
     /// next (`ConnectionIntake`).
     var intake = ConnectionIntake()
@@ -74,7 +71,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         fanout = hub.fanout(for: context.eventLoop)
         wired = ConnectionOutbox(context: context, raw: try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName),
                                  fanout: fanout)
-        lastRead = .now()
+        lifecycle.read(at: .now())
         // Watched from the accept on: every state has a deadline.
         fanout.liveness.watch(self)
     }
@@ -128,7 +125,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .text:
             // A JSON publish joins the read's batch, like a binary one (stamped in channelReadComplete).
             if gatherJSONPublish(frame.data) { return }
-            lastRead = .now()
+            lifecycle.read(at: .now())
             flushPublishes(context: context)   // keep the client's order of requests
             guard intake.held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
             let payload = frame.data
@@ -149,7 +146,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             handle(decoded, context: context)
             hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
-            lastRead = .now()
+            lifecycle.read(at: .now())
             var data = frame.data
             outbox?.pong(data.readSlice(length: data.readableBytes) ?? ByteBuffer())
         case .connectionClose:
@@ -165,7 +162,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // could hold one open for ever, a byte at a time).
         guard intake.wholeFrame else { return context.fireChannelReadComplete() }
         intake.wholeFrame = false
-        lastRead = .now()
+        lifecycle.read(at: .now())
         if lifecycle.isReportedSilent, let key = lifecycle.spoke() {
             hub.peerSilence(key, connection: connection, silent: false)   // §1.7: online again
         }
@@ -228,17 +225,17 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
             hub.mailbox.detach(key, connection: connection)
         }
         if closed.lostSession != nil {
-            hub.connectionLost(connection, lastSeen: lastRead)
+            hub.connectionLost(connection, lastSeen: lifecycle.lastRead)
             // §1.7: unreachable once its silence passes the threshold, unless the session comes back first.
             if case .session(let key, let threshold)? = closed.held {
-                hub.peerConnectionLost(key, lastSeen: lastRead, threshold: threshold, loop: fanout.index)
+                hub.peerConnectionLost(key, lastSeen: lifecycle.lastRead, threshold: threshold, loop: fanout.index)
             }
         }
         context.fireChannelInactive()
     }
 
     /// When this connection is due (its state's deadline); read by the loop's `LoopLiveness`.
-    var deadline: NIODeadline? { lifecycle.deadline(lastRead: lastRead) }
+    var deadline: NIODeadline? { lifecycle.deadline }
 
     /// The state's deadline passed (login, heartbeat (SPEC H-2, H-3, H-5), or close); called by
     /// the loop's `LoopLiveness`.

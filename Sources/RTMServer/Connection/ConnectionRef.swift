@@ -59,7 +59,7 @@ final class ConnectionRef: Sendable, Hashable {
     /// The connection's figures for the admin API; on its loop (`fanout`: that loop's).
     func inspect(node: String, fanout: LoopFanout) -> AdminModels.Connection {
         let connectionHandler = handler.value?.handler
-        let lastRead = connectionHandler?.lastRead
+        let lastRead = connectionHandler?.lifecycle.lastRead
         // What its channels sent it is counted per channel; added here.
         let channels = connectionHandler.map { handler in handler.localChannels.map { ChannelKey(appId: handler.appId ?? "", name: $0) } } ?? []
         let subscribed = fanout.sentToSubscriptions(of: self, channels: channels)

@@ -141,6 +141,8 @@ struct ServerConnectionStateMachine {
     /// (`leaveFanout()`). None is entered once the connection is closing: channel messages go
     /// straight from the table to the socket, and nothing may follow the close frame.
     private(set) var fanoutChannels: Set<String> = []
+    /// When the last whole frame arrived (`read(at:)`): the liveness deadline counts from it.
+    private(set) var lastRead: NIODeadline
     /// The publish rate and the error-reply budget (`ServerConnectionStateMachine+Budgets`).
     var budgets: Budgets
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
@@ -150,6 +152,7 @@ struct ServerConnectionStateMachine {
         self.acceptedAt = acceptedAt
         self.timeouts = timeouts
         self.budgets = Budgets(limits, start: acceptedAt)
+        self.lastRead = acceptedAt
     }
 
     /// The logged-in session, if any.
@@ -215,8 +218,15 @@ struct ServerConnectionStateMachine {
 
     // MARK: deadlines
 
-    /// When the connection is due, given when it last read anything; nil once closed.
-    func deadline(lastRead: NIODeadline) -> NIODeadline? {
+    /// A whole frame arrived at `now` (SPEC T-3: every inbound frame is a sign of life; bytes
+    /// of a frame still open are not, so a peer that trickles a frame it never finishes is not
+    /// alive).
+    mutating func read(at now: NIODeadline) {
+        lastRead = now
+    }
+
+    /// When the connection is due, given when it last read a whole frame; nil once closed.
+    var deadline: NIODeadline? {
         switch state {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
         case .loggedIn, .joined: tokenExpiry.map { min($0, lastRead + readTimeout) } ?? lastRead + readTimeout
@@ -225,7 +235,7 @@ struct ServerConnectionStateMachine {
         }
     }
 
-    /// The sweep found the deadline passed (`now` ≥ `deadline(lastRead:)`).
+    /// The sweep found the deadline passed (`now` ≥ `deadline`).
     mutating func deadlinePassed(now: NIODeadline) -> Action {
         switch state {
         case .accepted:
@@ -372,9 +382,9 @@ struct ServerConnectionStateMachine {
 
     // MARK: peer online status (§1.7)
 
-    /// The loop's sweep: a logged-in user silent for longer than its threshold since `lastRead`
+    /// The loop's sweep: a logged-in user silent for longer than its threshold since its last read
     /// is to be reported unreachable (returned, once).
-    mutating func silent(now: NIODeadline, lastRead: NIODeadline) -> UserKey? {
+    mutating func silent(now: NIODeadline) -> UserKey? {
         guard case .loggedIn(let key, let access, var silence) = state, !silence.reported, now - lastRead > silence.threshold else { return nil }
         silence.reported = true
         state = .loggedIn(key, access: access, silence: silence)
