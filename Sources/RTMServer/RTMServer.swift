@@ -277,7 +277,7 @@ public final class RTMServer: Service, Sendable {
         ), withErrorHandling: false)   // `NotUpgradedHandler` answers a malformed request (NIO's 400 has no body)
         try sync.addHandler(NotUpgradedHandler(hub: hub), name: notUpgradedHandlerName)
         // From the accept to the close: the connection's state, its deadlines, its requests.
-        try sync.addHandler(ConnectionHandler(hub: hub))
+        try sync.addHandler(ConnectionHandler(hub: hub, loop: channel.eventLoop))
     }
 
     /// Stops accepting, tells every client to go away (`goaway`), waits up to `shutdownGrace`

@@ -36,7 +36,7 @@ final class EmbeddedConnection {
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(socket)
         try sync.addHandler(RawOutboundHandler(), name: RTMServer.rawHandlerName)
-        handler = ConnectionHandler(hub: hub)
+        handler = ConnectionHandler(hub: hub, loop: loop)
         try sync.addHandler(handler)
         try sync.addHandler(WebSocketFrameEncoder(), position: .before(handler))
         try sync.addHandler(ByteToMessageHandler(ServerFrameDecoder(maxFrameSize: 1 << 16)), position: .before(handler))

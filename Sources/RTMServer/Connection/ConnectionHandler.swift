@@ -24,7 +24,8 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var lifecycle: ServerConnectionStateMachine
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
-    var fanout: LoopFanout!
+    /// Its event loop's fan-out table and counters.
+    let fanout: LoopFanout
     /// What has been read and not yet run, and what reading carries from one frame to the
     /// next (`ConnectionIntake`).
     var intake = ConnectionIntake()
@@ -53,8 +54,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// before the handler is added and after it is removed. The one gate of every write.
     var outbox: ConnectionOutbox? { lifecycle.maySend ? wired : nil }
 
-    init(hub: Hub) {
+    /// A handler for a connection on `loop` (one of the hub's).
+    init(hub: Hub, loop: any EventLoop) {
         self.hub = hub
+        self.fanout = hub.fanout(for: loop)
         self.channelPublisher = hub.publishing.makeConnectionPublisher()
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
@@ -68,7 +71,6 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        fanout = hub.fanout(for: context.eventLoop)
         wired = ConnectionOutbox(context: context, raw: try? context.pipeline.syncOperations.context(name: RTMServer.rawHandlerName),
                                  fanout: fanout)
         lifecycle.read(at: .now())
