@@ -1,6 +1,8 @@
 import Foundation
 import NIOCore
 import NIOEmbedded
+import RTMAuth
+import RTMProtocol
 import RTMTestSupport
 import Testing
 @testable import RTMServer
@@ -93,5 +95,65 @@ struct ConnectionHandlerEmbeddedTests {
         #expect(try bob.receivedJSON().first?["id"] as? Int == 4)
         #expect(try alice.received().isEmpty)
         #expect(alice.channel.isActive)   // still waiting on the close frame's write (SPEC T-2 bounds that)
+    }
+
+    @Test("K-4: logout closes every STREAM connection of the user (1000), and no one else's")
+    func logoutClosesStreams() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop)
+        let alice = try EmbeddedConnection(hub: hub, loop: loop), bob = try EmbeddedConnection(hub: hub, loop: loop)
+        try Self.login(alice, user: "alice")
+        try Self.login(bob, user: "bob")   // a STREAM join needs its user logged in on a MESSAGE connection
+        var streams: [EmbeddedConnection] = []
+        for (user, channel) in [("alice", "game"), ("alice", "match"), ("bob", "game")] {
+            let stream = try EmbeddedConnection(hub: hub, loop: loop)
+            try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"\#(user)","token":"t","channel":"\#(channel)"}"#)
+            let joined = try stream.receivedJSON()
+            #expect(joined.first?["type"] as? String == "ok", "\(joined)")
+            streams.append(stream)
+        }
+        _ = try streams.map { try $0.received() }   // the joins' presence
+
+        try alice.send(#"{"type":"logout","id":2}"#)
+        _ = try alice.received()
+        for stream in streams[0...1] {
+            let closing = try stream.received()
+            #expect(closing.last?.opcode == 0x8)
+            #expect(closing.last?.closeCode == 1000)
+        }
+        #expect(try streams[2].received().allSatisfy { $0.opcode != 0x8 })
+        #expect(streams[2].channel.isActive)
+    }
+
+    @Test("C-7: a login whose token expired while reconnecting is refused with tokenExpired (-10009, not invalidToken) and leaves the session in its grace window; a fresh token then resumes it")
+    func expiredTokenOnResume() throws {
+        let appId = "0123456789abcdef0123456789abcdef", certificate = "fedcba9876543210fedcba9876543210"
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop) { $0.apps = [appId: certificate] }
+        let now = UInt32(Date().timeIntervalSince1970)
+        func login(_ connection: EmbeddedConnection, expiring: UInt32, resumeToken: String?) throws -> [String: Any] {
+            let token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: "alice", privilegeExpireTimestamp: expiring)
+            let resume = resumeToken.map { #","resumeToken":"\#($0)""# } ?? ""
+            try connection.send(#"{"type":"login","id":1,"appId":"\#(appId)","userId":"alice","token":"\#(token)","heartbeatInterval":5,"presenceTimeout":15\#(resume)}"#)
+            return try connection.receivedJSON().first ?? [:]
+        }
+        let first = try EmbeddedConnection(hub: hub, loop: loop)
+        let ok = try login(first, expiring: now + 3600, resumeToken: nil)
+        let resumeToken = try #require(ok["resumeToken"] as? String)
+        try first.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+        _ = try first.received()
+        try first.channel.close().wait()   // the link is lost: the grace window opens (the embedded loop's time never reaches its end)
+        #expect(hub.sessionCount == 1)
+
+        let expired = try EmbeddedConnection(hub: hub, loop: loop)
+        let refused = try login(expired, expiring: now - 10, resumeToken: resumeToken)
+        #expect(refused["type"] as? String == "error" && refused["id"] as? Int == 1)
+        #expect(refused["code"] as? Int == RTMErrorCode.tokenExpired.rawValue)
+        #expect(hub.sessionCount == 1 && hub.members(appId: appId, channel: "room") == ["alice"])
+
+        let renewed = try EmbeddedConnection(hub: hub, loop: loop)
+        let resumed = try login(renewed, expiring: now + 3600, resumeToken: resumeToken)
+        #expect(resumed["type"] as? String == "ok" && resumed["resumed"] as? Bool == true)
+        #expect(resumed["users"] as? [String] == ["room"])
     }
 }

@@ -112,6 +112,34 @@ struct HubStateSessionTests {
         #expect(state.sessions[alice] == nil && state.logout(first, wallMillis: 0).isEmpty)
     }
 
+    @Test("P-3: a user back after timing out rejoins visibly: its old resume token resumes nothing, its subscribe is a remoteJoin with an empty state (the old one is not resurrected), its setState is broadcast")
+    func backAfterTimeout() throws {
+        var state = Self.state()
+        let first = Self.connection(1), watcher = Self.connection(2), back = Self.connection(3)
+        let session = try #require(login(&state, alice, first))
+        _ = try #require(login(&state, bob, watcher))
+        subscribe(&state, first, "room")
+        subscribe(&state, watcher, "room")
+        let limits = ServerConfiguration().limits
+        _ = state.changeState(first, channel: "room", set: ["mood": "x"], remove: [], limits: limits, wallMillis: 0)
+        #expect(state.state(of: "alice", appId: "app", channel: "room") == ["mood": "x"])
+        let lost = state.connectionLost(first, lastSeen: start, now: start)
+        let timer = try #require(lost)
+        #expect(Self.events(state.graceExpired(timer, wallMillis: 0)) == ["alice remoteTimeout room"])
+        #expect(state.state(of: "alice", appId: "app", channel: "room") == nil)   // P-2: its state went with it
+
+        let again = try #require(login(&state, alice, back, token: session.resumeToken, at: start + .seconds(60)))
+        #expect(!again.resumed && again.channels.isEmpty && again.kicked == nil)   // the SDK restores: a new session
+        let joined = state.subscribe(back, channel: "room", quiet: false, features: .presence, wallMillis: 0)
+        guard case .subscribed(_, let join) = joined else { Issue.record("not subscribed: \(joined)"); return }
+        #expect(join.map { Self.events([$0]) } == ["alice remoteJoin room"])
+        #expect(state.state(of: "alice", appId: "app", channel: "room") == [:])
+        let changed = state.changeState(back, channel: "room", set: ["mood": "y"], remove: [], limits: limits, wallMillis: 0)
+        guard case .changed(let now, let broadcast) = changed else { Issue.record("not changed: \(changed)"); return }
+        #expect(now == ["mood": "y"])
+        #expect(broadcast?.frame.event == "remoteStateChanged" && broadcast?.except == back)
+    }
+
     @Test("T-9: logins beyond the per-second budget are refused with loginNoServerResources; the budget refills with time")
     func loginAdmission() throws {
         var state = Self.state { $0.loginRatePerSecond = 2 }
