@@ -156,4 +156,17 @@ struct ConnectionHandlerEmbeddedTests {
         #expect(resumed["type"] as? String == "ok" && resumed["resumed"] as? Bool == true)
         #expect(resumed["users"] as? [String] == ["room"])
     }
+
+    @Test("H-2, P-1: the client's heartbeat and presence timeout are clamped (5–1800 s, 5–300 s) and the server's read timeout is the heartbeat plus the slack (serverTimeout)")
+    func clampedHeartbeat() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop) { $0.heartbeatSlack = .seconds(10) }
+        for (user, heartbeat, expected) in [("low", 1, 15), ("high", 5_000, 1_810), ("plain", 30, 40)] {
+            let connection = try EmbeddedConnection(hub: hub, loop: loop)
+            try connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":\#(heartbeat),"presenceTimeout":1}"#)
+            let ok = try connection.receivedJSON().first ?? [:]
+            #expect(ok["serverTimeout"] as? Int == expected, "heartbeat \(heartbeat): \(ok)")
+            #expect(connection.handler.lifecycle.deadline == connection.handler.lifecycle.lastRead + .seconds(Int64(expected)))
+        }
+    }
 }

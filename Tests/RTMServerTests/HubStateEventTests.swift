@@ -134,6 +134,21 @@ struct HubStateEventTests {
         #expect(Self.webhookLines(&state) == ["alice leaveChannel room logout", "alice userOffline - logout"])
     }
 
+    @Test("P-4: an unsubscribe tells the channel's members at once (remoteLeave), queues leaveChannel (leave), and takes the user's state in that channel with it")
+    func unsubscribeActions() throws {
+        var state = Self.state()
+        let first = Self.connection(1), watcher = Self.connection(2)
+        aliceAndBobInRoom(&state, first, watcher)
+        _ = state.changeState(first, channel: "room", set: ["mood": "x"], remove: [], limits: ServerConfiguration().limits, wallMillis: 1_000)
+        _ = Self.webhookLines(&state)
+        let unsubscribed = state.onUnsubscribe(first, channel: "room", wallMillis: 2_000)
+        let actions = try #require(unsubscribed)
+        #expect(Self.broadcasts(actions) == ["alice remoteLeave room"])
+        #expect(Self.webhookLines(&state) == ["alice leaveChannel room leave"])
+        #expect(state.state(of: "alice", appId: "app", channel: "room") == nil)
+        #expect(state.whoNow(appId: "app", channel: "room", after: nil, pageSize: 10).snapshot.users == ["bob"])
+    }
+
     @Test("§1.8: an invitation's timer is asked for and handed back as an event: to an offline callee it fails remoteOffline after 30 s, the caller is told, and a forget timer follows; forgotten, the id is unknown")
     func invitationTimers() throws {
         var state = Self.state()

@@ -67,12 +67,13 @@ struct HubStateSessionTests {
         #expect(!other.resumed && other.kicked == second)
     }
 
-    @Test("P-1, T-8: a lost connection opens the grace window, heartbeat + slack + presence timeout from the last sign of life; a resume within it keeps the member; the stale timer does nothing")
+    @Test("P-1, T-8: a lost connection opens the grace window, heartbeat + slack + presence timeout from the last sign of life; a resume within it keeps the member and its temporary state; the stale timer does nothing")
     func graceWindowAndResume() throws {
         var state = Self.state { $0.heartbeatSlack = .seconds(10) }
         let first = Self.connection(1)
         let session = try #require(login(&state, alice, first))
         subscribe(&state, first, "room")
+        _ = state.changeState(first, channel: "room", set: ["mood": "x"], remove: [], limits: ServerConfiguration().limits, wallMillis: 0)
         let lastSeen = start + .seconds(1)
         let lost = state.connectionLost(first, lastSeen: lastSeen, now: start + .seconds(3))
         let timer = try #require(lost)
@@ -83,6 +84,7 @@ struct HubStateSessionTests {
         #expect(resumed.resumed && resumed.replaced == nil)
         #expect(state.graceExpired(timer, wallMillis: 0).isEmpty)   // its generation is gone
         #expect(state.whoNow(appId: "app", channel: "room", after: nil, pageSize: 10).snapshot.users == ["alice"])
+        #expect(state.state(of: "alice", appId: "app", channel: "room") == ["mood": "x"])   // its temporary state too
     }
 
     @Test("P-2: a grace window that ends without a resume times the user out of every channel")
