@@ -211,6 +211,31 @@ struct SQLiteUserMessageStoreTests {
             #expect(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") == 4)
         }
     }
+
+    @Test("M-1: a receiver's queue keeps its newest `cap` messages (the oldest dropped and counted once for the receiver's dropped notice), messages older than the age limit go the same way, and an acknowledgement removes what it covers")
+    func capAgeAndAcknowledgements() throws {
+        let (path, remove) = try temporaryStorePath()
+        defer { remove() }
+        let store = try SQLiteUserMessageStore(path: path)
+        let since = UserMailboxClock.now - 60_000
+        let ids = try store.commit((1...5).map { message("m\($0)", clientMsgId: nil) }, acknowledgements: [], cap: 3, resendsSince: since)
+        #expect(ids.count == 5)
+        #expect(try store.pending(appId: "app", receiver: "bob", notBefore: 0).compactMap(\.text) == ["m3", "m4", "m5"])
+        #expect(try store.takeDropped(appId: "app", receiver: "bob") == 2)
+        #expect(try store.takeDropped(appId: "app", receiver: "bob") == 0)   // once
+
+        // Past the age limit: an old message is dropped when the queue is read, and counted.
+        _ = try store.commit([message("old", clientMsgId: nil, ts: UserMailboxClock.now - 8 * 86_400_000)], acknowledgements: [],
+                             cap: 10, resendsSince: since)
+        let fresh = try store.pending(appId: "app", receiver: "bob", notBefore: UserMailboxClock.now - 7 * 86_400_000)
+        #expect(fresh.compactMap(\.text) == ["m3", "m4", "m5"])
+        #expect(try store.takeDropped(appId: "app", receiver: "bob") == 1)
+
+        // Acknowledged up to m4: only m5 is left.
+        let m4 = try #require(fresh.first { $0.text == "m4" }?.id)
+        _ = try store.commit([], acknowledgements: [(appId: "app", receiver: "bob", upTo: m4)], cap: 10, resendsSince: since)
+        #expect(try store.pending(appId: "app", receiver: "bob", notBefore: 0).compactMap(\.text) == ["m5"])
+    }
 }
 
 /// Wall-clock milliseconds, as the mailbox stamps messages.
