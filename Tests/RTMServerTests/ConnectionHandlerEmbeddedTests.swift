@@ -169,4 +169,29 @@ struct ConnectionHandlerEmbeddedTests {
             #expect(connection.handler.lifecycle.deadline == connection.handler.lifecycle.lastRead + .seconds(Int64(expected)))
         }
     }
+
+    @Test("K-2, K-3: PCU counts logged-in MESSAGE connections and keeps their peak; STREAM connections are counted apart and never toward it; a STREAM join needs its user logged in on a MESSAGE connection")
+    func connectionCounters() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = try EmbeddedConnection.hub(loop: loop)
+        let early = try EmbeddedConnection(hub: hub, loop: loop)
+        try early.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
+        let refused = try early.receivedJSON().first ?? [:]
+        #expect(refused["code"] as? Int == RTMErrorCode.notLogin.rawValue && refused["id"] as? Int == 1)
+
+        let alice = try EmbeddedConnection(hub: hub, loop: loop), bob = try EmbeddedConnection(hub: hub, loop: loop)
+        try Self.login(alice, user: "alice")
+        try Self.login(bob, user: "bob")
+        let stream = try EmbeddedConnection(hub: hub, loop: loop)
+        try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
+        #expect(try stream.receivedJSON().first?["type"] as? String == "ok")
+        var expected = ConnectionCounters()
+        (expected.message, expected.stream, expected.peakMessage) = (2, 1, 2)
+        #expect(hub.connectionCounters == expected)
+
+        try bob.send(#"{"type":"logout","id":2}"#)
+        _ = try bob.received()
+        expected.message = 1
+        #expect(hub.connectionCounters == expected)   // the peak stays
+    }
 }
