@@ -55,7 +55,7 @@ extension Hub {
     /// New per-connection rates: for connections opened from now on, and for every open one
     /// (new buckets, full). The future completes once every open connection has them.
     func reloadLimits(_ limits: ConnectionLimits) -> EventLoopFuture<Void> {
-        self.limits.withLockedValue { $0 = (limits, limits.publishRateRefusal) }
+        state.withLockedValue { $0.connectionLimits = limits }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit {

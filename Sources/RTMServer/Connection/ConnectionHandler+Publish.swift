@@ -247,7 +247,7 @@ extension ConnectionHandler {
             return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
         if !lifecycle.admitPublish(now: lifecycle.lastRead, lateness: fanout.liveness.ticks.lateness(now: lifecycle.lastRead)) {
-            return hub.limits.withLockedValue { $0.publishRefusal }
+            return lifecycle.budgets.publishRefusal
         }
         return nil
     }

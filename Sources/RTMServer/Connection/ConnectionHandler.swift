@@ -62,7 +62,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout),
-            limits: hub.limits.withLockedValue { $0.limits })
+            limits: hub.state.withLockedValue { $0.connectionLimits })
         hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
 

@@ -6,15 +6,18 @@ extension ServerConnectionStateMachine {
     /// before a flood of rejected requests closes the connection. Values; time is passed in.
     struct Budgets: Sendable {
         /// Publishes (channel and user messages) over `ConnectionLimits.publishRatePerSecond`
-        /// are refused (-11006 style: `ConnectionLimits.publishRateRefusal`).
+        /// are refused (`publishRefusal`).
         var publishes: RateLimiter
         /// Error replies the connection may still get.
         var errorReplies: RateLimiter
+        /// The refusal of a publish over the rate, built once: a flood gets it by the thousand.
+        let publishRefusal: RequestRefusal
 
         /// Full buckets at `start` for `limits`.
         init(_ limits: ConnectionLimits, start: NIODeadline) {
             publishes = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: start)
             errorReplies = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
+            publishRefusal = limits.publishRateRefusal
         }
     }
 

@@ -21,10 +21,6 @@ final class Hub: Sendable {
     let liveHandlers = ManagedAtomic(0)
     private let fanoutByLoop: [ObjectIdentifier: LoopFanout]
     let configuration: ServerConfiguration
-    /// The refusal of a publish over the rate (SPEC §8), built once: a flood gets it by the thousand.
-    /// The per-connection rates, as configured or last reloaded, and the refusal of a publish
-    /// over the rate.
-    let limits: NIOLockedValueBox<(limits: ConnectionLimits, publishRefusal: RequestRefusal)>
     /// One warning line per 10 s for connections closed for their rejected requests, and for
     /// slow consumers cut (the metrics count each; a flood would fill the log).
     let abuseLog = LogThrottle(), slowConsumerLog = LogThrottle()
@@ -66,8 +62,6 @@ final class Hub: Sendable {
          serviceStore: any ServiceStore, invitationStore: any InvitationStore = InMemoryInvitationStore(), logger: Logger,
          webhooks: WebhookDispatcher? = nil, authorizationHook: AuthorizationHook? = nil) {
         self.configuration = configuration
-        let limits = ConnectionLimits(configuration)
-        self.limits = NIOLockedValueBox((limits, limits.publishRateRefusal))
         self.invitationWriter = InvitationWriter(store: invitationStore, logger: logger)
         self.logger = logger
         self.webhooks = webhooks

@@ -103,6 +103,9 @@ struct HubState {
     /// Random start: session ids are unique across the nodes of a cluster too.
     private var nextSessionID = UInt64.random(in: 1...(1 << 52))
     private var loginLimiter: RateLimiter
+    /// The per-connection rates (SPEC §8), as configured or last reloaded: a connection takes
+    /// them when it opens (its state machine's budgets), open ones are given new ones.
+    var connectionLimits: ConnectionLimits
     let heartbeatSlack: TimeAmount
     private let maxChannels: Int
     /// Above this many members a channel's presence goes to interval mode.
@@ -153,6 +156,7 @@ struct HubState {
     let timing: Timing
 
     init(configuration: ServerConfiguration) {
+        self.connectionLimits = ConnectionLimits(configuration)
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
         self.heartbeatSlack = configuration.heartbeatSlack
         self.maxChannels = configuration.limits.maxChannelsPerClient
