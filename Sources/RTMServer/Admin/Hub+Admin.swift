@@ -44,7 +44,7 @@ extension Hub {
     /// completes once every open connection has them.
     func reloadNamespaces(_ namespaces: [ChannelNamespace]) -> EventLoopFuture<Void> {
         self.namespaces.replace(namespaces)
-        state.withLockedValue { $0.namespaces = namespaces }
+        state.withLockedValue { $0.reload(namespaces: namespaces) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit { for connection in connections { connection.onLoop { $0.namespacesChanged() } } }
@@ -55,7 +55,7 @@ extension Hub {
     /// New per-connection rates: for connections opened from now on, and for every open one
     /// (new buckets, full). The future completes once every open connection has them.
     func reloadLimits(_ limits: ConnectionLimits) -> EventLoopFuture<Void> {
-        state.withLockedValue { $0.connectionLimits = limits }
+        state.withLockedValue { $0.reload(connectionLimits: limits) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit {

@@ -105,7 +105,7 @@ struct HubState {
     private var loginLimiter: RateLimiter
     /// The per-connection rates (SPEC §8), as configured or last reloaded: a connection takes
     /// them when it opens (its state machine's budgets), open ones are given new ones.
-    var connectionLimits: ConnectionLimits
+    private(set) var connectionLimits: ConnectionLimits
     let heartbeatSlack: TimeAmount
     private let maxChannels: Int
     /// Above this many members a channel's presence goes to interval mode.
@@ -120,7 +120,7 @@ struct HubState {
     let replayWindowMillis: Int64
     let replayMax: Int
     /// The namespaces (their replay limits apply to the channels created from now on).
-    var namespaces: [ChannelNamespace]
+    private(set) var namespaces: [ChannelNamespace]
     /// Recent client message ids of each publisher → the sequence number they got (M-3).
     var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
     let dedupCapacity: Int
@@ -171,6 +171,16 @@ struct HubState {
         self.invitations = InvitationTable(configuration: configuration)
         self.timing = Timing(configuration: configuration)
         self.channelEpochs = ChannelEpochs(runEpoch: serverEpoch)
+    }
+
+    /// New namespaces (a reload): for new sessions and the channels created from now on.
+    mutating func reload(namespaces: [ChannelNamespace]) {
+        self.namespaces = namespaces
+    }
+
+    /// New per-connection rates (a reload): for the connections opened from now on.
+    mutating func reload(connectionLimits: ConnectionLimits) {
+        self.connectionLimits = connectionLimits
     }
 
     /// The state of a channel this node holds nothing of: a new incarnation with a fresh
