@@ -119,10 +119,10 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: streamLink)
         self.topicPublishing = streamLink.map { BackplaneTopicPath(link: $0, logger: logger) } ?? LocalTopicPath()
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger, lockHolder: lockHolder)
-        if configuration.backplane != nil {
-            mailbox.setOnlineElsewhere { [unowned self] keys in
-                state.withLockedValue { $0.onlineElsewhere(keys) }
-            }
+        // Receivers with a session on another node are online too (none on a single node: its
+        // table of remote sessions stays empty).
+        mailbox.setOnlineElsewhere { [unowned self] keys in
+            state.withLockedValue { $0.onlineElsewhere(keys) }
         }
         webhooks?.setSource { [unowned self] in state.withLockedValue { $0.takeWebhookEvents() } }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in

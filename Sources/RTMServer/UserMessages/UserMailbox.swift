@@ -101,11 +101,11 @@ final class UserMailbox: @unchecked Sendable {
     /// Told how many messages for a receiver were dropped undelivered (cap or age, M-1), when
     /// the store reports them (the receiver's next login): the `userMessageUndeliverable` webhook.
     private let onUndeliverable: (@Sendable (UserKey, Int) -> Void)?
-    /// Cluster mode: of the given receivers (not online here), those logged in on another node,
+    /// Of the given receivers (not online here), those logged in on another node (none on a single node),
     /// for the receipts' `receiverOnline`. Set once by the hub before the first send.
     private(set) var onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?
 
-    /// Sets `onlineElsewhere` (cluster mode; once, before the server takes connections).
+    /// Sets `onlineElsewhere` (once, before the server takes connections).
     func setOnlineElsewhere(_ lookup: @escaping @Sendable (Set<UserKey>) -> Set<UserKey>) {
         queue.sync { onlineElsewhere = lookup }
     }
@@ -361,8 +361,8 @@ final class UserMailbox: @unchecked Sendable {
         receipts.reserveCapacity(batch.count)
         var deliveries: [(Receiver, StoredUserMessage)] = []
         deliveries.reserveCapacity(batch.count)
-        // Cluster mode: receivers logged in on another node are online too (one look for the
-        // whole batch).
+        // Receivers logged in on another node are online too (one look for the whole batch, for
+        // the receivers not online here).
         var elsewhere: Set<UserKey> = []
         if let onlineElsewhere {
             let away = Set(batch.lazy.map { UserKey(appId: $0.submission.message.appId, userId: $0.submission.message.receiver) }
