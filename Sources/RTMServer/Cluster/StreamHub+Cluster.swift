@@ -31,9 +31,10 @@ extension StreamHub {
         var topics: [(TopicEventKind, [String: String])] = []
     }
 
-    /// `snapshot` (this node's members) with the other nodes' visible members and publishers.
+    /// `snapshot` (this node's members) with the other nodes' visible members and publishers (none
+    /// on a single node: its table of remote members is empty).
     func withRemote(_ snapshot: (users: [String], topics: [TopicInfo]), channel: ChannelKey) -> (users: [String], topics: [TopicInfo]) {
-        guard cluster != nil, let members = remote.withLockedValue({ $0[channel] }), !members.isEmpty else { return snapshot }
+        guard let members = remote.withLockedValue({ $0[channel] }), !members.isEmpty else { return snapshot }
         var byTopic: [String: [String: String]] = [:]
         for info in snapshot.topics {
             for publisher in info.publishers { byTopic[info.topic, default: [:]][publisher.userId] = publisher.meta }
