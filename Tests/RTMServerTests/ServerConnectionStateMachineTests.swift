@@ -17,7 +17,7 @@ struct ServerConnectionStateMachineTests {
     static let limits = ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 0, errorReplyBurst: 0)
 
     func machine(limits: ConnectionLimits = Self.limits) -> ServerConnectionStateMachine {
-        ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts, limits: limits)
+        ServerConnectionStateMachine(acceptedAt: Self.t0, timeouts: Self.timeouts, rates: ConnectionRates(limits))
     }
 
     @Test("Before login the deadline is counted from the accept, whatever is read meanwhile (silent, slowloris, pings)")
@@ -372,7 +372,7 @@ extension ServerConnectionStateMachineTests {
         // Read late because the server was busy: the bucket holds that much more.
         let late = (0..<3).map { _ in m.admitPublish(now: Self.t0 + .seconds(2), lateness: .milliseconds(500)) }
         #expect(late == [true, true, true])
-        m.reload(ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 0, errorReplyBurst: 0), now: Self.t0 + .seconds(2))
+        m.reload(ConnectionRates(ConnectionLimits(publishRatePerSecond: 0, errorReplyRatePerSecond: 0, errorReplyBurst: 0)), now: Self.t0 + .seconds(2))
         let unlimited = (0..<100).allSatisfy { _ in m.admitPublish(now: Self.t0 + .seconds(2)) }
         #expect(unlimited)
     }

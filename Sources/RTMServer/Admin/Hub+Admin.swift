@@ -55,13 +55,14 @@ extension Hub {
     /// New per-connection rates: for connections opened from now on, and for every open one
     /// (new buckets, full). The future completes once every open connection has them.
     func reloadLimits(_ limits: ConnectionLimits) -> EventLoopFuture<Void> {
-        state.withLockedValue { $0.reload(connectionLimits: limits) }
+        let rates = ConnectionRates(limits)   // one refusal for every connection
+        state.withLockedValue { $0.reload(connectionRates: rates) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit {
                 for connection in connections {
                     connection.onLoop { handler in
-                        handler.lifecycle.reload(limits, now: .now())
+                        handler.lifecycle.reload(rates, now: .now())
                     }
                 }
             }

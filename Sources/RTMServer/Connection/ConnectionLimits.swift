@@ -38,3 +38,16 @@ public struct ConnectionLimits: Sendable, Equatable {
         return nil
     }
 }
+
+/// Connection limits with the refusal of a publish over their rate, built once per
+/// configuration or reload and shared by every connection (a flood gets that refusal by the
+/// thousand; no connection builds its own).
+struct ConnectionRates: Sendable {
+    let limits: ConnectionLimits
+    let publishRefusal: RequestRefusal
+
+    init(_ limits: ConnectionLimits) {
+        self.limits = limits
+        self.publishRefusal = limits.publishRateRefusal
+    }
+}

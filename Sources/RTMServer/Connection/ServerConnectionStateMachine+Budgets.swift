@@ -10,14 +10,14 @@ extension ServerConnectionStateMachine {
         var publishes: RateLimiter
         /// Error replies the connection may still get.
         var errorReplies: RateLimiter
-        /// The refusal of a publish over the rate, built once: a flood gets it by the thousand.
+        /// The refusal of a publish over the rate (the rates' own, shared).
         let publishRefusal: RequestRefusal
 
-        /// Full buckets at `start` for `limits`.
-        init(_ limits: ConnectionLimits, start: NIODeadline) {
-            publishes = RateLimiter(ratePerSecond: limits.publishRatePerSecond, start: start)
-            errorReplies = RateLimiter(ratePerSecond: limits.errorReplyRatePerSecond, burst: limits.errorReplyBurst)
-            publishRefusal = limits.publishRateRefusal
+        /// Full buckets at `start` for `rates`.
+        init(_ rates: ConnectionRates, start: NIODeadline) {
+            publishes = RateLimiter(ratePerSecond: rates.limits.publishRatePerSecond, start: start)
+            errorReplies = RateLimiter(ratePerSecond: rates.limits.errorReplyRatePerSecond, burst: rates.limits.errorReplyBurst)
+            publishRefusal = rates.publishRefusal
         }
     }
 
@@ -42,9 +42,9 @@ extension ServerConnectionStateMachine {
         lastErrorCode = nil
     }
 
-    /// New limits (a reload): new, full buckets from `now`.
-    mutating func reload(_ limits: ConnectionLimits, now: NIODeadline) {
-        budgets = Budgets(limits, start: now)
+    /// New rates (a reload): new, full buckets from `now`.
+    mutating func reload(_ rates: ConnectionRates, now: NIODeadline) {
+        budgets = Budgets(rates, start: now)
     }
 
     /// The close reason of a connection that kept sending rejected requests.

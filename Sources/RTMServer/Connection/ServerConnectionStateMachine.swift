@@ -148,10 +148,10 @@ struct ServerConnectionStateMachine {
     /// The code of the last error reply sent (a refused login's, for `rtm_logins_total`).
     var lastErrorCode: Int?
 
-    init(acceptedAt: NIODeadline, timeouts: Timeouts, limits: ConnectionLimits) {
+    init(acceptedAt: NIODeadline, timeouts: Timeouts, rates: ConnectionRates) {
         self.acceptedAt = acceptedAt
         self.timeouts = timeouts
-        self.budgets = Budgets(limits, start: acceptedAt)
+        self.budgets = Budgets(rates, start: acceptedAt)
         self.lastRead = acceptedAt
     }
 

@@ -105,7 +105,7 @@ struct HubState {
     private var loginLimiter: RateLimiter
     /// The per-connection rates (SPEC §8), as configured or last reloaded: a connection takes
     /// them when it opens (its state machine's budgets), open ones are given new ones.
-    private(set) var connectionLimits: ConnectionLimits
+    private(set) var connectionRates: ConnectionRates
     let heartbeatSlack: TimeAmount
     private let maxChannels: Int
     /// Above this many members a channel's presence goes to interval mode.
@@ -156,7 +156,7 @@ struct HubState {
     let timing: Timing
 
     init(configuration: ServerConfiguration) {
-        self.connectionLimits = ConnectionLimits(configuration)
+        self.connectionRates = ConnectionRates(ConnectionLimits(configuration))
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
         self.heartbeatSlack = configuration.heartbeatSlack
         self.maxChannels = configuration.limits.maxChannelsPerClient
@@ -179,8 +179,8 @@ struct HubState {
     }
 
     /// New per-connection rates (a reload): for the connections opened from now on.
-    mutating func reload(connectionLimits: ConnectionLimits) {
-        self.connectionLimits = connectionLimits
+    mutating func reload(connectionRates: ConnectionRates) {
+        self.connectionRates = connectionRates
     }
 
     /// The state of a channel this node holds nothing of: a new incarnation with a fresh
