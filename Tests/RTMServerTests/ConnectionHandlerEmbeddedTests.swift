@@ -1,6 +1,5 @@
 import Foundation
 import NIOCore
-import NIOEmbedded
 import RTMAuth
 import RTMProtocol
 import RTMTestSupport
@@ -20,9 +19,8 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("a session frame by frame: login, subscribe, publish (the publisher's ok before its own copy, M-2), JSON ping and WebSocket ping (T-3)")
     func sessionFrameByFrame() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop)
-        let alice = try EmbeddedConnection(hub: hub, loop: loop)
+        let server = try EmbeddedServer()
+        let alice = try server.connect()
         try Self.login(alice, user: "alice")
 
         try alice.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
@@ -55,9 +53,8 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("an error reply carries the request's id: a subscribe without a channel, a request of no known type")
     func errorRepliesCarryTheID() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop)
-        let alice = try EmbeddedConnection(hub: hub, loop: loop)
+        let server = try EmbeddedServer()
+        let alice = try server.connect()
         try Self.login(alice, user: "alice")
         try alice.send(#"{"type":"subscribe","id":7}"#)
         let refused = try alice.receivedJSON()
@@ -71,10 +68,9 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("RFC 6455 §5.5.1: the client's close frame is answered with its code and nothing is written after it, not even a channel message published by another connection while the close frame still waits to leave")
     func nothingAfterTheCloseFrame() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop)
-        let alice = try EmbeddedConnection(hub: hub, loop: loop)
-        let bob = try EmbeddedConnection(hub: hub, loop: loop)
+        let server = try EmbeddedServer()
+        let alice = try server.connect()
+        let bob = try server.connect()
         try Self.login(alice, user: "alice")
         try Self.login(bob, user: "bob")
         for connection in [alice, bob] {
@@ -99,14 +95,13 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("K-4: logout closes every STREAM connection of the user (1000), and no one else's")
     func logoutClosesStreams() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop)
-        let alice = try EmbeddedConnection(hub: hub, loop: loop), bob = try EmbeddedConnection(hub: hub, loop: loop)
+        let server = try EmbeddedServer()
+        let alice = try server.connect(), bob = try server.connect()
         try Self.login(alice, user: "alice")
         try Self.login(bob, user: "bob")   // a STREAM join needs its user logged in on a MESSAGE connection
         var streams: [EmbeddedConnection] = []
         for (user, channel) in [("alice", "game"), ("alice", "match"), ("bob", "game")] {
-            let stream = try EmbeddedConnection(hub: hub, loop: loop)
+            let stream = try server.connect()
             try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"\#(user)","token":"t","channel":"\#(channel)"}"#)
             let joined = try stream.receivedJSON()
             #expect(joined.first?["type"] as? String == "ok", "\(joined)")
@@ -128,8 +123,7 @@ struct ConnectionHandlerEmbeddedTests {
     @Test("C-7: a login whose token expired while reconnecting is refused with tokenExpired (-10009, not invalidToken) and leaves the session in its grace window; a fresh token then resumes it")
     func expiredTokenOnResume() throws {
         let appId = "0123456789abcdef0123456789abcdef", certificate = "fedcba9876543210fedcba9876543210"
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop) { $0.apps = [appId: certificate] }
+        let server = try EmbeddedServer { $0.apps = [appId: certificate] }
         let now = UInt32(Date().timeIntervalSince1970)
         func login(_ connection: EmbeddedConnection, expiring: UInt32, resumeToken: String?) throws -> [String: Any] {
             let token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: "alice", privilegeExpireTimestamp: expiring)
@@ -137,21 +131,21 @@ struct ConnectionHandlerEmbeddedTests {
             try connection.send(#"{"type":"login","id":1,"appId":"\#(appId)","userId":"alice","token":"\#(token)","heartbeatInterval":5,"presenceTimeout":15\#(resume)}"#)
             return try connection.receivedJSON().first ?? [:]
         }
-        let first = try EmbeddedConnection(hub: hub, loop: loop)
+        let first = try server.connect()
         let ok = try login(first, expiring: now + 3600, resumeToken: nil)
         let resumeToken = try #require(ok["resumeToken"] as? String)
         try first.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
         _ = try first.received()
         try first.channel.close().wait()   // the link is lost: the grace window opens (the embedded loop's time never reaches its end)
-        #expect(hub.sessionCount == 1)
+        #expect(server.hub.sessionCount == 1)
 
-        let expired = try EmbeddedConnection(hub: hub, loop: loop)
+        let expired = try server.connect()
         let refused = try login(expired, expiring: now - 10, resumeToken: resumeToken)
         #expect(refused["type"] as? String == "error" && refused["id"] as? Int == 1)
         #expect(refused["code"] as? Int == RTMErrorCode.tokenExpired.rawValue)
-        #expect(hub.sessionCount == 1 && hub.members(appId: appId, channel: "room") == ["alice"])
+        #expect(server.hub.sessionCount == 1 && server.hub.members(appId: appId, channel: "room") == ["alice"])
 
-        let renewed = try EmbeddedConnection(hub: hub, loop: loop)
+        let renewed = try server.connect()
         let resumed = try login(renewed, expiring: now + 3600, resumeToken: resumeToken)
         #expect(resumed["type"] as? String == "ok" && resumed["resumed"] as? Bool == true)
         #expect(resumed["users"] as? [String] == ["room"])
@@ -159,10 +153,9 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("H-2, P-1: the client's heartbeat and presence timeout are clamped (5–1800 s, 5–300 s) and the server's read timeout is the heartbeat plus the slack (serverTimeout)")
     func clampedHeartbeat() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop) { $0.heartbeatSlack = .seconds(10) }
+        let server = try EmbeddedServer { $0.heartbeatSlack = .seconds(10) }
         for (user, heartbeat, expected) in [("low", 1, 15), ("high", 5_000, 1_810), ("plain", 30, 40)] {
-            let connection = try EmbeddedConnection(hub: hub, loop: loop)
+            let connection = try server.connect()
             try connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":\#(heartbeat),"presenceTimeout":1}"#)
             let ok = try connection.receivedJSON().first ?? [:]
             #expect(ok["serverTimeout"] as? Int == expected, "heartbeat \(heartbeat): \(ok)")
@@ -172,26 +165,25 @@ struct ConnectionHandlerEmbeddedTests {
 
     @Test("K-2, K-3: PCU counts logged-in MESSAGE connections and keeps their peak; STREAM connections are counted apart and never toward it; a STREAM join needs its user logged in on a MESSAGE connection")
     func connectionCounters() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = try EmbeddedConnection.hub(loop: loop)
-        let early = try EmbeddedConnection(hub: hub, loop: loop)
+        let server = try EmbeddedServer()
+        let early = try server.connect()
         try early.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
         let refused = try early.receivedJSON().first ?? [:]
         #expect(refused["code"] as? Int == RTMErrorCode.notLogin.rawValue && refused["id"] as? Int == 1)
 
-        let alice = try EmbeddedConnection(hub: hub, loop: loop), bob = try EmbeddedConnection(hub: hub, loop: loop)
+        let alice = try server.connect(), bob = try server.connect()
         try Self.login(alice, user: "alice")
         try Self.login(bob, user: "bob")
-        let stream = try EmbeddedConnection(hub: hub, loop: loop)
+        let stream = try server.connect()
         try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
         #expect(try stream.receivedJSON().first?["type"] as? String == "ok")
         var expected = ConnectionCounters()
         (expected.message, expected.stream, expected.peakMessage) = (2, 1, 2)
-        #expect(hub.connectionCounters == expected)
+        #expect(server.hub.connectionCounters == expected)
 
         try bob.send(#"{"type":"logout","id":2}"#)
         _ = try bob.received()
         expected.message = 1
-        #expect(hub.connectionCounters == expected)   // the peak stays
+        #expect(server.hub.connectionCounters == expected)   // the peak stays
     }
 }

@@ -6,9 +6,30 @@ import NIOWebSocket
 import RTMTestSupport
 @testable import RTMServer
 
+/// A hub on one `EmbeddedEventLoop`, with the default single-node seams in memory (user
+/// messages, storage and invitations kept in memory; any token accepted for app "app"): the
+/// server of `EmbeddedConnection`s, with no listener and no socket.
+final class EmbeddedServer {
+    let loop = EmbeddedEventLoop()
+    let hub: Hub
+
+    init(configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+        var configuration = ServerConfiguration()
+        configuration.apps = ["app": nil]
+        configure(&configuration)
+        hub = Hub(configuration: configuration, loops: [loop], store: try SQLiteUserMessageStore(path: nil),
+                  serviceStore: try SQLiteServiceStore(path: nil, fullSync: false), logger: Logger(label: "embedded"))
+    }
+
+    /// A new connection, just upgraded to WebSocket.
+    func connect() throws -> EmbeddedConnection {
+        try EmbeddedConnection(hub: hub, loop: loop)
+    }
+}
+
 /// A server connection on an `EmbeddedChannel`: the `ConnectionHandler` with the handlers the
 /// WebSocket upgrade puts before it (`ServerUpgrader`), on a hub built in memory with no
-/// listener and no socket (`EmbeddedConnection.hub`). The test writes client frames in, reads
+/// listener and no socket (`EmbeddedServer`). The test writes client frames in, reads
 /// back what the connection wrote as WebSocket frames, and runs the loop's queued work when it
 /// says: no thread, no timing.
 final class EmbeddedConnection {
@@ -17,16 +38,6 @@ final class EmbeddedConnection {
     /// The socket's send side: `stall()` makes it a peer that stopped reading.
     let socket = SocketSide()
     private let loop: EmbeddedEventLoop
-
-    /// A hub on `loop` alone, with the default single-node seams in memory (user messages,
-    /// storage and invitations kept in memory; any token accepted for app "app").
-    static func hub(loop: EmbeddedEventLoop, configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> Hub {
-        var configuration = ServerConfiguration()
-        configuration.apps = ["app": nil]
-        configure(&configuration)
-        return Hub(configuration: configuration, loops: [loop], store: try SQLiteUserMessageStore(path: nil),
-                   serviceStore: try SQLiteServiceStore(path: nil, fullSync: false), logger: Logger(label: "embedded"))
-    }
 
     /// A connection just upgraded to WebSocket, before its first frame.
     init(hub: Hub, loop: EmbeddedEventLoop) throws {
