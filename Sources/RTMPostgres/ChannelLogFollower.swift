@@ -31,6 +31,7 @@ public final class ChannelLogFollower: Sendable {
 
     private let log: PostgresChannelLog
     private let location: PostgresLocation
+    private let listener: PostgresListener?
     private let pollInterval: TimeAmount
     private let holdbackMillis: Int64
     private let retryInterval: TimeAmount
@@ -43,9 +44,11 @@ public final class ChannelLogFollower: Sendable {
     ///   - holdback: how long a missing number is waited for before it is a gap (default 5 s).
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
     ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).
+    ///   - listener: the node's shared listening connection; nil: a connection of the follower's own.
     public init(log: PostgresChannelLog, location: PostgresLocation, pollInterval: TimeAmount = .milliseconds(100),
                 holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
-                resendMemory: Int = 1024, logger: Logger) {
+                resendMemory: Int = 1024, listener: PostgresListener? = nil, logger: Logger) {
+        self.listener = listener
         self.resendWindow = resendWindow
         self.resendMemory = resendMemory
         self.log = log
@@ -183,7 +186,8 @@ public final class ChannelLogFollower: Sendable {
         while !Task.isCancelled {
             id += 1
             do {
-                try await location.listen(on: PostgresChannelLog.notificationChannel, connectionID: id, logger: logger) { notifications in
+                try await PostgresListener.listen(listener, location: location, on: PostgresChannelLog.notificationChannel, connectionID: id,
+                                                  logger: logger) { notifications in
                     if reported != true {
                         reported = true
                         await deliver(.link(up: true))

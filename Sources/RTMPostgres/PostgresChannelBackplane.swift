@@ -35,7 +35,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
     /// - Parameters:
     ///   - node: this node's name (`rtm serve --node-id`), unique in the cluster.
     ///   - options: pool size and timers (`PostgresBackplaneOptions`' defaults).
-    public init(location: PostgresLocation, node: String, options: PostgresBackplaneOptions = .init(), logger: Logger) {
+    ///   - listener: the node's shared listening connection (`PostgresListener`); nil: one of
+    ///     the follower's own.
+    public init(location: PostgresLocation, node: String, options: PostgresBackplaneOptions = .init(), listener: PostgresListener? = nil,
+                logger: Logger) {
         self.node = node
         self.logger = logger
         let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
@@ -45,7 +48,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,
-                                           resendMemory: options.resendMemory, logger: logger)
+                                           resendMemory: options.resendMemory, listener: listener, logger: logger)
         let leaseClient = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: logger)
         self.leaseClient = leaseClient
         self.registry = NodeRegistry(client: leaseClient, node: node, interval: options.leaseInterval, lease: options.lease,

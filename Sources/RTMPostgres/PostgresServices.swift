@@ -37,6 +37,7 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     let callTimeout: TimeAmount
     /// Where the database is.
     public let location: PostgresLocation
+    private let listener: PostgresListener?
     private let retryInterval: TimeAmount
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
     private let followers = NIOLockedValueBox<Followers>(Followers())
@@ -68,12 +69,14 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     /// The services of node `node`; nothing connects until `start()` (the server calls it).
     /// - Parameters:
     ///   - node: this node's name (`rtm serve --node-id`), the one its backplane uses.
-    ///   - poolSize: the pool's connections (default 4), plus one listening connection.
+    ///   - poolSize: the pool's connections (default 4), plus one listening connection (or a
+    ///     channel on `listener`, the node's shared one).
     ///   - callTimeout: the longest a metadata, history or lock call waits (default 5 s: well
     ///     within the SDK's 10 s request timeout, so that a client gets the server's reason,
     ///     not its own timeout).
     public init(location: PostgresLocation, node: String, poolSize: Int = 4, retryInterval: TimeAmount = .seconds(1),
-                callTimeout: TimeAmount = .seconds(5), logger: Logger) {
+                callTimeout: TimeAmount = .seconds(5), listener: PostgresListener? = nil, logger: Logger) {
+        self.listener = listener
         self.client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
         self.location = location
         self.node = node
@@ -158,7 +161,8 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
         while !Task.isCancelled {
             id += 1
             do {
-                try await location.listen(on: Self.notificationChannel, connectionID: id, logger: logger) { notifications in
+                try await PostgresListener.listen(listener, location: location, on: Self.notificationChannel, connectionID: id,
+                                                  logger: logger) { notifications in
                     for try await notification in notifications { dispatch(notification.payload) }
                 }
             } catch {

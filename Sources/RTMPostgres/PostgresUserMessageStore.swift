@@ -34,6 +34,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     public let node: String
     private let client: PostgresClient
     private let location: PostgresLocation
+    private let listener: PostgresListener?
     private let pollInterval: TimeAmount
     private let retryInterval: TimeAmount
     private let callTimeout: TimeAmount
@@ -55,9 +56,10 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     /// - Parameters:
     ///   - pollInterval: the fallback check for other nodes' commits (default 500 ms).
     ///   - callTimeout: the longest a store call waits for the database (default 10 s).
+    ///   - listener: the node's shared listening connection; nil: a connection of the store's own.
     public static func open(location: PostgresLocation, node: String, poolSize: Int = 4, pollInterval: TimeAmount = .milliseconds(500),
                             retryInterval: TimeAmount = .seconds(1), callTimeout: TimeAmount = .seconds(10),
-                            logger: Logger) async throws -> PostgresUserMessageStore {
+                            listener: PostgresListener? = nil, logger: Logger) async throws -> PostgresUserMessageStore {
         let client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
         let running = Task { await client.run() }
         do {
@@ -65,8 +67,8 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             var epoch = ""
             for try await value in try await client.query("SELECT value FROM rtm_meta WHERE key = 'user_epoch'", logger: logger)
                 .decode(String.self) { epoch = value }
-            return PostgresUserMessageStore(client: client, running: running, epoch: epoch, location: location, node: node,
-                                            pollInterval: pollInterval, retryInterval: retryInterval, callTimeout: callTimeout, logger: logger)
+            return PostgresUserMessageStore(client: client, running: running, epoch: epoch, location: location, listener: listener,
+                                            node: node, pollInterval: pollInterval, retryInterval: retryInterval, callTimeout: callTimeout, logger: logger)
         } catch {
             running.cancel()
             await running.value
@@ -74,12 +76,13 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         }
     }
 
-    private init(client: PostgresClient, running: Task<Void, Never>, epoch: String, location: PostgresLocation, node: String,
-                 pollInterval: TimeAmount, retryInterval: TimeAmount, callTimeout: TimeAmount, logger: Logger) {
+    private init(client: PostgresClient, running: Task<Void, Never>, epoch: String, location: PostgresLocation, listener: PostgresListener?,
+                 node: String, pollInterval: TimeAmount, retryInterval: TimeAmount, callTimeout: TimeAmount, logger: Logger) {
         self.client = client
         self.tasks = NIOLockedValueBox([running])
         self.epoch = epoch
         self.location = location
+        self.listener = listener
         self.node = node
         self.pollInterval = pollInterval
         self.retryInterval = retryInterval
@@ -359,7 +362,8 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         while !Task.isCancelled {
             id += 1
             do {
-                try await location.listen(on: Self.notificationChannel, connectionID: id, logger: logger) { notifications in
+                try await PostgresListener.listen(listener, location: location, on: Self.notificationChannel, connectionID: id,
+                                                  logger: logger) { notifications in
                     changed(nil)
                     for try await notification in notifications {
                         guard let notice = try? JSONDecoder().decode(Notice.self, from: Data(notification.payload.utf8)) else {

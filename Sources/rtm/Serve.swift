@@ -145,9 +145,10 @@ struct Serve: AsyncParsableCommand {
         // Cluster mode: user messages in the shared database too.
         var userStore: PostgresUserMessageStore?
         if let cluster {
-            userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, logger: logger)
+            userStore = try await PostgresUserMessageStore.open(location: cluster.location, node: cluster.node, listener: cluster.listener,
+                                                                logger: logger)
             // Metadata, history and locks shared too.
-            config.sharedServices = PostgresServices(location: cluster.location, node: cluster.node, logger: logger)
+            config.sharedServices = PostgresServices(location: cluster.location, node: cluster.node, listener: cluster.listener, logger: logger)
         }
         let server = try RTMServer(configuration: config, store: userStore, logger: logger)
         // SIGHUP reloads the certificates (when there are some; otherwise they keep their
@@ -161,7 +162,8 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// --postgres and --node-id: channel messages through the PostgreSQL backplane.
-    private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws -> (location: PostgresLocation, node: String)? {
+    private func configureCluster(_ config: inout ServerConfiguration, logger: Logger) throws
+        -> (location: PostgresLocation, node: String, listener: PostgresListener)? {
         guard let postgres else {
             if nodeId != nil { throw ValidationError("--node-id needs --postgres") }
             if clusterAddress != nil { throw ValidationError("--cluster-address needs --postgres") }
@@ -187,8 +189,10 @@ struct Serve: AsyncParsableCommand {
         options.retention = .seconds(Int64(logRetentionHours * 3600))
         options.resendWindow = config.publishResendWindow   // ids a starting node reads back (M-3)
         options.resendMemory = config.dedupCapacity
-        config.backplane = PostgresChannelBackplane(location: location, node: node, options: options, logger: logger)
-        return (location, node)
+        // One listening connection for the node's three kinds of wake-up (`PostgresListener`).
+        let listener = PostgresListener(location: location)
+        config.backplane = PostgresChannelBackplane(location: location, node: node, options: options, listener: listener, logger: logger)
+        return (location, node, listener)
     }
 
     /// --admin-key / RTM_ADMIN_KEY and --admin-listen.
