@@ -7,10 +7,15 @@ import PostgresNIO
 /// Follows the channel log for one node: every message committed by any node, exactly once, in
 /// each channel's order (`ChannelLogOrdering`), handed to `deliver` in batches.
 ///
-/// It reads when woken by `NOTIFY rtm_log` on its own dedicated connection, every
-/// `pollInterval` whatever happens (notifications are only a wake-up: one can be lost with a
-/// connection), and after every reconnection of the listening connection (the catch-up read).
-/// A catch-up never delivers twice: rows at or below a channel's delivered number are dropped.
+/// A `NOTIFY rtm_log` (on the node's listening connection) carries the messages its node just
+/// committed (`ChannelLogNotice`): they are delivered from it, without a read. The follower
+/// reads the log every `pollInterval` whatever happens (a notification is only a shortcut: one
+/// can be lost with a connection or a node), after every reconnection of the listening
+/// connection (the catch-up read), and on a notification without messages (a batch too large
+/// to carry, a channel whose epoch this node does not know yet, a node of an earlier release).
+/// Nothing is delivered twice or out of order whichever way a message comes first:
+/// `ChannelLogOrdering` drops numbers at or below a channel's delivered one and holds a number
+/// until the one before it has come.
 public final class ChannelLogFollower: Sendable {
     /// What the follower reports besides messages.
     public enum Event: Sendable {
@@ -32,6 +37,10 @@ public final class ChannelLogFollower: Sendable {
     private let log: PostgresChannelLog
     private let location: PostgresLocation
     private let listener: PostgresListener?
+    private let readCount = NIOLockedValueBox(0)
+
+    /// Reads of the log so far (a message announced by its node's notification needs none).
+    public var reads: Int { readCount.withLockedValue { $0 } }
     private let pollInterval: TimeAmount
     private let holdbackMillis: Int64
     private let retryInterval: TimeAmount
@@ -65,15 +74,17 @@ public final class ChannelLogFollower: Sendable {
     public func run(started: @escaping @Sendable () -> Void = {}, deliver: @escaping @Sendable (Event) async -> Void) async throws {
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let recheck = NIOLockedValueBox(false)   // the listening connection was (re)opened
+        let pending = NIOLockedValueBox(Pending())
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listen(wake: wake, recheck: recheck, deliver: deliver) }
+            group.addTask { await self.listen(wake: wake, pending: pending, recheck: recheck, deliver: deliver) }
             group.addTask {
                 while !Task.isCancelled {
                     try await Task.sleep(nanoseconds: UInt64(self.pollInterval.nanoseconds))
+                    pending.withLockedValue { $0.read = true }
                     wake.yield()
                 }
             }
-            group.addTask { try await self.follow(wakes: wakes, recheck: recheck, started: started, deliver: deliver) }
+            group.addTask { try await self.follow(wakes: wakes, pending: pending, recheck: recheck, started: started, deliver: deliver) }
             try await group.next()
             group.cancelAll()
         }
@@ -88,8 +99,8 @@ public final class ChannelLogFollower: Sendable {
     /// moves the cursor back to the last row of the history it followed
     /// (`PostgresChannelLog.rewind`) and reads from there. The channels' new epochs reach the
     /// subscribers as gaps of unknown size (`ChannelLogOrdering`).
-    private func follow(wakes: AsyncStream<Void>, recheck: NIOLockedValueBox<Bool>, started: @Sendable () -> Void,
-                        deliver: @Sendable (Event) async -> Void) async throws {
+    private func follow(wakes: AsyncStream<Void>, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
+                        started: @Sendable () -> Void, deliver: @Sendable (Event) async -> Void) async throws {
         var start: ChannelLogStart?
         while start == nil {
             do {
@@ -112,11 +123,25 @@ public final class ChannelLogFollower: Sendable {
         var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
         var failing = false
         for await _ in wakes {
+            var (announced, read) = pending.withLockedValue { pending in defer { pending = Pending() }; return (pending.entries, pending.read) }
+            if !announced.isEmpty {
+                // Only channels whose epoch is known and the same: anything else (a channel's
+                // first message, a new epoch after a failover) is read, with its timeline.
+                let known = announced.filter { ordering.epochs[ChannelLogKey(appId: $0.appId, channel: $0.channel)]?.epoch == $0.epoch }
+                if known.count < announced.count { read = true }
+                await self.deliver(ordering.accept(known, nowMillis: Self.nowMillis()), to: deliver)
+            }
+            let reconnected = recheck.withLockedValue({ flag in defer { flag = false }; return flag })
+            guard read || failing || reconnected else {
+                await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
+                continue
+            }
             do {
-                if failing || recheck.withLockedValue({ flag in defer { flag = false }; return flag }) {
+                if failing || reconnected {
                     try await followTimeline(&timeline, &cursor, nil)
                 }
                 while true {
+                    readCount.withLockedValue { $0 += 1 }
                     let (entries, next) = try await log.read(after: cursor)
                     if let newer = entries.lazy.compactMap(\.timeline).first(where: { $0 > timeline }) {
                         try await followTimeline(&timeline, &cursor, newer)
@@ -175,7 +200,7 @@ public final class ChannelLogFollower: Sendable {
 
     /// Keeps one connection listening; wakes the reader on every notification and after every
     /// (re)connection.
-    private func listen(wake: AsyncStream<Void>.Continuation, recheck: NIOLockedValueBox<Bool>,
+    private func listen(wake: AsyncStream<Void>.Continuation, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
                         deliver: @Sendable (Event) async -> Void) async {
         var id = 0
         // What the node was last told (nil: nothing yet). The first connection reports the link
@@ -194,7 +219,13 @@ public final class ChannelLogFollower: Sendable {
                     }
                     recheck.withLockedValue { $0 = true }   // it may be another server now (a failover)
                     wake.yield()   // the catch-up read after a (re)connection
-                    for try await _ in notifications { wake.yield() }
+                    for try await notification in notifications {
+                        let entries = ChannelLogNotice.decode(notification.payload)
+                        pending.withLockedValue { pending in
+                            if let entries { pending.entries.append(contentsOf: entries) } else { pending.read = true }
+                        }
+                        wake.yield()
+                    }
                 }
                 // The notifications ended without an error: the connection closed all the same.
                 throw PostgresChannelLogError("the listening connection closed")
@@ -208,6 +239,12 @@ public final class ChannelLogFollower: Sendable {
             }
             try? await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))
         }
+    }
+
+    /// What woke the follower since it last looked: messages announced, and whether to read.
+    private struct Pending {
+        var entries: [ChannelLogEntry] = []
+        var read = false
     }
 
     private static func nowMillis() -> Int64 {

@@ -43,11 +43,18 @@ enum ChannelLogStatements {
     /// nothing (the rows it announces were flushed by their own commit), so waiting for a WAL
     /// flush would only delay every listener; a wake-up lost in a crash is covered by polling.
     struct Notify: PostgresPreparedStatement {
-        static let name = "rtm_log_notify_v1"
-        static let sql = "SELECT set_config('synchronous_commit', 'off', true), pg_notify('\(PostgresChannelLog.notificationChannel)', '')"
+        static let name = "rtm_log_notify_v2"
+        static let sql = "SELECT set_config('synchronous_commit', 'off', true), pg_notify('\(PostgresChannelLog.notificationChannel)', $1::text)"
         typealias Row = PostgresRow
 
-        func makeBindings() -> PostgresBindings { PostgresBindings() }
+        /// The messages just committed (`ChannelLogNotice`), or empty.
+        var payload: String
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(payload)
+            return bindings
+        }
         func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
     }
 

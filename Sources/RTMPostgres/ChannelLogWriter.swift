@@ -19,7 +19,8 @@ public actor ChannelLogWriter {
     private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
     private var notifying = false
-    private var notifyAgain = false
+    /// Messages committed and not yet announced (`ChannelLogNotice`).
+    private var unannounced: [ChannelLogEntry] = []
     /// Transactions committed so far.
     public private(set) var commits = 0
     /// Messages committed so far.
@@ -73,7 +74,11 @@ public actor ChannelLogWriter {
                     request.continuation.resume(returning: Array(receipts[start..<(start + request.items.count)]))
                     start += request.items.count
                 }
-                wakeFollowers()
+                wakeFollowers(announcing: zip(items, receipts).map { item, receipt in
+                    ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
+                                    node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
+                                    millis: item.millis)
+                })
             } catch {
                 current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
@@ -91,19 +96,23 @@ public actor ChannelLogWriter {
         current?.cancel()
     }
 
-    /// One `NOTIFY` at a time, outside every publish transaction; commits during one are
-    /// covered by one more.
-    private func wakeFollowers() {
-        guard !notifying else {
-            notifyAgain = true
-            return
-        }
+    /// One `NOTIFY` at a time, outside every publish transaction, carrying the messages
+    /// committed since the last one when they fit (`ChannelLogNotice`; else a plain wake-up and
+    /// the followers read); commits during one are covered by one more.
+    private func wakeFollowers(announcing entries: [ChannelLogEntry]) {
+        unannounced.append(contentsOf: entries)
+        guard !notifying else { return }
         notifying = true
         Task {
             repeat {
-                notifyAgain = false
-                do { try await log.notify() } catch { logger.debug("NOTIFY failed (followers poll)", metadata: ["error": "\(error)"]) }
-            } while notifyAgain
+                let batch = unannounced
+                unannounced = []
+                do {
+                    try await log.notify(payload: ChannelLogNotice.encode(batch) ?? "")
+                } catch {
+                    logger.debug("NOTIFY failed (followers poll)", metadata: ["error": "\(error)"])
+                }
+            } while !unannounced.isEmpty
             notifying = false
         }
     }

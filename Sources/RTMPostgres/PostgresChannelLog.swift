@@ -79,10 +79,11 @@ public struct PostgresChannelLog: Sendable {
         return receipts
     }
 
-    /// Wakes every node's follower (`LISTEN rtm_log`). Sent after a commit, never inside one.
-    public func notify() async throws {
+    /// Wakes every node's follower (`LISTEN rtm_log`), with `payload` (`ChannelLogNotice`, or
+    /// empty: read the log). Sent after a commit, never inside one.
+    public func notify(payload: String = "") async throws {
         try await bounded("a NOTIFY") { [self] in
-            for try await _ in try await client.execute(ChannelLogStatements.Notify(), logger: logger) {}
+            for try await _ in try await client.execute(ChannelLogStatements.Notify(payload: payload), logger: logger) {}
         }
     }
 

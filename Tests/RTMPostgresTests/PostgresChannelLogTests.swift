@@ -330,3 +330,98 @@ struct PostgresChannelLogTests {
         }
     }
 }
+
+/// The messages a node's `NOTIFY` carries (`ChannelLogNotice`).
+@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+struct ChannelLogNoticeTests {
+    /// Runs a follower of `log`, recording "channel#seq" for each message and "gap" for each gap.
+    private func record(_ follower: ChannelLogFollower) -> (AsyncRecorder<String>, Task<Void, any Error>) {
+        let (events, sink) = AsyncStream<String>.makeStream()
+        let task = Task {
+            try await follower.run { event in
+                switch event {
+                case .messages(let entries): for entry in entries { sink.yield("\(entry.channel)#\(entry.seq) \(entry.node)") }
+                case .gaps: sink.yield("gap")
+                case .started: sink.yield("started")
+                case .link, .newTimeline: break
+                }
+            }
+        }
+        return (AsyncRecorder(events), task)
+    }
+
+    /// Everything recorded once there are `count` events (or after 10 s).
+    private func events(_ recorder: AsyncRecorder<String>, count: Int) async throws -> [String] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await recorder.all.count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        return await recorder.all
+    }
+
+    @Test("M-2: messages announced in their node's NOTIFY are delivered without reading the log (one read for a channel's first message, whose epoch the follower learns from the log)")
+    func announcedMessagesNeedNoRead() async throws {
+        try await PostgresChannelLogTests().withDatabase { server, clients in
+            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: .seconds(3600))
+            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
+            let (recorder, task) = record(follower)
+            defer { task.cancel() }
+            // The reconnection's catch-up read happens once the listening connection is open;
+            // a first message makes sure it has (its notification comes on that connection).
+            _ = try await writer.append([item("warm-up", 1)])
+            #expect(try await events(recorder, count: 2) == ["started", "warm-up#1 n1"])
+            let before = follower.reads
+            var expected = ["started", "warm-up#1 n1"]
+            for seq in 1...20 {
+                _ = try await writer.append([item("room", seq)])
+                expected.append("room#\(seq) n1")
+            }
+            #expect(try await events(recorder, count: expected.count) == expected)
+            #expect(follower.reads - before <= 2, "reads: \(follower.reads - before) for 20 announced messages")
+        }
+    }
+
+    @Test("M-2: a message whose notification was lost is read at the next poll, and the announced message after it waits for it: in order, once")
+    func lostNotificationIsRead() async throws {
+        try await PostgresChannelLogTests().withDatabase { server, clients in
+            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: .milliseconds(300))
+            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
+            let (recorder, task) = record(follower)
+            defer { task.cancel() }
+            _ = try await writer.append([item("room", 1)])
+            #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
+            // Number 2 committed by another node that never notifies (a node that died after
+            // its commit), number 3 announced at once: 3 waits for 2's read.
+            _ = try await log.append([item("room", 2)], node: "n2")
+            _ = try await writer.append([item("room", 3)])
+            #expect(try await events(recorder, count: 4) == ["started", "room#1 n1", "room#2 n2", "room#3 n1"])
+            // Nothing twice: the poll's reads of 1–3 deliver nothing more.
+            let reads = follower.reads
+            let deadline = ContinuousClock.now + .seconds(10)
+            while follower.reads < reads + 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            _ = try await writer.append([item("room", 4)])
+            #expect(try await events(recorder, count: 5) == ["started", "room#1 n1", "room#2 n2", "room#3 n1", "room#4 n1"])
+        }
+    }
+
+    @Test("A notification's text: messages round-trip with every field; a batch too large for PostgreSQL's 8000 bytes, or an empty text, carries none")
+    func noticeText() throws {
+        let entries = [
+            ChannelLogEntry(appId: "app", channel: "room", seq: 7, epoch: "c.1", publisher: "alice", node: "n1", msgId: UInt64.max,
+                            customType: "t", isText: false, payload: ByteBuffer(bytes: [0, 1, 255]), millis: 1_700_000_000_000),
+            ChannelLogEntry(appId: "app", channel: "room", seq: 8, epoch: "c.1", publisher: "bob", node: "n1", msgId: nil,
+                            customType: nil, isText: true, payload: ByteBuffer(string: "hé"), millis: 1),
+        ]
+        let text = try #require(ChannelLogNotice.encode(entries))
+        #expect(ChannelLogNotice.decode(text) == entries)
+        let large = ChannelLogEntry(appId: "app", channel: "room", seq: 1, epoch: "c.1", publisher: "alice", node: "n1", msgId: nil,
+                                    customType: nil, isText: true, payload: ByteBuffer(repeating: 65, count: 3_000), millis: 1)
+        #expect(ChannelLogNotice.encode([large]) != nil)
+        #expect(ChannelLogNotice.encode([large, large]) == nil)
+        #expect(ChannelLogNotice.decode("") == nil)
+        #expect(ChannelLogNotice.decode("{\"v\":2,\"m\":[]}") == nil)
+    }
+
+    private func item(_ channel: String, _ n: Int) -> ChannelLogAppend {
+        ChannelLogAppend(appId: "app", channel: channel, publisher: "alice", msgId: UInt64(n), customType: nil, isText: true,
+                         payload: ByteBuffer(string: "m\(n)"), millis: Int64(n))
+    }
+}
