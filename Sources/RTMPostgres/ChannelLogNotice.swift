@@ -2,8 +2,8 @@ import Foundation
 import NIOCore
 
 /// The payload of the `NOTIFY rtm_log` a node sends after its commits: the messages it just
-/// committed, so that every follower can deliver them without reading them back (one read of
-/// the log per node per publish was most of the database's and the nodes' work per publish).
+/// committed, so that every follower can deliver them without reading them back (else each
+/// commit costs one read of the log per node, and a read round trip of latency).
 ///
 /// A notification is only a shortcut, never the record: followers still read the log when they
 /// poll, after every reconnection and on a notification without messages (a batch too large for
@@ -11,51 +11,73 @@ import NIOCore
 /// drops whichever copy of a message comes second. A message reaches subscribers in its
 /// channel's order, once, whichever way it came first.
 ///
-/// The form (JSON): `{"v":1,"m":[{"a":app,"c":channel,"s":seq,"e":epoch,"p":publisher,"n":node,
-/// "i":msgId?,"t":customType?,"x":isText,"b":base64 payload,"ts":millis}, …]}`.
-public struct ChannelLogNotice: Codable, Sendable {
+/// The form: `1:` then, in base64, each message as app, channel, epoch, publisher, node (each a
+/// 2-byte length and UTF-8), seq and millis (8 bytes each, big-endian), a flags byte (1: has a
+/// msgId, 2: has a custom type, 4: text), the msgId (8 bytes) and the custom type when flagged,
+/// and the payload (a 4-byte length and its bytes). Binary rather than JSON: encoding and
+/// decoding it took a tenth of a node's time under load.
+public enum ChannelLogNotice {
     /// The largest payload sent; PostgreSQL refuses 8000 bytes and more.
     public static let maxBytes = 7_900
-
-    private struct Message: Codable {
-        var a: String, c: String, s: Int64, e: String, p: String, n: String
-        var i: UInt64?, t: String?
-        var x: Bool, b: String, ts: Int64
-    }
-
-    private var v = 1
-    private var m: [Message]
+    private static let prefix = "1:"
 
     /// The notification text for `entries`, or nil when it would not fit a notification (the
     /// node then sends a plain wake-up, and the followers read).
     public static func encode(_ entries: [ChannelLogEntry]) -> String? {
         guard !entries.isEmpty else { return nil }
-        // Each message is at least its payload in base64 and ~80 bytes of names: skip the
-        // encoding when that alone is too much.
-        let estimate = entries.reduce(0) { $0 + $1.payload.readableBytes * 4 / 3 + 80 }
-        guard estimate <= maxBytes else { return nil }
-        let notice = ChannelLogNotice(m: entries.map {
-            Message(a: $0.appId, c: $0.channel, s: $0.seq, e: $0.epoch, p: $0.publisher, n: $0.node, i: $0.msgId, t: $0.customType,
-                    x: $0.isText, b: Data($0.payload.readableBytesView).base64EncodedString(), ts: $0.millis)
-        })
-        guard let data = try? JSONEncoder().encode(notice), data.count <= maxBytes else { return nil }
-        return String(decoding: data, as: UTF8.self)
+        var size = 0
+        let longest = entries.lazy.flatMap { [$0.appId, $0.channel, $0.epoch, $0.publisher, $0.node, $0.customType ?? ""] }
+            .map(\.utf8.count).max() ?? 0
+        guard longest <= Int(UInt16.max) else { return nil }
+        for entry in entries {
+            size += 10 + entry.appId.utf8.count + entry.channel.utf8.count + entry.epoch.utf8.count + entry.publisher.utf8.count
+                + entry.node.utf8.count + 17 + 8 + 2 + (entry.customType?.utf8.count ?? 0) + 4 + entry.payload.readableBytes
+        }
+        guard prefix.utf8.count + (size + 2) / 3 * 4 <= maxBytes else { return nil }
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(size)
+        for entry in entries {
+            for text in [entry.appId, entry.channel, entry.epoch, entry.publisher, entry.node] { write(text, to: &buffer) }
+            buffer.writeInteger(entry.seq)
+            buffer.writeInteger(entry.millis)
+            let flags: UInt8 = (entry.msgId != nil ? 1 : 0) | (entry.customType != nil ? 2 : 0) | (entry.isText ? 4 : 0)
+            buffer.writeInteger(flags)
+            if let msgId = entry.msgId { buffer.writeInteger(msgId) }
+            if let customType = entry.customType { write(customType, to: &buffer) }
+            buffer.writeInteger(UInt32(entry.payload.readableBytes))
+            buffer.writeImmutableBuffer(entry.payload)
+        }
+        return prefix + Data(buffer.readableBytesView).base64EncodedString()
     }
 
     /// The messages a notification carries; nil when it carries none this version can read
-    /// (an empty payload: a plain wake-up).
+    /// (an empty payload: a plain wake-up; another form).
     public static func decode(_ text: String) -> [ChannelLogEntry]? {
-        guard !text.isEmpty, let notice = try? JSONDecoder().decode(ChannelLogNotice.self, from: Data(text.utf8)), notice.v == 1 else {
-            return nil
-        }
+        guard text.hasPrefix(prefix), let data = Data(base64Encoded: String(text.dropFirst(prefix.count))) else { return nil }
+        var buffer = ByteBuffer(bytes: data)
         var entries: [ChannelLogEntry] = []
-        entries.reserveCapacity(notice.m.count)
-        for message in notice.m {
-            guard let bytes = Data(base64Encoded: message.b) else { return nil }
-            entries.append(ChannelLogEntry(appId: message.a, channel: message.c, seq: message.s, epoch: message.e, publisher: message.p,
-                                           node: message.n, msgId: message.i, customType: message.t, isText: message.x,
-                                           payload: ByteBuffer(bytes: bytes), millis: message.ts))
+        while buffer.readableBytes > 0 {
+            guard let appId = read(&buffer), let channel = read(&buffer), let epoch = read(&buffer), let publisher = read(&buffer),
+                  let node = read(&buffer), let seq = buffer.readInteger(as: Int64.self), let millis = buffer.readInteger(as: Int64.self),
+                  let flags = buffer.readInteger(as: UInt8.self) else { return nil }
+            var msgId: UInt64?
+            if flags & 1 != 0 { guard let id = buffer.readInteger(as: UInt64.self) else { return nil }; msgId = id }
+            var customType: String?
+            if flags & 2 != 0 { guard let type = read(&buffer) else { return nil }; customType = type }
+            guard let length = buffer.readInteger(as: UInt32.self), let payload = buffer.readSlice(length: Int(length)) else { return nil }
+            entries.append(ChannelLogEntry(appId: appId, channel: channel, seq: seq, epoch: epoch, publisher: publisher, node: node,
+                                           msgId: msgId, customType: customType, isText: flags & 4 != 0, payload: payload, millis: millis))
         }
-        return entries
+        return entries.isEmpty ? nil : entries
+    }
+
+    private static func write(_ text: String, to buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt16(truncatingIfNeeded: text.utf8.count))
+        buffer.writeString(text)
+    }
+
+    private static func read(_ buffer: inout ByteBuffer) -> String? {
+        guard let length = buffer.readInteger(as: UInt16.self) else { return nil }
+        return buffer.readString(length: Int(length))
     }
 }
