@@ -35,8 +35,7 @@ public final class ChannelLogFollower: Sendable {
     }
 
     private let log: PostgresChannelLog
-    private let location: PostgresLocation
-    private let listener: PostgresListener?
+    private let listener: PostgresListener
     private let readCount = NIOLockedValueBox(0)
 
     /// Reads of the log so far (a message announced by its node's notification needs none).
@@ -53,15 +52,14 @@ public final class ChannelLogFollower: Sendable {
     ///   - holdback: how long a missing number is waited for before it is a gap (default 5 s).
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
     ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).
-    ///   - listener: the node's shared listening connection; nil: a connection of the follower's own.
+    ///   - listener: the node's shared listening connection; nil: one of the follower's own.
     public init(log: PostgresChannelLog, location: PostgresLocation, pollInterval: TimeAmount = .milliseconds(100),
                 holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
                 resendMemory: Int = 1024, listener: PostgresListener? = nil, logger: Logger) {
-        self.listener = listener
+        self.listener = listener ?? PostgresListener(location: location)
         self.resendWindow = resendWindow
         self.resendMemory = resendMemory
         self.log = log
-        self.location = location
         self.pollInterval = pollInterval
         self.holdbackMillis = holdback.nanoseconds / 1_000_000
         self.retryInterval = retryInterval
@@ -202,17 +200,14 @@ public final class ChannelLogFollower: Sendable {
     /// (re)connection.
     private func listen(wake: AsyncStream<Void>.Continuation, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
                         deliver: @Sendable (Event) async -> Void) async {
-        var id = 0
         // What the node was last told (nil: nothing yet). The first connection reports the link
         // up (a catch-up for what the node missed); a first attempt that fails reports it down:
         // the node assumes up at start (`ClusterStatus`), and a database lost before the
         // listener's first connection must not leave it saying so.
         var reported: Bool?
         while !Task.isCancelled {
-            id += 1
             do {
-                try await PostgresListener.listen(listener, location: location, on: PostgresChannelLog.notificationChannel, connectionID: id,
-                                                  logger: logger) { notifications in
+                try await listener.listen(on: PostgresChannelLog.notificationChannel, logger: logger) { notifications in
                     if reported != true {
                         reported = true
                         await deliver(.link(up: true))

@@ -20,30 +20,29 @@ public enum ChannelLogNotice {
     /// The largest payload sent; PostgreSQL refuses 8000 bytes and more.
     public static let maxBytes = 7_900
     private static let prefix = "1:"
+    /// The most bytes before base64 that fit `maxBytes` after it.
+    private static let rawLimit = (maxBytes - prefix.utf8.count) / 4 * 3
+    /// The most messages one notification can carry: each takes at least 31 bytes (five
+    /// lengths, seq, millis, flags and the payload's length).
+    public static let maxMessages = rawLimit / 31
 
     /// The notification text for `entries`, or nil when it would not fit a notification (the
     /// node then sends a plain wake-up, and the followers read).
     public static func encode(_ entries: [ChannelLogEntry]) -> String? {
-        guard !entries.isEmpty else { return nil }
-        var size = 0
-        let longest = entries.lazy.flatMap { [$0.appId, $0.channel, $0.epoch, $0.publisher, $0.node, $0.customType ?? ""] }
-            .map(\.utf8.count).max() ?? 0
-        guard longest <= Int(UInt16.max) else { return nil }
-        for entry in entries {
-            size += 10 + entry.appId.utf8.count + entry.channel.utf8.count + entry.epoch.utf8.count + entry.publisher.utf8.count
-                + entry.node.utf8.count + 17 + 8 + 2 + (entry.customType?.utf8.count ?? 0) + 4 + entry.payload.readableBytes
-        }
-        guard prefix.utf8.count + (size + 2) / 3 * 4 <= maxBytes else { return nil }
+        guard !entries.isEmpty, entries.count <= maxMessages else { return nil }
         var buffer = ByteBuffer()
-        buffer.reserveCapacity(size)
         for entry in entries {
-            for text in [entry.appId, entry.channel, entry.epoch, entry.publisher, entry.node] { write(text, to: &buffer) }
+            for text in [entry.appId, entry.channel, entry.epoch, entry.publisher, entry.node] {
+                guard write(text, to: &buffer) else { return nil }
+            }
             buffer.writeInteger(entry.seq)
             buffer.writeInteger(entry.millis)
             let flags: UInt8 = (entry.msgId != nil ? 1 : 0) | (entry.customType != nil ? 2 : 0) | (entry.isText ? 4 : 0)
             buffer.writeInteger(flags)
             if let msgId = entry.msgId { buffer.writeInteger(msgId) }
-            if let customType = entry.customType { write(customType, to: &buffer) }
+            if let customType = entry.customType { guard write(customType, to: &buffer) else { return nil } }
+            // Stops as soon as the batch cannot fit, before copying a payload that would not.
+            guard buffer.readableBytes + 4 + entry.payload.readableBytes <= rawLimit else { return nil }
             buffer.writeInteger(UInt32(entry.payload.readableBytes))
             buffer.writeImmutableBuffer(entry.payload)
         }
@@ -71,9 +70,12 @@ public enum ChannelLogNotice {
         return entries.isEmpty ? nil : entries
     }
 
-    private static func write(_ text: String, to buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt16(truncatingIfNeeded: text.utf8.count))
+    /// Writes `text` with its length; false when it is too long for the form.
+    private static func write(_ text: String, to buffer: inout ByteBuffer) -> Bool {
+        guard let length = UInt16(exactly: text.utf8.count) else { return false }
+        buffer.writeInteger(length)
         buffer.writeString(text)
+        return true
     }
 
     private static func read(_ buffer: inout ByteBuffer) -> String? {

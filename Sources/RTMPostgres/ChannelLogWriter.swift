@@ -19,8 +19,9 @@ public actor ChannelLogWriter {
     private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
     private var notifying = false
-    /// Messages committed and not yet announced (`ChannelLogNotice`).
-    private var unannounced: [ChannelLogEntry] = []
+    /// Messages committed and not yet announced (`ChannelLogNotice`); nil: more than one
+    /// notification can carry, announced with a plain wake-up.
+    private var unannounced: [ChannelLogEntry]? = []
     /// Transactions committed so far.
     public private(set) var commits = 0
     /// Messages committed so far.
@@ -74,11 +75,7 @@ public actor ChannelLogWriter {
                     request.continuation.resume(returning: Array(receipts[start..<(start + request.items.count)]))
                     start += request.items.count
                 }
-                wakeFollowers(announcing: zip(items, receipts).map { item, receipt in
-                    ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
-                                    node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
-                                    millis: item.millis)
-                })
+                wakeFollowers(announcing: items, receipts)
             } catch {
                 current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
@@ -99,8 +96,18 @@ public actor ChannelLogWriter {
     /// One `NOTIFY` at a time, outside every publish transaction, carrying the messages
     /// committed since the last one when they fit (`ChannelLogNotice`; else a plain wake-up and
     /// the followers read); commits during one are covered by one more.
-    private func wakeFollowers(announcing entries: [ChannelLogEntry]) {
-        unannounced.append(contentsOf: entries)
+    /// A batch of more than `ChannelLogNotice.maxMessages` is not turned into entries at all
+    /// (the high-rate case: large group commits).
+    private func wakeFollowers(announcing items: [ChannelLogAppend], _ receipts: [ChannelLogReceipt]) {
+        if let waiting = unannounced?.count, waiting + items.count <= ChannelLogNotice.maxMessages {
+            unannounced!.append(contentsOf: zip(items, receipts).map { item, receipt in
+                ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
+                                node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
+                                millis: item.millis)
+            })
+        } else {
+            unannounced = nil
+        }
         guard !notifying else { return }
         notifying = true
         Task {
@@ -108,11 +115,11 @@ public actor ChannelLogWriter {
                 let batch = unannounced
                 unannounced = []
                 do {
-                    try await log.notify(payload: ChannelLogNotice.encode(batch) ?? "")
+                    try await log.notify(payload: batch.flatMap(ChannelLogNotice.encode) ?? "")
                 } catch {
                     logger.debug("NOTIFY failed (followers poll)", metadata: ["error": "\(error)"])
                 }
-            } while !unannounced.isEmpty
+            } while unannounced?.isEmpty != true
             notifying = false
         }
     }

@@ -14,7 +14,9 @@ import PostgresNIO
 /// `rtm bench cluster --rate 1000`, 3 nodes: the listeners of the two quiet channels took
 /// 0.12 of a core, woken only to find nothing for them).
 ///
-/// `listen(on:connectionID:logger:consume:)` keeps the contract of a dedicated connection: it
+/// Without a shared one, each of them makes a listener of its own (one connection each).
+///
+/// `listen(on:logger:consume:)` keeps the contract of a dedicated connection: it
 /// throws when the shared connection ends, and the caller's retry loop calls it again, which
 /// opens a new connection if no one has yet. The connection is closed when its last listener
 /// leaves.
@@ -97,18 +99,5 @@ public final class PostgresListener: Sendable {
             return current.connection
         }
         if let last { Task { try? await last.value.close() } }
-    }
-}
-
-extension PostgresListener {
-    /// Waits for `consume` on `channel` through `listener` when there is one, else on a
-    /// dedicated connection of its own (`PostgresLocation.listen`).
-    static func listen(_ listener: PostgresListener?, location: PostgresLocation, on channel: String, connectionID: Int,
-                       logger: Logger, consume: (PostgresNotificationSequence) async throws -> Void) async throws {
-        if let listener {
-            try await listener.listen(on: channel, logger: logger, consume: consume)
-        } else {
-            try await location.listen(on: channel, connectionID: connectionID, logger: logger, consume: consume)
-        }
     }
 }

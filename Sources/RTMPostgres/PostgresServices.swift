@@ -37,7 +37,7 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     let callTimeout: TimeAmount
     /// Where the database is.
     public let location: PostgresLocation
-    private let listener: PostgresListener?
+    private let listener: PostgresListener
     private let retryInterval: TimeAmount
     private let tasks = NIOLockedValueBox<[Task<Void, Never>]>([])
     private let followers = NIOLockedValueBox<Followers>(Followers())
@@ -76,7 +76,7 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
     ///     not its own timeout).
     public init(location: PostgresLocation, node: String, poolSize: Int = 4, retryInterval: TimeAmount = .seconds(1),
                 callTimeout: TimeAmount = .seconds(5), listener: PostgresListener? = nil, logger: Logger) {
-        self.listener = listener
+        self.listener = listener ?? PostgresListener(location: location)
         self.client = PostgresClient(configuration: location.clientConfiguration(connections: poolSize), backgroundLogger: logger)
         self.location = location
         self.node = node
@@ -157,12 +157,9 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
 
     /// Keeps one connection listening, and hands other nodes' notices to the followers.
     private func listen() async {
-        var id = 0
         while !Task.isCancelled {
-            id += 1
             do {
-                try await PostgresListener.listen(listener, location: location, on: Self.notificationChannel, connectionID: id,
-                                                  logger: logger) { notifications in
+                try await listener.listen(on: Self.notificationChannel, logger: logger) { notifications in
                     for try await notification in notifications { dispatch(notification.payload) }
                 }
             } catch {

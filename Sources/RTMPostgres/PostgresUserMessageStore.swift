@@ -33,8 +33,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     /// This node's name (its own notifications are ignored).
     public let node: String
     private let client: PostgresClient
-    private let location: PostgresLocation
-    private let listener: PostgresListener?
+    private let listener: PostgresListener
     private let pollInterval: TimeAmount
     private let retryInterval: TimeAmount
     private let callTimeout: TimeAmount
@@ -67,8 +66,9 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
             var epoch = ""
             for try await value in try await client.query("SELECT value FROM rtm_meta WHERE key = 'user_epoch'", logger: logger)
                 .decode(String.self) { epoch = value }
-            return PostgresUserMessageStore(client: client, running: running, epoch: epoch, location: location, listener: listener,
-                                            node: node, pollInterval: pollInterval, retryInterval: retryInterval, callTimeout: callTimeout, logger: logger)
+            return PostgresUserMessageStore(client: client, running: running, epoch: epoch,
+                                            listener: listener ?? PostgresListener(location: location), node: node,
+                                            pollInterval: pollInterval, retryInterval: retryInterval, callTimeout: callTimeout, logger: logger)
         } catch {
             running.cancel()
             await running.value
@@ -76,12 +76,11 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         }
     }
 
-    private init(client: PostgresClient, running: Task<Void, Never>, epoch: String, location: PostgresLocation, listener: PostgresListener?,
+    private init(client: PostgresClient, running: Task<Void, Never>, epoch: String, listener: PostgresListener,
                  node: String, pollInterval: TimeAmount, retryInterval: TimeAmount, callTimeout: TimeAmount, logger: Logger) {
         self.client = client
         self.tasks = NIOLockedValueBox([running])
         self.epoch = epoch
-        self.location = location
         self.listener = listener
         self.node = node
         self.pollInterval = pollInterval
@@ -357,13 +356,10 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     /// Keeps one connection listening; after every (re)connection, any receiver may have missed
     /// a notification.
     private func listen(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void) async {
-        var id = 0
         let node = self.node
         while !Task.isCancelled {
-            id += 1
             do {
-                try await PostgresListener.listen(listener, location: location, on: Self.notificationChannel, connectionID: id,
-                                                  logger: logger) { notifications in
+                try await listener.listen(on: Self.notificationChannel, logger: logger) { notifications in
                     changed(nil)
                     for try await notification in notifications {
                         guard let notice = try? JSONDecoder().decode(Notice.self, from: Data(notification.payload.utf8)) else {

@@ -334,7 +334,20 @@ struct PostgresChannelLogTests {
 /// The messages a node's `NOTIFY` carries (`ChannelLogNotice`).
 @Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ChannelLogNoticeTests {
-    /// Runs a follower of `log`, recording "channel#seq" for each message and "gap" for each gap.
+    /// A fresh database, its log, node "n1"'s writer and a follower of the log whose events are
+    /// recorded: "channel#seq node" for each message, "gap" for each gap, "started".
+    private func withFollower(pollInterval: TimeAmount,
+                              _ body: @Sendable (PostgresChannelLog, ChannelLogWriter, ChannelLogFollower, AsyncRecorder<String>) async throws -> Void)
+        async throws {
+        try await PostgresChannelLogTests().withDatabase { server, clients in
+            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval)
+            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
+            let (recorder, task) = record(follower)
+            defer { task.cancel() }
+            try await body(log, writer, follower, recorder)
+        }
+    }
+
     private func record(_ follower: ChannelLogFollower) -> (AsyncRecorder<String>, Task<Void, any Error>) {
         let (events, sink) = AsyncStream<String>.makeStream()
         let task = Task {
@@ -359,11 +372,7 @@ struct ChannelLogNoticeTests {
 
     @Test("M-2: messages announced in their node's NOTIFY are delivered without reading the log (one read for a channel's first message, whose epoch the follower learns from the log)")
     func announcedMessagesNeedNoRead() async throws {
-        try await PostgresChannelLogTests().withDatabase { server, clients in
-            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: .seconds(3600))
-            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
-            let (recorder, task) = record(follower)
-            defer { task.cancel() }
+        try await withFollower(pollInterval: .seconds(3600)) { _, writer, follower, recorder in
             // The reconnection's catch-up read happens once the listening connection is open;
             // a first message makes sure it has (its notification comes on that connection).
             _ = try await writer.append([item("warm-up", 1)])
@@ -381,11 +390,7 @@ struct ChannelLogNoticeTests {
 
     @Test("M-2: a message whose notification was lost is read at the next poll, and the announced message after it waits for it: in order, once")
     func lostNotificationIsRead() async throws {
-        try await PostgresChannelLogTests().withDatabase { server, clients in
-            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: .milliseconds(300))
-            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
-            let (recorder, task) = record(follower)
-            defer { task.cancel() }
+        try await withFollower(pollInterval: .milliseconds(300)) { log, writer, follower, recorder in
             _ = try await writer.append([item("room", 1)])
             #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
             // Number 2 committed by another node that never notifies (a node that died after
@@ -402,7 +407,7 @@ struct ChannelLogNoticeTests {
         }
     }
 
-    @Test("A notification's text: messages round-trip with every field; a batch too large for PostgreSQL's 8000 bytes, or an empty text, carries none")
+    @Test("M-2: a notification's text: messages round-trip with every field; a batch too large for PostgreSQL's 8000 bytes, or an empty text, carries none; nor more messages than it can hold, or a name too long for the form")
     func noticeText() throws {
         let entries = [
             ChannelLogEntry(appId: "app", channel: "room", seq: 7, epoch: "c.1", publisher: "alice", node: "n1", msgId: UInt64.max,
@@ -416,6 +421,11 @@ struct ChannelLogNoticeTests {
                                     customType: nil, isText: true, payload: ByteBuffer(repeating: 65, count: 3_000), millis: 1)
         #expect(ChannelLogNotice.encode([large]) != nil)
         #expect(ChannelLogNotice.encode([large, large]) == nil)
+        let small = entries[1]
+        #expect(ChannelLogNotice.encode(Array(repeating: small, count: ChannelLogNotice.maxMessages + 1)) == nil)
+        var long = small
+        long.channel = String(repeating: "c", count: 70_000)
+        #expect(ChannelLogNotice.encode([long]) == nil)
         #expect(ChannelLogNotice.decode("") == nil)
         #expect(ChannelLogNotice.decode("{\"v\":2,\"m\":[]}") == nil)
     }
