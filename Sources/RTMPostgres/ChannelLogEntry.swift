@@ -50,10 +50,14 @@ public typealias ChannelLogAppend = BackplanePublish
 public struct ChannelLogReceipt: Sendable, Equatable {
     public let seq: Int64
     public let epoch: String
+    /// A resend (SPEC M-3): the message was committed before (by any node) and was not stored
+    /// again; `seq` and `epoch` are the first copy's.
+    public let resent: Bool
 
-    public init(seq: Int64, epoch: String) {
+    public init(seq: Int64, epoch: String, resent: Bool = false) {
         self.seq = seq
         self.epoch = epoch
+        self.resent = resent
     }
 }
 

@@ -58,10 +58,17 @@ enum ChannelLogStatements {
         func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
     }
 
-    /// One batch of publishes in one statement (`PostgresChannelLog.append`): the channels'
-    /// counters are bumped in the fixed order of the key arrays, each item gets its channel's
-    /// numbers before the batch plus its rank among the batch's items of that channel, the rows
-    /// are inserted, and the numbers come back in item order.
+    /// One batch of publishes in one statement (`PostgresChannelLog.append`), through the
+    /// `rtm_append` function (migration 9, `PostgresSchema`): the channels' counters are bumped
+    /// in the fixed order of the key arrays, each new item gets its channel's numbers before
+    /// the batch plus its rank among the batch's new items of that channel, the rows are
+    /// inserted, and the numbers come back in item order.
+    ///
+    /// Resends (SPEC M-3, whatever this node has read): an item whose publisher's message id
+    /// is in the log already, committed within the resend window (`since`), by any node, or
+    /// earlier in the same batch, is not stored again: it gets the first copy's number and
+    /// epoch back, marked resent. Two nodes committing one publisher's id at once take turns
+    /// on a per-publisher lock, and the second sees the first's row.
     ///
     /// A counter last bumped on another timeline (the database failed over to a standby that
     /// may lack the old primary's last numbers) starts again at 1 in a new epoch, so that no
@@ -73,52 +80,30 @@ enum ChannelLogStatements {
     /// `NodeRegistry`) appends nothing and gets no numbers back, even when it was paused between
     /// its lease check and this statement (`PostgresChannelLog.append` throws `NodeFenced`).
     struct Append: PostgresPreparedStatement {
-        static let name = "rtm_log_append_v4"
+        static let name = "rtm_log_append_v5"
         static let sql = """
-            WITH tl AS MATERIALIZED (
-                SELECT now.t, (SELECT value FROM rtm_meta WHERE key = 'user_epoch') || '.' || now.t AS e
-                FROM (SELECT rtm_timeline() AS t) AS now
-                WHERE NOT EXISTS (SELECT 1 FROM rtm_node WHERE node_id = $14::text AND fenced_at IS NOT NULL)),
-            bumped AS (
-                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq, timeline)
-                SELECT k.a, k.c, tl.e, k.n, tl.t FROM unnest($1::text[], $2::text[], $3::int8[]) AS k(a, c, n), tl
-                ON CONFLICT (app, channel) DO UPDATE SET
-                    seq = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.seq + EXCLUDED.seq ELSE EXCLUDED.seq END,
-                    epoch = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.epoch ELSE EXCLUDED.epoch END,
-                    timeline = EXCLUDED.timeline
-                RETURNING app, channel, epoch, seq),
-            keys AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int8[]) AS k(a, c, n)),
-            items AS (
-                SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::int8[], $8::bool[], $9::text[], $10::bool[],
-                                     $11::bool[], $12::bytea[], $13::int8[])
-                     WITH ORDINALITY AS u(a, c, p, m, h, t, ht, x, b, ts, i)),
-            numbered AS (
-                SELECT items.*, bumped.epoch AS e, bumped.seq - keys.n + row_number() OVER (PARTITION BY items.a, items.c ORDER BY items.i) AS s
-                FROM items JOIN keys ON keys.a = items.a AND keys.c = items.c
-                           JOIN bumped ON bumped.app = items.a AND bumped.channel = items.c),
-            inserted AS (
-                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts, timeline)
-                SELECT a, c, s, e, p, $14::text, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts, (SELECT t FROM tl)
-                FROM numbered ORDER BY i)
-            SELECT s, e FROM numbered ORDER BY i
+            SELECT r_seq, r_epoch, r_resent FROM rtm_append($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[],
+                $7::bool[], $8::text[], $9::bool[], $10::bool[], $11::bytea[], $12::int8[], $13::text, $14::int8)
             """
         typealias Row = PostgresRow
 
         // The channels, in lock order.
-        var apps: [String] = [], channels: [String] = [], adds: [Int64] = []
+        var apps: [String] = [], channels: [String] = []
         // The items, in publish order.
         var rowApps: [String] = [], rowChannels: [String] = [], publishers: [String] = []
         var msgIds: [Int64] = [], hasMsgId: [Bool] = [], customTypes: [String] = [], hasCustomType: [Bool] = []
         var isText: [Bool] = [], payloads: [ByteBuffer] = [], millis: [Int64] = []
         var node: String
+        /// The oldest publish time a resend's first copy can have (the resend window's start).
+        var sinceMillis: Int64
 
         func makeBindings() -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 14)
-            bindings.append(apps); bindings.append(channels); bindings.append(adds)
+            bindings.append(apps); bindings.append(channels)
             bindings.append(rowApps); bindings.append(rowChannels); bindings.append(publishers)
             bindings.append(msgIds); bindings.append(hasMsgId); bindings.append(customTypes); bindings.append(hasCustomType)
             bindings.append(isText); bindings.append(payloads); bindings.append(millis)
-            bindings.append(node)
+            bindings.append(node); bindings.append(sinceMillis)
             return bindings
         }
 

@@ -100,7 +100,8 @@ public actor ChannelLogWriter {
     /// (the high-rate case: large group commits).
     private func wakeFollowers(announcing items: [ChannelLogAppend], _ receipts: [ChannelLogReceipt]) {
         if let waiting = unannounced?.count, waiting + items.count <= ChannelLogNotice.maxMessages {
-            unannounced!.append(contentsOf: zip(items, receipts).map { item, receipt in
+            // Resends were not stored: nothing to announce.
+            unannounced!.append(contentsOf: zip(items, receipts).filter { !$0.1.resent }.map { item, receipt in
                 ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
                                 node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
                                 millis: item.millis)

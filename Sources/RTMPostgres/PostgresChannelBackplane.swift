@@ -43,7 +43,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.logger = logger
         let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
         self.client = client
-        let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, logger: logger)
+        let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, resendWindow: options.resendWindow, logger: logger)
         self.log = log
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
@@ -109,7 +109,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         // Nothing is committed by a node the others may have declared dead (it was paused, or
         // could not renew): it asks first (`NodeRegistry.ensureLease`, free while the lease runs).
         try await registry.ensureLease()
-        return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch) }
+        return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch, resent: $0.resent) }
     }
 
     public func advertise(address: String) {

@@ -27,11 +27,16 @@ public struct PostgresChannelLog: Sendable {
     private let logger: Logger
     /// The longest any call waits for the database (`BoundedCall`).
     private let callTimeout: TimeAmount
+    /// How far back an append looks for a resend's first copy (SPEC M-3).
+    private let resendWindow: TimeAmount
 
     /// `callTimeout`: the longest any call waits for the database before it fails (default 5 s).
-    public init(client: PostgresClient, callTimeout: TimeAmount = .seconds(5), logger: Logger) {
+    /// `resendWindow`: a message id published again within it is a resend (default 60 s, as
+    /// `PostgresBackplaneOptions.resendWindow`).
+    public init(client: PostgresClient, callTimeout: TimeAmount = .seconds(5), resendWindow: TimeAmount = .seconds(60), logger: Logger) {
         self.client = client
         self.callTimeout = callTimeout
+        self.resendWindow = resendWindow
         self.logger = logger
     }
 
@@ -42,17 +47,18 @@ public struct PostgresChannelLog: Sendable {
 
     /// Appends `items` in one statement (one transaction) and returns each one's sequence number and epoch, in
     /// the order given. `node` names the writer. A channel's first message (and its first on a
-    /// new timeline) starts its epoch: `ChannelLogStart.firstEpoch`.
+    /// new timeline) starts its epoch: `ChannelLogStart.firstEpoch`. An item whose publisher's
+    /// message id was committed within the resend window (by any node, or earlier in `items`)
+    /// is not stored again: its receipt is the first copy's, marked `resent` (SPEC M-3).
     public func append(_ items: [ChannelLogAppend], node: String) async throws -> [ChannelLogReceipt] {
         guard !items.isEmpty else { return [] }
-        var counts: [ChannelLogKey: Int64] = [:]
-        for item in items { counts[ChannelLogKey(appId: item.appId, channel: item.channel), default: 0] += 1 }
         // A fixed lock order for every writer.
-        let keys = counts.keys.sorted { ($0.appId, $0.channel) < ($1.appId, $1.channel) }
-        var statement = ChannelLogStatements.Append(node: node)
+        let keys = Set(items.lazy.map { ChannelLogKey(appId: $0.appId, channel: $0.channel) })
+            .sorted { ($0.appId, $0.channel) < ($1.appId, $1.channel) }
+        let since = Int64(Date().timeIntervalSince1970 * 1000) - resendWindow.nanoseconds / 1_000_000
+        var statement = ChannelLogStatements.Append(node: node, sinceMillis: since)
         statement.apps = keys.map(\.appId)
         statement.channels = keys.map(\.channel)
-        statement.adds = keys.map { counts[$0]! }
         for item in items {
             statement.rowApps.append(item.appId); statement.rowChannels.append(item.channel); statement.publishers.append(item.publisher)
             statement.msgIds.append(Int64(bitPattern: item.msgId ?? 0)); statement.hasMsgId.append(item.msgId != nil)
@@ -67,7 +73,8 @@ public struct PostgresChannelLog: Sendable {
             receipts.reserveCapacity(items.count)
             for try await row in try await client.execute(ready, logger: logger) {
                 let cells = row.makeRandomAccess()
-                receipts.append(ChannelLogReceipt(seq: try cells[0].decode(Int64.self), epoch: try cells[1].decode(String.self)))
+                receipts.append(ChannelLogReceipt(seq: try cells[0].decode(Int64.self), epoch: try cells[1].decode(String.self),
+                                                  resent: try cells[2].decode(Bool.self)))
             }
             return receipts
         }

@@ -182,6 +182,73 @@ public enum PostgresSchema {
         // database asks the others whether they do, to tell being cut off from an outage of
         // the database itself (`NodeRegistry`). Nodes of the previous release leave it NULL.
         ["ALTER TABLE rtm_node ADD COLUMN address text"],
+        // 9: resends recognised by the database (SPEC M-3 whatever a node has read): the
+        // publishers' message ids in the log are indexed, and appends go through
+        // `rtm_append` (`ChannelLogStatements.Append`). Nodes of the previous release append
+        // with their own statement and ignore both (their resends are dropped when applied).
+        ["CREATE INDEX rtm_channel_log_msg_id ON rtm_channel_log (app, publisher, msg_id) WHERE msg_id IS NOT NULL",
+         """
+        CREATE FUNCTION rtm_append(k_app text[], k_channel text[], i_app text[], i_channel text[], i_publisher text[],
+                                   i_msg int8[], i_has_msg bool[], i_type text[], i_has_type bool[], i_text bool[],
+                                   i_payload bytea[], i_ts int8[], writer text, since int8)
+        RETURNS TABLE (r_seq int8, r_epoch text, r_resent bool) LANGUAGE plpgsql VOLATILE
+        -- Planned once per connection (planning the statement at every call took as long as
+        -- running it), often while the log is nearly empty, where a seq scan looks cheaper: the
+        -- lookup must stay on the index however large the log grows.
+        SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $fn$
+        BEGIN
+            -- Two nodes committing one publisher's message id at once take turns (a lock per
+            -- publisher, taken in one order); the statement below takes its snapshot after the
+            -- turn, so it sees the other's commit.
+            PERFORM pg_advisory_xact_lock(7236815, h) FROM (
+                SELECT DISTINCT hashtext(a || chr(10) || p) AS h
+                FROM unnest(i_app, i_publisher, i_has_msg) AS u(a, p, x) WHERE x ORDER BY 1) AS turns;
+            RETURN QUERY
+            WITH tl AS MATERIALIZED (
+                SELECT now.t, (SELECT value FROM rtm_meta WHERE key = 'user_epoch') || '.' || now.t AS e
+                FROM (SELECT rtm_timeline() AS t) AS now
+                WHERE NOT EXISTS (SELECT 1 FROM rtm_node WHERE node_id = writer AND fenced_at IS NOT NULL)),
+            items AS (
+                SELECT * FROM unnest(i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type, i_has_type, i_text, i_payload, i_ts)
+                     WITH ORDINALITY AS u(a, c, p, m, h, t, ht, x, b, ts, i)),
+            prior AS (
+                SELECT u.i, first.seq AS s, first.epoch AS e
+                FROM items u CROSS JOIN LATERAL (
+                    SELECT l.seq, l.epoch FROM rtm_channel_log l
+                    WHERE l.app = u.a AND l.publisher = u.p AND l.msg_id = u.m AND l.msg_id IS NOT NULL AND l.ts >= since
+                    ORDER BY l.xid, l.pos LIMIT 1) AS first
+                WHERE u.h),
+            marked AS (
+                SELECT u.*, prior.s AS ps, prior.e AS pe,
+                       CASE WHEN u.h THEN min(u.i) OVER (PARTITION BY u.a, u.p, CASE WHEN u.h THEN u.m END) ELSE u.i END AS fi
+                FROM items u LEFT JOIN prior ON prior.i = u.i),
+            fresh AS (SELECT * FROM marked WHERE ps IS NULL AND fi = i),
+            keys AS (
+                SELECT k.a, k.c, k.o, count(*) AS n
+                FROM unnest(k_app, k_channel) WITH ORDINALITY AS k(a, c, o) JOIN fresh f ON f.a = k.a AND f.c = k.c
+                GROUP BY k.a, k.c, k.o),
+            bumped AS (
+                INSERT INTO rtm_channel_seq AS s (app, channel, epoch, seq, timeline)
+                SELECT k.a, k.c, tl.e, k.n, tl.t FROM keys k, tl ORDER BY k.o
+                ON CONFLICT (app, channel) DO UPDATE SET
+                    seq = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.seq + EXCLUDED.seq ELSE EXCLUDED.seq END,
+                    epoch = CASE WHEN s.timeline IS NOT DISTINCT FROM EXCLUDED.timeline THEN s.epoch ELSE EXCLUDED.epoch END,
+                    timeline = EXCLUDED.timeline
+                RETURNING s.app, s.channel, s.epoch, s.seq),
+            numbered AS (
+                SELECT f.*, bumped.epoch AS e, bumped.seq - keys.n + row_number() OVER (PARTITION BY f.a, f.c ORDER BY f.i) AS s
+                FROM fresh f JOIN keys ON keys.a = f.a AND keys.c = f.c
+                             JOIN bumped ON bumped.app = f.a AND bumped.channel = f.c),
+            inserted AS (
+                INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts, timeline)
+                SELECT a, c, s, e, p, writer, CASE WHEN h THEN m END, CASE WHEN ht THEN t END, x, b, ts, (SELECT t FROM tl)
+                FROM numbered ORDER BY i)
+            SELECT coalesce(mk.ps, n.s), coalesce(mk.pe, n.e), mk.ps IS NOT NULL OR mk.fi <> mk.i
+            FROM marked mk LEFT JOIN numbered n ON n.i = mk.fi, tl
+            ORDER BY mk.i;
+        END
+        $fn$
+        """],
     ]
 
     /// The version a fully migrated database has.

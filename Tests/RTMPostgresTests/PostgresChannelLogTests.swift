@@ -33,9 +33,10 @@ struct PostgresChannelLogTests {
         }
     }
 
-    func message(_ channel: String, _ text: String, publisher: String = "alice") -> ChannelLogAppend {
-        ChannelLogAppend(appId: "app", channel: channel, publisher: publisher, msgId: 7, customType: nil, isText: true,
-                         payload: ByteBuffer(string: text), millis: 1)
+    func message(_ channel: String, _ text: String, publisher: String = "alice", msgId: UInt64? = nil,
+                 millis: Int64 = 1) -> ChannelLogAppend {
+        ChannelLogAppend(appId: "app", channel: channel, publisher: publisher, msgId: msgId, customType: nil, isText: true,
+                         payload: ByteBuffer(string: text), millis: millis)
     }
 
     @Test("migrations run once, from several nodes at once, and leave the latest version")
@@ -76,7 +77,7 @@ struct PostgresChannelLogTests {
         try await withDatabase { _, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)
             let log = PostgresChannelLog(client: clients[0], logger: Self.logger)
-            let first = try await log.append([message("a", "1"), message("b", "1"), message("a", "2")], node: "n1")
+            let first = try await log.append([message("a", "1"), message("b", "1"), message("a", "2", msgId: 7)], node: "n1")
             #expect(first.map(\.seq) == [1, 1, 2])
             // Every channel's numbering starts in the epoch the start position announces.
             let start = try await log.startPosition()
@@ -106,6 +107,44 @@ struct PostgresChannelLogTests {
             let back = try await log.startPosition(resendWindow: .seconds(60), resendMemory: 2)
             #expect(back.recentIds.map { "\($0.publisher)#\($0.msgId)@\($0.seq)" } == ["alice#11@2", "bob#5@3", "alice#12@4"])
             #expect(try await log.startPosition().recentIds.isEmpty)
+        }
+    }
+
+    @Test("M-3: a resend is recognised by the database whatever the node has read: by another node, in the same batch, or racing the first attempt; it gets the first copy's number and is stored once; after the resend window the id is new")
+    func resendsRecognisedByTheDatabase() async throws {
+        try await withDatabase(clients: 2) { _, clients in
+            try await PostgresSchema.migrate(clients[0], logger: Self.logger)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let n1 = PostgresChannelLog(client: clients[0], resendWindow: .seconds(60), logger: Self.logger)
+            let n2 = PostgresChannelLog(client: clients[1], resendWindow: .seconds(60), logger: Self.logger)
+            let first = try await n1.append([message("a", "1", msgId: 10, millis: now), message("b", "1", msgId: 11, millis: now)], node: "n1")
+            #expect(first.map(\.seq) == [1, 1] && first.allSatisfy { !$0.resent })
+            // Through another node that has read nothing: the first copies' numbers, nothing stored;
+            // the new message in the same batch (and a repeat of it) numbered as if they were alone.
+            let again = try await n2.append([message("b", "1", msgId: 11, millis: now), message("a", "2", msgId: 12, millis: now),
+                                             message("a", "1", msgId: 10, millis: now), message("a", "2", msgId: 12, millis: now),
+                                             message("a", "3", publisher: "bob", msgId: 10, millis: now)], node: "n2")
+            #expect(again.map(\.seq) == [1, 2, 1, 2, 3])
+            #expect(again.map(\.resent) == [true, false, true, true, false])
+            #expect(again[0].epoch == first[1].epoch && again[2].epoch == first[0].epoch)
+            // Only resends: nothing is bumped or stored, and the receipts still come back (not a fence).
+            #expect(try await n1.append([message("a", "1", msgId: 10, millis: now)], node: "n1") == [ChannelLogReceipt(seq: 1, epoch: first[0].epoch, resent: true)])
+            let stored = try await n1.messages(appId: "app", channel: "a", after: 0, limit: 10)
+            #expect(stored.map(\.seq) == [1, 2, 3] && stored.map { String(buffer: $0.payload) } == ["1", "2", "3"])
+            #expect(try await n1.messages(appId: "app", channel: "b", after: 0, limit: 10).count == 1)
+            // Outside the window (a first copy published before it): a new message.
+            let short = PostgresChannelLog(client: clients[1], resendWindow: .milliseconds(1), logger: Self.logger)
+            try await Task.sleep(nanoseconds: 5_000_000)
+            #expect(try await short.append([message("a", "4", msgId: 10, millis: now + 10)], node: "n2").map(\.seq) == [4])
+            // Two nodes committing one id at once: one stores it, the other gets its number.
+            for round in 0..<20 {
+                let id = UInt64(1_000 + round)
+                async let one = n1.append([message("race", "\(round)", msgId: id, millis: now)], node: "n1")
+                async let two = n2.append([message("race", "\(round)", msgId: id, millis: now)], node: "n2")
+                let (a, b) = try await (one, two)
+                #expect(a[0].seq == b[0].seq && a[0].resent != b[0].resent)
+            }
+            #expect(try await n1.messages(appId: "app", channel: "race", after: 0, limit: 100).map(\.seq) == Array(1...20))
         }
     }
 

@@ -64,10 +64,14 @@ public struct BackplanePublish: Sendable {
 public struct BackplaneReceipt: Sendable, Equatable {
     public var seq: UInt64
     public var epoch: String
+    /// The backplane recognised a resend (SPEC M-3): committed before, by any node, and not
+    /// stored again; `seq` and `epoch` are the first copy's.
+    public var resent: Bool
 
-    public init(seq: UInt64, epoch: String) {
+    public init(seq: UInt64, epoch: String, resent: Bool = false) {
         self.seq = seq
         self.epoch = epoch
+        self.resent = resent
     }
 }
 

@@ -11,9 +11,12 @@ extension Hub {
     ///
     /// Resends (M-3): every node remembers each publisher's message ids as it applies the log
     /// (`HubState.applyCommitted`), so a resend of a message this node has read gets its first
-    /// number and is not stored again, whichever node took the first attempt. A resend that
-    /// arrives before this node has read the first attempt is stored twice, and every node drops
-    /// the second copy when it reads it (the same decision everywhere: one log order).
+    /// number without asking the backplane, whichever node took the first attempt. A resend
+    /// that arrives before this node has read the first attempt (or whose first attempt's
+    /// outcome was unknown here) is recognised by the backplane, which answers with the first
+    /// copy's number and stores nothing (`BackplaneReceipt.resent`). A backplane that stores
+    /// it twice (a node of an earlier release) is covered too: every node drops the second
+    /// copy when it reads it (the same decision everywhere: one log order).
     func publishThroughBackplane(_ backplane: any ChannelBackplane, appId: String, channel: String, publisher: UserKey,
                                  messages: [Outgoing]) async throws -> (seqs: [UInt64], epoch: String?) {
         var seqs = state.withLockedValue { $0.knownSequenceNumbers(of: messages, publisher: publisher) }
@@ -44,8 +47,9 @@ extension Hub {
         // Remembered now for a resend on this node; every node remembers them again (the same
         // numbers) when the log brings them back.
         let ids = fresh.compactMap { index in messages[index].msgId.flatMap { id in seqs[index].map { (msgId: id, seq: $0) } } }
-        state.withLockedValue { $0.committed(ids, publisher: publisher, count: fresh.count) }
-        return (seqs.map { $0 ?? 0 }, receipts.first?.epoch)
+        let stored = receipts.reduce(0) { $0 + ($1.resent ? 0 : 1) }
+        state.withLockedValue { $0.committed(ids, publisher: publisher, count: stored) }
+        return (seqs.map { $0 ?? 0 }, receipts.first { !$0.resent }?.epoch)
     }
 
     /// Messages the backplane committed (any node's), in order per channel: each channel's run
