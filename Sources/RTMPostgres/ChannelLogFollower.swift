@@ -216,9 +216,7 @@ public final class ChannelLogFollower: Sendable {
                     wake.yield()   // the catch-up read after a (re)connection
                     for try await notification in notifications {
                         let entries = ChannelLogNotice.decode(notification.payload)
-                        pending.withLockedValue { pending in
-                            if let entries { pending.entries.append(contentsOf: entries) } else { pending.read = true }
-                        }
+                        pending.withLockedValue { $0.announce(entries) }
                         wake.yield()
                     }
                 }
@@ -237,9 +235,28 @@ public final class ChannelLogFollower: Sendable {
     }
 
     /// What woke the follower since it last looked: messages announced, and whether to read.
-    private struct Pending {
-        var entries: [ChannelLogEntry] = []
+    struct Pending {
+        /// The most announced messages kept while the follower's loop is busy; past it they are
+        /// dropped and the log is read instead (it has them all), so memory stays bounded
+        /// however long delivery stalls.
+        static let maxEntries = 10_000
+
+        private(set) var entries: [ChannelLogEntry] = []
         var read = false
+
+        /// A notification's messages, or nil: a plain wake-up (read the log).
+        mutating func announce(_ announced: [ChannelLogEntry]?) {
+            guard let announced else {
+                read = true
+                return
+            }
+            guard entries.count + announced.count <= Self.maxEntries else {
+                entries = []
+                read = true
+                return
+            }
+            entries.append(contentsOf: announced)
+        }
     }
 
     private static func nowMillis() -> Int64 {
