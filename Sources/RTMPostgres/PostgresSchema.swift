@@ -186,7 +186,7 @@ public enum PostgresSchema {
         // publishers' message ids in the log are indexed, and appends go through
         // `rtm_append` (`ChannelLogStatements.Append`). Nodes of the previous release append
         // with their own statement and ignore both (their resends are dropped when applied).
-        ["CREATE INDEX rtm_channel_log_msg_id ON rtm_channel_log (app, publisher, msg_id) WHERE msg_id IS NOT NULL",
+        ["CREATE INDEX IF NOT EXISTS rtm_channel_log_msg_id ON rtm_channel_log (app, publisher, msg_id) WHERE msg_id IS NOT NULL",
          """
         CREATE FUNCTION rtm_append(k_app text[], k_channel text[], i_app text[], i_channel text[], i_publisher text[],
                                    i_msg int8[], i_has_msg bool[], i_type text[], i_has_type bool[], i_text bool[],
