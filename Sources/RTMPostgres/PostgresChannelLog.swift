@@ -40,6 +40,11 @@ public struct PostgresChannelLog: Sendable {
         self.logger = logger
     }
 
+    /// Wall-clock milliseconds since 1970, `amount` ago (a resend window's start).
+    private static func wallMillis(ago amount: TimeAmount) -> Int64 {
+        Int64(Date().timeIntervalSince1970 * 1000) - amount.nanoseconds / 1_000_000
+    }
+
     /// `body` under this log's deadline (`BoundedCall`).
     private func bounded<T: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await BoundedCall.run(operation, timeout: callTimeout, body)
@@ -55,8 +60,7 @@ public struct PostgresChannelLog: Sendable {
         // A fixed lock order for every writer.
         let keys = Set(items.lazy.map { ChannelLogKey(appId: $0.appId, channel: $0.channel) })
             .sorted { ($0.appId, $0.channel) < ($1.appId, $1.channel) }
-        let since = Int64(Date().timeIntervalSince1970 * 1000) - resendWindow.nanoseconds / 1_000_000
-        var statement = ChannelLogStatements.Append(node: node, sinceMillis: since)
+        var statement = ChannelLogStatements.Append(node: node, sinceMillis: Self.wallMillis(ago: resendWindow))
         statement.apps = keys.map(\.appId)
         statement.channels = keys.map(\.channel)
         for item in items {
@@ -100,7 +104,7 @@ public struct PostgresChannelLog: Sendable {
     /// With `resendWindow`, also the message ids published in that last window, the last
     /// `resendMemory` per publisher, in log order (`ChannelLogStart.recentIds`).
     public func startPosition(resendWindow: TimeAmount = .zero, resendMemory: Int = 1024) async throws -> ChannelLogStart {
-        let read = ReadStart(sinceMillis: Int64(Date().timeIntervalSince1970 * 1000) - resendWindow.nanoseconds / 1_000_000,
+        let read = ReadStart(sinceMillis: Self.wallMillis(ago: resendWindow),
                              resendMemory: resendWindow > .zero ? resendMemory : 0)
         return try await bounded("the start position") { [self] in try await client.transaction(read, logger: logger) }
     }
