@@ -41,8 +41,9 @@ extension ClusterTests {
             _ = await aliceEvents.next(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteJoin]))
             // Logout (P-4): the leave at once, not after a grace window.
             let start = ContinuousClock.now
+            let out = await aliceEvents.mark()
             await bob.logout()
-            let leave = await aliceEvents.next(within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteLeave, .remoteTimeout]))
+            let leave = await aliceEvents.first(since: out, within: soon, where: RTMEvent.isPresence(of: "bob", [.remoteLeave, .remoteTimeout]))
             #expect(leave?.presenceEvent?.kind == .remoteLeave)
             #expect(ContinuousClock.now - start < .milliseconds(800))
             #expect(await aliceEvents.matching(RTMEvent.isPresence(of: "bob", [.remoteTimeout])).isEmpty)
@@ -177,8 +178,9 @@ extension ClusterTests {
             // Its channel works on the new node, and a logout there is a leave for everyone.
             _ = try await observer.publish(channel: "room", message: "hello carol")
             #expect(await carolEvents.first(since: mark, within: soon) { $0.messageEvent?.text == "hello carol" } != nil)
+            let out = await observerEvents.mark()
             await carol.logout()
-            #expect(await observerEvents.next(within: soon, where: RTMEvent.isPresence(of: "carol", [.remoteLeave])) != nil)
+            #expect(await observerEvents.first(since: out, within: soon, where: RTMEvent.isPresence(of: "carol", [.remoteLeave])) != nil)
             await observer.logout()
             try? await toA.stop()
             try? await toB.stop()

@@ -181,8 +181,9 @@ struct PresenceTests {
         #expect(event.left.isEmpty)
         #expect(event.memberCount == 5)
         // A leave is reported once the debounce has passed without a rejoin.
+        let left = await watcherEvents.mark()
         try await others[1].unsubscribe("room")
-        let later = await watcherEvents.next(within: soon) { $0.presenceEvent?.kind == .interval && $0.presenceEvent?.left.isEmpty == false }
+        let later = await watcherEvents.first(since: left, within: soon) { $0.presenceEvent?.kind == .interval && $0.presenceEvent?.left.isEmpty == false }
         #expect(later?.presenceEvent?.left == ["m2"])
         for client in others { await client.logout() }
         await watcher.logout()
