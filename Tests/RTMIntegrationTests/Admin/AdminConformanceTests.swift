@@ -78,6 +78,7 @@ struct AdminConformanceTests {
 
         let exchanges = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-admin-exchanges-\(UUID()).json").path
         try admin.exchanges.write(to: exchanges)
+        defer { try? FileManager.default.removeItem(atPath: exchanges) }
         let python = try #require(python3, "python3 is needed for the OpenAPI check (.ci/run installs its packages)")
         let result = try runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges])
         #expect(result.status == 0, "\(result.output)")

@@ -43,6 +43,7 @@ extension ClusterTests {
         if let python = python3, pythonHas(["yaml", "openapi_schema_validator", "openapi_spec_validator"]) {
             let exchanges = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-admin-cluster-\(UUID()).json").path
             try b.exchanges.write(to: exchanges)
+            defer { try? FileManager.default.removeItem(atPath: exchanges) }
             let result = try runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges, "--partial"])
             #expect(result.status == 0 && result.output.contains("0 failures"), "\(result.output)")
         }
