@@ -7,7 +7,7 @@ extension HubState {
     /// (the same on every node, SPEC M-2), drops a resend committed twice (M-3, `ResendFilter`),
     /// keeps the messages for replay as a local publish
     /// does (so a subscriber that resumes on this node after publishing elsewhere is replayed
-    /// from here), and encodes them once for the fan-out. Numbers at or below the channel's
+    /// from here), and encodes them once for the fan-out (when it has subscribers here). Numbers at or below the channel's
     /// are dropped (delivered already). Returns the buffer to fan out (nil: nothing new), how
     /// many messages it holds, and the loops with subscribers.
     mutating func applyCommitted(_ messages: ArraySlice<BackplaneMessage>, channel key: ChannelKey,
@@ -52,7 +52,9 @@ extension HubState {
         // Resends stay in the replay buffer for their numbers; they are sent to nobody.
         if fresh.contains(where: \.resent) { fresh.removeAll { $0.resent } }
         var buffer: ByteBuffer?
-        if !fresh.isEmpty {
+        // Encoded only for a channel with subscribers on this node: a node without any keeps
+        // the messages for replay and sends them to nobody.
+        if !fresh.isEmpty, state.loops != 0 {
             var size = 64
             for message in fresh { size += message.payload.readableBytes + message.publisher.utf8.count + 8 }
             var out = allocator.buffer(capacity: size + key.name.utf8.count)
