@@ -9,10 +9,13 @@ import PostgresNIO
 ///
 /// A `NOTIFY rtm_log` (on the node's listening connection) carries the messages its node just
 /// committed (`ChannelLogNotice`): they are delivered from it, without a read. The follower
-/// reads the log every `pollInterval` whatever happens (a notification is only a shortcut: one
-/// can be lost with a connection or a node), after every reconnection of the listening
-/// connection (the catch-up read), and on a notification without messages (a batch too large
-/// to carry, a channel whose epoch this node does not know yet, a node of an earlier release).
+/// also reads the log whatever happens (a notification is only a shortcut: one can be lost
+/// with a connection or a node): every `quietPollInterval` while its listening connection is
+/// up and nothing is missing, every `pollInterval` while it is not (the connection down, a
+/// number held for the one before it, a read failed); and after every reconnection of the
+/// listening connection (the catch-up read), and on a notification without messages (a batch
+/// too large to carry, a channel whose epoch this node does not know yet, a node of an earlier
+/// release).
 /// Nothing is delivered twice or out of order whichever way a message comes first:
 /// `ChannelLogOrdering` drops numbers at or below a channel's delivered one and holds a number
 /// until the one before it has come.
@@ -41,6 +44,7 @@ public final class ChannelLogFollower: Sendable {
     /// Reads of the log so far (a message announced by its node's notification needs none).
     public var reads: Int { readCount.withLockedValue { $0 } }
     private let pollInterval: TimeAmount
+    private let quietPollInterval: TimeAmount
     private let holdbackMillis: Int64
     private let retryInterval: TimeAmount
     private let resendWindow: TimeAmount
@@ -48,19 +52,25 @@ public final class ChannelLogFollower: Sendable {
     private let logger: Logger
 
     /// - Parameters:
-    ///   - pollInterval: the fallback read interval (default 100 ms).
+    ///   - pollInterval: the read interval while notifications cannot be counted on (default
+    ///     100 ms).
+    ///   - quietPollInterval: the read interval while the listening connection is up and no
+    ///     number is missing (nil: `pollInterval`). It bounds how late a message whose
+    ///     notification never came (its node died between its commit and its `NOTIFY`) is
+    ///     delivered when nothing comes after it in its channel.
     ///   - holdback: how long a missing number is waited for before it is a gap (default 5 s).
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
     ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).
     ///   - listener: the node's shared listening connection; nil: one of the follower's own.
     public init(log: PostgresChannelLog, location: PostgresLocation, pollInterval: TimeAmount = .milliseconds(100),
-                holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
+                quietPollInterval: TimeAmount? = nil, holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
                 resendMemory: Int = 1024, listener: PostgresListener? = nil, logger: Logger) {
         self.listener = listener ?? PostgresListener(location: location)
         self.resendWindow = resendWindow
         self.resendMemory = resendMemory
         self.log = log
         self.pollInterval = pollInterval
+        self.quietPollInterval = max(quietPollInterval ?? pollInterval, pollInterval)
         self.holdbackMillis = holdback.nanoseconds / 1_000_000
         self.retryInterval = retryInterval
         self.logger = logger
@@ -73,16 +83,23 @@ public final class ChannelLogFollower: Sendable {
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let recheck = NIOLockedValueBox(false)   // the listening connection was (re)opened
         let pending = NIOLockedValueBox(Pending())
+        let urgency = NIOLockedValueBox(Urgency())
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listen(wake: wake, pending: pending, recheck: recheck, deliver: deliver) }
+            group.addTask { await self.listen(wake: wake, pending: pending, recheck: recheck, urgency: urgency, deliver: deliver) }
             group.addTask {
+                var quietFor: Int64 = 0
                 while !Task.isCancelled {
                     try await Task.sleep(nanoseconds: UInt64(self.pollInterval.nanoseconds))
+                    quietFor += self.pollInterval.nanoseconds
+                    guard quietFor >= self.quietPollInterval.nanoseconds || urgency.withLockedValue({ $0.urgent }) else { continue }
+                    quietFor = 0
                     pending.withLockedValue { $0.read = true }
                     wake.yield()
                 }
             }
-            group.addTask { try await self.follow(wakes: wakes, pending: pending, recheck: recheck, started: started, deliver: deliver) }
+            group.addTask {
+                try await self.follow(wakes: wakes, pending: pending, recheck: recheck, urgency: urgency, started: started, deliver: deliver)
+            }
             try await group.next()
             group.cancelAll()
         }
@@ -98,7 +115,8 @@ public final class ChannelLogFollower: Sendable {
     /// (`PostgresChannelLog.rewind`) and reads from there. The channels' new epochs reach the
     /// subscribers as gaps of unknown size (`ChannelLogOrdering`).
     private func follow(wakes: AsyncStream<Void>, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
-                        started: @Sendable () -> Void, deliver: @Sendable (Event) async -> Void) async throws {
+                        urgency: NIOLockedValueBox<Urgency>, started: @Sendable () -> Void,
+                        deliver: @Sendable (Event) async -> Void) async throws {
         var start: ChannelLogStart?
         while start == nil {
             do {
@@ -132,6 +150,8 @@ public final class ChannelLogFollower: Sendable {
             let reconnected = recheck.withLockedValue({ flag in defer { flag = false }; return flag })
             guard read || failing || reconnected else {
                 await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
+                let holding = ordering.heldCount > 0
+                urgency.withLockedValue { $0.holding = holding }
                 continue
             }
             do {
@@ -162,6 +182,8 @@ public final class ChannelLogFollower: Sendable {
                 }
             }
             await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
+            let (holding, failed) = (ordering.heldCount > 0, failing)
+            urgency.withLockedValue { $0.holding = holding; $0.failing = failed }
         }
     }
 
@@ -199,7 +221,7 @@ public final class ChannelLogFollower: Sendable {
     /// Keeps one connection listening; wakes the reader on every notification and after every
     /// (re)connection.
     private func listen(wake: AsyncStream<Void>.Continuation, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
-                        deliver: @Sendable (Event) async -> Void) async {
+                        urgency: NIOLockedValueBox<Urgency>, deliver: @Sendable (Event) async -> Void) async {
         // What the node was last told (nil: nothing yet). The first connection reports the link
         // up (a catch-up for what the node missed); a first attempt that fails reports it down:
         // the node assumes up at start (`ClusterStatus`), and a database lost before the
@@ -213,6 +235,7 @@ public final class ChannelLogFollower: Sendable {
                         await deliver(.link(up: true))
                     }
                     recheck.withLockedValue { $0 = true }   // it may be another server now (a failover)
+                    urgency.withLockedValue { $0.listening = true }
                     wake.yield()   // the catch-up read after a (re)connection
                     for try await notification in notifications {
                         let entries = ChannelLogNotice.decode(notification.payload)
@@ -223,6 +246,7 @@ public final class ChannelLogFollower: Sendable {
                 // The notifications ended without an error: the connection closed all the same.
                 throw PostgresChannelLogError("the listening connection closed")
             } catch {
+                urgency.withLockedValue { $0.listening = false }
                 if reported != false && !Task.isCancelled {
                     logger.warning(reported == nil ? "cannot open the database's listening connection; polling until it is open"
                                    : "lost the database's listening connection; polling until it is back", metadata: ["error": "\(error)"])
@@ -232,6 +256,18 @@ public final class ChannelLogFollower: Sendable {
             }
             try? await Task.sleep(nanoseconds: UInt64(retryInterval.nanoseconds))
         }
+    }
+
+    /// Whether the follower reads at `pollInterval` (urgent) or at `quietPollInterval`.
+    struct Urgency {
+        /// The listening connection is up: notifications come.
+        var listening = false
+        /// A number is held, waiting for the one before it (its notification may be lost).
+        var holding = false
+        /// The last read failed.
+        var failing = false
+
+        var urgent: Bool { !listening || holding || failing }
     }
 
     /// What woke the follower since it last looked: messages announced, and whether to read.

@@ -5,8 +5,13 @@ import NIOCore
 public struct PostgresBackplaneOptions: Sendable {
     /// The pool's connections (appends, reads, NOTIFY, leases, trims); default 4.
     public var poolSize = 4
-    /// The follower's fallback read interval when no NOTIFY comes; default 100 ms.
+    /// The follower's read interval while notifications cannot be counted on (its listening
+    /// connection down, a number missing, a read failed); default 100 ms.
     public var pollInterval: TimeAmount = .milliseconds(100)
+    /// The follower's read interval while its listening connection is up and nothing is
+    /// missing (the reads then only find messages whose notification never came: their node
+    /// died between its commit and its `NOTIFY`); default 1 s. Never below `pollInterval`.
+    public var quietPollInterval: TimeAmount = .seconds(1)
     /// How long a missing number is waited for before it is a gap (M-2); default 5 s.
     public var holdback: TimeAmount = .seconds(5)
     /// The wait between attempts to reach the database again; default 1 s.

@@ -46,7 +46,8 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, resendWindow: options.resendWindow, logger: logger)
         self.log = log
         self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
-        self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval, holdback: options.holdback,
+        self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval,
+                                           quietPollInterval: options.quietPollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,
                                            resendMemory: options.resendMemory, listener: listener, logger: logger)
         let leaseClient = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: logger)

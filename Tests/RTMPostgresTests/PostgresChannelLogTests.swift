@@ -272,12 +272,12 @@ struct PostgresChannelLogTests {
     }
 
     /// The schema, the log and a follower of it (holdback 5 s, retries every 50 ms).
-    static func follower(_ server: PostgresTestServer, _ clients: [PostgresClient], pollInterval: TimeAmount) async throws
-        -> (PostgresChannelLog, ChannelLogFollower) {
+    static func follower(_ server: PostgresTestServer, _ clients: [PostgresClient], pollInterval: TimeAmount,
+                         quietPollInterval: TimeAmount? = nil) async throws -> (PostgresChannelLog, ChannelLogFollower) {
         try await PostgresSchema.migrate(clients[0], logger: logger)
         let location = try PostgresLocation(url: server.url + "?sslmode=disable")
         let log = PostgresChannelLog(client: clients[0], logger: logger)
-        return (log, ChannelLogFollower(log: log, location: location, pollInterval: pollInterval,
+        return (log, ChannelLogFollower(log: log, location: location, pollInterval: pollInterval, quietPollInterval: quietPollInterval,
                                         holdback: .seconds(5), retryInterval: .milliseconds(50), logger: logger))
     }
 
@@ -380,11 +380,12 @@ struct PostgresChannelLogTests {
 struct ChannelLogNoticeTests {
     /// A fresh database, its log, node "n1"'s writer and a follower of the log whose events are
     /// recorded: "channel#seq node" for each message, "gap" for each gap, "started".
-    private func withFollower(pollInterval: TimeAmount,
+    private func withFollower(pollInterval: TimeAmount, quietPollInterval: TimeAmount? = nil,
                               _ body: @Sendable (PostgresChannelLog, ChannelLogWriter, ChannelLogFollower, AsyncRecorder<String>) async throws -> Void)
         async throws {
         try await PostgresChannelLogTests().withDatabase { server, clients in
-            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval)
+            let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval,
+                                                                             quietPollInterval: quietPollInterval)
             let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
             let (recorder, task) = record(follower)
             defer { task.cancel() }
@@ -448,6 +449,23 @@ struct ChannelLogNoticeTests {
             while follower.reads < reads + 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
             _ = try await writer.append([item("room", 4)])
             #expect(try await events(recorder, count: 5) == ["started", "room#1 n1", "room#2 n2", "room#3 n1", "room#4 n1"])
+        }
+    }
+
+    @Test("M-2: while its notifications come and nothing is missing the follower does not poll; a number held for a lost one makes it poll again at once, so the lost one is read and delivered in order, not given up as a gap")
+    func quietWhileNotified() async throws {
+        try await withFollower(pollInterval: .milliseconds(50), quietPollInterval: .seconds(3600)) { log, writer, follower, recorder in
+            _ = try await writer.append([item("room", 1)])
+            #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
+            // Listening, nothing missing: no reads (at 50 ms there would be about ten).
+            let quiet = follower.reads
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(follower.reads - quiet <= 1, "reads while quiet: \(follower.reads - quiet)")
+            // Number 2 from a node that died before its NOTIFY, number 3 announced: 3 is held,
+            // and the follower reads until 2 comes (well before the 5 s hold-back's gap).
+            _ = try await log.append([item("room", 2)], node: "n2")
+            _ = try await writer.append([item("room", 3)])
+            #expect(try await events(recorder, count: 4) == ["started", "room#1 n1", "room#2 n2", "room#3 n1"])
         }
     }
 
