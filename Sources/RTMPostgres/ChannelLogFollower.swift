@@ -139,6 +139,11 @@ public final class ChannelLogFollower: Sendable {
         var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
         var failing = false
         for await _ in wakes {
+            // After every round, whichever way it ends: whether the polls must be quick.
+            defer {
+                let (holding, failed) = (ordering.heldCount > 0, failing)
+                urgency.withLockedValue { $0.holding = holding; $0.failing = failed }
+            }
             var (announced, read) = pending.withLockedValue { pending in defer { pending = Pending() }; return (pending.entries, pending.read) }
             if !announced.isEmpty {
                 // Only channels whose epoch is known and the same: anything else (a channel's
@@ -150,8 +155,6 @@ public final class ChannelLogFollower: Sendable {
             let reconnected = recheck.withLockedValue({ flag in defer { flag = false }; return flag })
             guard read || failing || reconnected else {
                 await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
-                let holding = ordering.heldCount > 0
-                urgency.withLockedValue { $0.holding = holding }
                 continue
             }
             do {
@@ -182,8 +185,6 @@ public final class ChannelLogFollower: Sendable {
                 }
             }
             await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
-            let (holding, failed) = (ordering.heldCount > 0, failing)
-            urgency.withLockedValue { $0.holding = holding; $0.failing = failed }
         }
     }
 
