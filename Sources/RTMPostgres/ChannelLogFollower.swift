@@ -35,10 +35,38 @@ public final class ChannelLogFollower: Sendable {
         /// The database moved to a new timeline (a standby was promoted): a channel's first
         /// message, and every channel's next one, gets this epoch.
         case newTimeline(firstEpoch: String)
+        /// Data channels followed from now on (`follow`): where each stands, before any of its
+        /// messages.
+        case following([ChannelLogFollowStart])
+    }
+
+    /// Which data channels the follower delivers.
+    public enum Interest: Sendable {
+        /// Every channel's messages (one follower that sees the whole log).
+        case everyChannel
+        /// Only the channels asked for with `follow` (a cluster node: the channels it has
+        /// subscribers or replay buffers for), and always the cluster's own
+        /// (`ChannelLogShards.isAlwaysFollowed`).
+        case followed
+    }
+
+    /// A request from outside the follower's loop, taken at its next round.
+    private enum Command {
+        case follow([ChannelLogFollow], CheckedContinuation<Void, any Error>)
+        case unfollow([ChannelLogKey: UInt64])
+    }
+
+    private struct Control {
+        var wake: AsyncStream<Void>.Continuation?
+        var commands: [Command] = []
+        var stopped = false
     }
 
     private let log: PostgresChannelLog
     private let listener: PostgresListener
+    private let interest: Interest
+    private var followsEveryChannel: Bool { if case .everyChannel = interest { true } else { false } }
+    private let control = NIOLockedValueBox(Control())
     private let readCount = NIOLockedValueBox(0)
 
     /// Reads of the log so far (a message announced by its node's notification needs none).
@@ -62,10 +90,12 @@ public final class ChannelLogFollower: Sendable {
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
     ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).
     ///   - listener: the node's shared listening connection; nil: one of the follower's own.
+    ///   - interest: every channel (default), or only those asked for with `follow`.
     public init(log: PostgresChannelLog, location: PostgresLocation, pollInterval: TimeAmount = .milliseconds(100),
                 quietPollInterval: TimeAmount? = nil, holdback: TimeAmount = .seconds(5), retryInterval: TimeAmount = .seconds(1), resendWindow: TimeAmount = .zero,
-                resendMemory: Int = 1024, listener: PostgresListener? = nil, logger: Logger) {
+                resendMemory: Int = 1024, listener: PostgresListener? = nil, interest: Interest = .everyChannel, logger: Logger) {
         self.listener = listener ?? PostgresListener(location: location)
+        self.interest = interest
         self.resendWindow = resendWindow
         self.resendMemory = resendMemory
         self.log = log
@@ -84,6 +114,19 @@ public final class ChannelLogFollower: Sendable {
         let recheck = NIOLockedValueBox(false)   // the listening connection was (re)opened
         let pending = NIOLockedValueBox(Pending())
         let urgency = NIOLockedValueBox(Urgency())
+        let shards = ShardListens(listener: listener, retryInterval: retryInterval, logger: logger) { entries in
+            pending.withLockedValue { $0.announce(entries) }
+            wake.yield()
+        }
+        control.withLockedValue { $0.wake = wake }
+        defer {
+            shards.stop()
+            let left = control.withLockedValue { control in
+                defer { control.commands = []; control.stopped = true; control.wake = nil }
+                return control.commands
+            }
+            for case .follow(_, let continuation) in left { continuation.resume(throwing: CancellationError()) }
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen(wake: wake, pending: pending, recheck: recheck, urgency: urgency, deliver: deliver) }
             group.addTask {
@@ -98,7 +141,8 @@ public final class ChannelLogFollower: Sendable {
                 }
             }
             group.addTask {
-                try await self.follow(wakes: wakes, pending: pending, recheck: recheck, urgency: urgency, started: started, deliver: deliver)
+                try await self.follow(wakes: wakes, pending: pending, recheck: recheck, urgency: urgency, shards: shards, started: started,
+                                      deliver: deliver)
             }
             try await group.next()
             group.cancelAll()
@@ -115,8 +159,11 @@ public final class ChannelLogFollower: Sendable {
     /// (`PostgresChannelLog.rewind`) and reads from there. The channels' new epochs reach the
     /// subscribers as gaps of unknown size (`ChannelLogOrdering`).
     private func follow(wakes: AsyncStream<Void>, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
-                        urgency: NIOLockedValueBox<Urgency>, started: @Sendable () -> Void,
+                        urgency: NIOLockedValueBox<Urgency>, shards: ShardListens, started: @Sendable () -> Void,
                         deliver: @Sendable (Event) async -> Void) async throws {
+        // Following every channel: it listens on every shard.
+        let all = Set(0..<ChannelLogShards.count)
+        if followsEveryChannel { shards.set(all) }
         var start: ChannelLogStart?
         while start == nil {
             do {
@@ -128,6 +175,12 @@ public final class ChannelLogFollower: Sendable {
         }
         await deliver(.started(start!))
         started()
+        if followsEveryChannel {
+            // What was announced before the shards listened is read once they do.
+            await shards.waitListening(all, timeout: .seconds(1))
+            pending.withLockedValue { $0.read = true }
+            control.withLockedValue { $0.wake }?.yield()
+        }
         var cursor = start!.cursor
         var timeline = start!.timeline
         let cluster = start!.cluster
@@ -137,6 +190,10 @@ public final class ChannelLogFollower: Sendable {
             await deliver(.newTimeline(firstEpoch: ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline)))
         }
         var ordering = ChannelLogOrdering(applied: start!.applied, epochs: start!.epochs, holdbackMillis: holdbackMillis)
+        // The data channels followed (`Interest.followed`), with the generation of their follow.
+        var followed: [ChannelLogKey: UInt64] = [:]
+        let everyChannel = followsEveryChannel
+        func isFollowed(_ key: ChannelLogKey) -> Bool { everyChannel || followed[key] != nil || ChannelLogShards.isAlwaysFollowed(key) }
         var failing = false
         for await _ in wakes {
             // After every round, whichever way it ends: whether the polls must be quick.
@@ -144,7 +201,29 @@ public final class ChannelLogFollower: Sendable {
                 let (holding, failed) = (ordering.heldCount > 0, failing)
                 urgency.withLockedValue { $0.holding = holding; $0.failing = failed }
             }
+            // Follows and stops asked for since the last round, before anything is delivered.
+            let commands = control.withLockedValue { control in defer { control.commands = [] }; return control.commands }
+            for command in commands {
+                switch command {
+                case .follow(let follows, let continuation):
+                    do {
+                        let starts = try await self.start(follows, followed: &followed, ordering: &ordering, shards: shards,
+                                                          timeline: timeline, cluster: cluster, listening: urgency.withLockedValue { $0.listening })
+                        await deliver(.following(starts))
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                case .unfollow(let keys):
+                    for (key, generation) in keys where followed[key] == generation {
+                        followed[key] = nil
+                        ordering.forget(key)
+                    }
+                    shards.set(Set(followed.keys.lazy.map(ChannelLogShards.shard(of:))))
+                }
+            }
             var (announced, read) = pending.withLockedValue { pending in defer { pending = Pending() }; return (pending.entries, pending.read) }
+            if !everyChannel { announced.removeAll { !isFollowed(ChannelLogKey(appId: $0.appId, channel: $0.channel)) } }
             if !announced.isEmpty {
                 // Only channels whose epoch is known and the same: anything else (a channel's
                 // first message, a new epoch after a failover) is read, with its timeline.
@@ -163,7 +242,7 @@ public final class ChannelLogFollower: Sendable {
                 }
                 while true {
                     readCount.withLockedValue { $0 += 1 }
-                    let (entries, next) = try await log.read(after: cursor)
+                    let (entries, next) = try await log.read(after: cursor, following: everyChannel ? nil : Set(followed.keys))
                     if let newer = entries.lazy.compactMap(\.timeline).first(where: { $0 > timeline }) {
                         try await followTimeline(&timeline, &cursor, newer)
                         continue
@@ -186,6 +265,82 @@ public final class ChannelLogFollower: Sendable {
             }
             await self.deliver(ordering.expire(nowMillis: Self.nowMillis()), to: deliver)
         }
+    }
+
+    /// Starts following `follows` (`Interest.followed`): from the next round on, their rows are
+    /// read and their shards' notifications taken; returns once the follower has delivered
+    /// where each stands (`Event.following`), so that a subscribe waiting for it answers with
+    /// the cluster's position and misses nothing after it. A channel followed already keeps its
+    /// place (no read). Throws when the database cannot be read (the channels are not followed).
+    public func follow(_ follows: [ChannelLogFollow]) async throws {
+        guard !follows.isEmpty else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let wake: AsyncStream<Void>.Continuation?? = control.withLockedValue { control in
+                guard !control.stopped else { return .none }
+                control.commands.append(.follow(follows, continuation))
+                return .some(control.wake)
+            }
+            guard let wake else { return continuation.resume(throwing: CancellationError()) }
+            wake?.yield()
+        }
+    }
+
+    /// Stops following `keys` (each with the generation of the follow it ends: a stop for an
+    /// earlier follow of a channel followed again since does nothing).
+    public func unfollow(_ keys: [ChannelLogKey: UInt64]) {
+        guard !keys.isEmpty else { return }
+        let wake = control.withLockedValue { control -> AsyncStream<Void>.Continuation? in
+            guard !control.stopped else { return nil }
+            control.commands.append(.unfollow(keys))
+            return control.wake
+        }
+        wake?.yield()
+    }
+
+    /// The follows' start: each new channel's shard listened on (waited for, up to a second,
+    /// while the listening connection is up, so that every message committed after the
+    /// position below is announced to this node), then its position read as committed now,
+    /// and the messages a resuming subscriber missed.
+    private func start(_ follows: [ChannelLogFollow], followed: inout [ChannelLogKey: UInt64], ordering: inout ChannelLogOrdering,
+                       shards: ShardListens, timeline: String, cluster: String, listening: Bool) async throws -> [ChannelLogFollowStart] {
+        var starts: [ChannelLogFollowStart] = []
+        var fresh: [ChannelLogFollow] = []
+        for follow in follows where !ChannelLogShards.isAlwaysFollowed(follow.key) {
+            if followed[follow.key] != nil || followsEveryChannel {
+                followed[follow.key] = max(followed[follow.key] ?? 0, follow.generation)
+                let epoch = ordering.epochs[follow.key]?.epoch ?? ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline)
+                starts.append(ChannelLogFollowStart(key: follow.key, epoch: epoch, seq: ordering.applied[follow.key] ?? 0))
+            } else if !fresh.contains(where: { $0.key == follow.key }) {
+                fresh.append(follow)
+            }
+        }
+        guard !fresh.isEmpty else { return starts }
+        let before = followed
+        for follow in fresh { followed[follow.key] = follow.generation }
+        let wanted = Set(followed.keys.lazy.map(ChannelLogShards.shard(of:)))
+        let new = wanted.subtracting(shards.shards)
+        shards.set(wanted)
+        do {
+            if listening, !new.isEmpty { await shards.waitListening(new, timeout: .seconds(1)) }
+            let positions = try await log.positions(of: fresh.map(\.key))
+            for follow in fresh {
+                let (seq, epoch) = positions[follow.key]
+                    ?? (0, ChannelLogOrdering.Epoch(epoch: ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline), timeline: timeline))
+                var recent: [ChannelLogEntry] = []
+                if let after = follow.after, after.epoch == epoch.epoch, after.seq < seq, follow.replayMax > 0 {
+                    let from = max(after.seq, seq - Int64(follow.replayMax))
+                    recent = try await log.messages(appId: follow.key.appId, channel: follow.key.channel, after: from, limit: Int(seq - from))
+                        .filter { $0.epoch == epoch.epoch && $0.seq <= seq }
+                }
+                ordering.start(follow.key, epoch: epoch, seq: seq)
+                starts.append(ChannelLogFollowStart(key: follow.key, epoch: epoch.epoch, seq: seq, recent: recent))
+            }
+        } catch {
+            for follow in fresh where before[follow.key] == nil { followed[follow.key] = nil }
+            shards.set(Set(followed.keys.lazy.map(ChannelLogShards.shard(of:))))
+            throw error
+        }
+        return starts
     }
 
     /// Moves the cursor back when the database's timeline is not the one followed; returns

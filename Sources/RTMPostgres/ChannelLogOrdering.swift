@@ -122,6 +122,23 @@ public struct ChannelLogOrdering: Sendable {
         return output
     }
 
+    /// The node starts following `key` from `seq` in `epoch` (its number as committed when the
+    /// follow began): rows at or below it are delivered already, what was held of it goes.
+    public mutating func start(_ key: ChannelLogKey, epoch: Epoch, seq: Int64) {
+        applied[key] = seq
+        epochs[key] = epoch
+        held[key] = nil
+        heldSince[key] = nil
+    }
+
+    /// The node stops following `key`: nothing of it is kept (a later `start` says where it is).
+    public mutating func forget(_ key: ChannelLogKey) {
+        applied[key] = nil
+        epochs[key] = nil
+        held[key] = nil
+        heldSince[key] = nil
+    }
+
     /// Declares gaps for numbers waited on longer than `holdbackMillis` and delivers what
     /// follows them.
     public mutating func expire(nowMillis: Int64) -> Output {

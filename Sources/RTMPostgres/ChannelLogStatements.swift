@@ -12,27 +12,46 @@ enum ChannelLogStatements {
     /// Rows after a cursor whose transactions, and every older one, have ended
     /// (`PostgresChannelLog.read(after:)`).
     struct Read: PostgresPreparedStatement {
-        static let name = "rtm_log_read_v2"
+        static let name = "rtm_log_read_v3"
+        /// The rows of the channels followed ($4, $5: apps and names; app "" and names starting
+        /// with '/' always; every channel's with $6), and the horizon (the last column, on
+        /// every row; a row of nulls but for it when there are none): every row below it has
+        /// been passed over, followed or not, so the cursor moves there and the next read does
+        /// not scan again what this one passed over.
         static let sql = """
-            SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts,
-                   timeline
-            FROM rtm_channel_log
-            WHERE (xid, pos) > ($1::text::xid8, $2::int8)
-              AND xid < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY xid, pos
-            LIMIT $3::int8
+            WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
+            SELECT r.xid_text, r.pos, r.app, r.channel, r.seq, r.epoch, r.publisher, r.node, r.msg_id, r.custom_type, r.is_text,
+                   r.payload, r.ts, r.timeline, h.xmin::text
+            FROM horizon h LEFT JOIN LATERAL (
+                SELECT xid::text AS xid_text, pos, app, channel, seq, epoch, publisher, node, msg_id, custom_type, is_text, payload, ts,
+                       timeline
+                FROM rtm_channel_log
+                WHERE (xid, pos) > ($1::text::xid8, $2::int8)
+                  AND xid < h.xmin
+                  AND ($6::bool OR app = '' OR starts_with(channel, '/')
+                       OR (app, channel) IN (SELECT f.app, f.channel FROM unnest($4::text[], $5::text[]) AS f(app, channel)))
+                ORDER BY xid, pos
+                LIMIT $3::int8) r ON true
             """
         typealias Row = PostgresRow
 
         var xid: String
         var pos: Int64
         var limit: Int64
+        /// The data channels followed.
+        var apps: [String] = []
+        var channels: [String] = []
+        /// Every channel's rows (`apps` and `channels` are not looked at).
+        var everyChannel = false
 
         func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 3)
+            var bindings = PostgresBindings(capacity: 6)
             bindings.append(xid)
             bindings.append(pos)
             bindings.append(limit)
+            bindings.append(apps)
+            bindings.append(channels)
+            bindings.append(everyChannel)
             return bindings
         }
 
@@ -43,16 +62,22 @@ enum ChannelLogStatements {
     /// nothing (the rows it announces were flushed by their own commit), so waiting for a WAL
     /// flush would only delay every listener; a wake-up lost in a crash is covered by polling.
     struct Notify: PostgresPreparedStatement {
-        static let name = "rtm_log_notify_v2"
-        static let sql = "SELECT set_config('synchronous_commit', 'off', true), pg_notify('\(PostgresChannelLog.notificationChannel)', $1::text)"
+        static let name = "rtm_log_notify_v3"
+        static let sql = """
+            SELECT set_config('synchronous_commit', 'off', true), pg_notify(n.channel, n.payload)
+            FROM unnest($1::text[], $2::text[]) AS n(channel, payload)
+            """
         typealias Row = PostgresRow
 
-        /// The messages just committed (`ChannelLogNotice`), or empty.
-        var payload: String
+        /// The notification channels (`ChannelLogShards`), and each one's payload: the messages
+        /// just committed (`ChannelLogNotice`), or empty.
+        var channels: [String]
+        var payloads: [String]
 
         func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(payload)
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(channels)
+            bindings.append(payloads)
             return bindings
         }
         func decodeRow(_ row: PostgresRow) -> PostgresRow { row }

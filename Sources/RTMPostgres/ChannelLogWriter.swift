@@ -19,9 +19,12 @@ public actor ChannelLogWriter {
     private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
     private var notifying = false
-    /// Messages committed and not yet announced (`ChannelLogNotice`); nil: more than one
-    /// notification can carry, announced with a plain wake-up.
-    private var unannounced: [ChannelLogEntry]? = []
+    /// Messages committed and not yet announced (`ChannelLogNotice`), by the notification
+    /// channel that carries them (`ChannelLogShards`); nil for a channel: more than one
+    /// notification can carry, announced there with a plain wake-up.
+    private var unannounced: [String: [ChannelLogEntry]?] = [:]
+    /// How many messages `unannounced` holds.
+    private var unannouncedCount = 0
     /// Transactions committed so far.
     public private(set) var commits = 0
     /// Messages committed so far.
@@ -93,34 +96,47 @@ public actor ChannelLogWriter {
         current?.cancel()
     }
 
-    /// One `NOTIFY` at a time, outside every publish transaction, carrying the messages
-    /// committed since the last one when they fit (`ChannelLogNotice`; else a plain wake-up and
-    /// the followers read); commits during one are covered by one more.
-    /// A batch of more than `ChannelLogNotice.maxMessages` is not turned into entries at all
-    /// (the high-rate case: large group commits).
+    /// One `NOTIFY` statement at a time, outside every publish transaction, carrying the
+    /// messages committed since the last one on their channels' notification channels
+    /// (`ChannelLogShards`: a node is sent only the shards it follows) when they fit
+    /// (`ChannelLogNotice`; else a plain wake-up on that notification channel, and its
+    /// followers read); commits during one are covered by one more. A batch larger than
+    /// `ChannelLogNotice.maxMessages` is not turned into entries at all (the high-rate case:
+    /// large group commits), only into wake-ups.
     private func wakeFollowers(announcing items: [ChannelLogAppend], _ receipts: [ChannelLogReceipt]) {
-        if let waiting = unannounced?.count, waiting + items.count <= ChannelLogNotice.maxMessages {
-            // Resends were not stored: nothing to announce.
-            unannounced!.append(contentsOf: zip(items, receipts).filter { !$0.1.resent }.map { item, receipt in
+        let fits = unannouncedCount + items.count <= ChannelLogNotice.maxMessages
+        var last: (appId: String, channel: String, name: String)?
+        for (item, receipt) in zip(items, receipts) where !receipt.resent {   // resends were not stored
+            let name: String
+            if let last, last.appId == item.appId, last.channel == item.channel {
+                name = last.name
+            } else {
+                name = ChannelLogShards.notificationChannel(for: ChannelLogKey(appId: item.appId, channel: item.channel))
+                last = (item.appId, item.channel, name)
+            }
+            guard fits else {
+                unannounced[name] = .some(nil)
+                continue
+            }
+            unannounced[name, default: []]?.append(
                 ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
                                 node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
-                                millis: item.millis)
-            })
-        } else {
-            unannounced = nil
+                                millis: item.millis))
+            unannouncedCount += 1
         }
-        guard !notifying else { return }
+        guard !notifying, !unannounced.isEmpty else { return }
         notifying = true
         Task {
             repeat {
                 let batch = unannounced
-                unannounced = []
+                unannounced = [:]
+                unannouncedCount = 0
                 do {
-                    try await log.notify(payload: batch.flatMap(ChannelLogNotice.encode) ?? "")
+                    try await log.notify(batch.map { (channel: $0.key, payload: $0.value.flatMap(ChannelLogNotice.encode) ?? "") })
                 } catch {
                     logger.debug("NOTIFY failed (followers poll)", metadata: ["error": "\(error)"])
                 }
-            } while unannounced?.isEmpty != true
+            } while !unannounced.isEmpty
             notifying = false
         }
     }

@@ -49,7 +49,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval,
                                            quietPollInterval: options.quietPollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,
-                                           resendMemory: options.resendMemory, listener: listener, logger: logger)
+                                           resendMemory: options.resendMemory, listener: listener, interest: .followed, logger: logger)
         let leaseClient = PostgresClient(configuration: location.clientConfiguration(connections: 1), backgroundLogger: logger)
         self.leaseClient = leaseClient
         self.registry = NodeRegistry(client: leaseClient, node: node, interval: options.leaseInterval, lease: options.lease,
@@ -87,6 +87,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
                     case .gaps(let gaps): await deliver(.gaps(gaps.map(Self.gap)))
                     case .started(let start): await deliver(.positions(Self.positions(start)))
                     case .newTimeline(let firstEpoch): await deliver(.positions(BackplanePositions(channels: [], firstEpoch: firstEpoch)))
+                    case .following(let starts): await deliver(.following(starts.map(Self.start)))
                     case .link(let up):
                         if !up { await writer.abandonInFlight() }   // refused now, not when the pool gives up
                         await deliver(.link(up: up))
@@ -113,6 +114,17 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         return try await writer.append(messages).map { BackplaneReceipt(seq: UInt64($0.seq), epoch: $0.epoch, resent: $0.resent) }
     }
 
+    public func follow(_ channels: [BackplaneFollow]) async throws {
+        try await follower.follow(channels.map { follow in
+            ChannelLogFollow(key: ChannelLogKey(appId: follow.appId, channel: follow.channel), generation: follow.generation,
+                             after: follow.after.map { ($0.epoch, Int64($0.seq)) }, replayMax: follow.replayMax)
+        })
+    }
+
+    public func unfollow(_ channels: [BackplaneFollow]) {
+        follower.unfollow(Dictionary(channels.map { (ChannelLogKey(appId: $0.appId, channel: $0.channel), $0.generation) }) { max($0, $1) })
+    }
+
     public func advertise(address: String) {
         registry.advertise(address)
     }
@@ -137,6 +149,11 @@ public final class PostgresChannelBackplane: ChannelBackplane {
                                   recentIds: start.recentIds.map {
                                       BackplanePositions.RecentId(appId: $0.appId, publisher: $0.publisher, msgId: $0.msgId, seq: UInt64($0.seq))
                                   })
+    }
+
+    private static func start(_ start: ChannelLogFollowStart) -> BackplaneFollowStart {
+        BackplaneFollowStart(appId: start.key.appId, channel: start.key.channel, epoch: start.epoch, seq: UInt64(start.seq),
+                             recent: start.recent.map(Self.message))
     }
 
     private static func gap(_ gap: ChannelLogOrdering.Gap) -> BackplaneGap {

@@ -90,12 +90,21 @@ public struct PostgresChannelLog: Sendable {
         return receipts
     }
 
-    /// Wakes every node's follower (`LISTEN rtm_log`), with `payload` (`ChannelLogNotice`, or
-    /// empty: read the log). Sent after a commit, never inside one.
-    public func notify(payload: String = "") async throws {
+    /// Wakes the followers listening on each notification's channel (`rtm_log` or a shard's,
+    /// `ChannelLogShards`), with its payload (`ChannelLogNotice`, or empty: read the log). All in
+    /// one statement (one commit: PostgreSQL signals its listeners once). Sent after a commit,
+    /// never inside one.
+    public func notify(_ notifications: [(channel: String, payload: String)]) async throws {
+        guard !notifications.isEmpty else { return }
+        let statement = ChannelLogStatements.Notify(channels: notifications.map(\.channel), payloads: notifications.map(\.payload))
         try await bounded("a NOTIFY") { [self] in
-            for try await _ in try await client.execute(ChannelLogStatements.Notify(payload: payload), logger: logger) {}
+            for try await _ in try await client.execute(statement, logger: logger) {}
         }
+    }
+
+    /// A plain wake-up of every node's follower on `rtm_log` (they read the log).
+    public func notify(payload: String = "") async throws {
+        try await notify([(channel: Self.notificationChannel, payload: payload)])
     }
 
     /// Where a new follower starts: the horizon now, each channel's number, epoch and timeline
@@ -178,23 +187,39 @@ public struct PostgresChannelLog: Sendable {
     }
 
     /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
-    /// and the cursor after them (unchanged when there are none).
-    public func read(after cursor: ChannelLogCursor, limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
-        try await bounded("a log read") { [self] in try await readRows(after: cursor, limit: limit) }
+    /// and the cursor after them (unchanged when there are none). `following`: only these
+    /// data channels' rows (and always the cluster's own channels, `ChannelLogShards`); nil:
+    /// every channel's.
+    public func read(after cursor: ChannelLogCursor, following: Set<ChannelLogKey>? = nil,
+                     limit: Int = 5_000) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
+        try await bounded("a log read") { [self] in try await readRows(after: cursor, following: following, limit: limit) }
     }
 
-    private func readRows(after cursor: ChannelLogCursor, limit: Int) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
-        let rows = try await client.execute(ChannelLogStatements.Read(xid: String(cursor.xid), pos: cursor.pos, limit: Int64(limit)),
-                                            logger: logger)
+    private func readRows(after cursor: ChannelLogCursor, following: Set<ChannelLogKey>?,
+                          limit: Int) async throws -> (entries: [ChannelLogEntry], cursor: ChannelLogCursor) {
+        var statement = ChannelLogStatements.Read(xid: String(cursor.xid), pos: cursor.pos, limit: Int64(limit))
+        statement.everyChannel = following == nil
+        if let following {
+            statement.apps.reserveCapacity(following.count)
+            statement.channels.reserveCapacity(following.count)
+            for key in following {
+                statement.apps.append(key.appId)
+                statement.channels.append(key.channel)
+            }
+        }
+        let rows = try await client.execute(statement, logger: logger)
         var entries: [ChannelLogEntry] = []
         var position = cursor
         // Cell by cell: decoding each row as one 13-element tuple made the runtime look up the
         // tuple's type metadata (a lock and a hash) for every row, a third of a node's time
         // when following 50,000 messages a second.
         var lastXid: String?
+        var horizon: String?
         for try await row in rows {
             let cells = row.makeRandomAccess()
-            lastXid = try cells[0].decode(String.self)
+            horizon = try cells[14].decode(String?.self)
+            guard let xid = try cells[0].decode(String?.self) else { continue }   // none: the horizon alone
+            lastXid = xid
             let msgId = try cells[8].decode(Int64?.self)
             entries.append(ChannelLogEntry(appId: try cells[2].decode(String.self), channel: try cells[3].decode(String.self),
                                            seq: try cells[4].decode(Int64.self), epoch: try cells[5].decode(String.self),
@@ -205,7 +230,30 @@ public struct PostgresChannelLog: Sendable {
             position.pos = try cells[1].decode(Int64.self)
         }
         if let lastXid { position.xid = UInt64(lastXid) ?? position.xid }
+        // Fewer rows than asked for: every row below the horizon has been passed over (those of
+        // channels not followed too), so the next read starts there. Positions are above 0.
+        if entries.count < limit, let horizon, let xmin = UInt64(horizon) {
+            let passed = ChannelLogCursor(xid: xmin, pos: 0)
+            if passed > position { position = passed }
+        }
         return (entries, position)
+    }
+
+    /// Where each of `keys` stands as committed now: its counter's number, epoch and timeline.
+    /// A channel without messages has none.
+    public func positions(of keys: [ChannelLogKey]) async throws -> [ChannelLogKey: (seq: Int64, epoch: ChannelLogOrdering.Epoch)] {
+        guard !keys.isEmpty else { return [:] }
+        let apps = keys.map(\.appId), channels = keys.map(\.channel)
+        return try await bounded("the channels' positions") { [self] in
+            var positions: [ChannelLogKey: (seq: Int64, epoch: ChannelLogOrdering.Epoch)] = [:]
+            for try await (app, channel, seq, epoch, timeline) in try await client.query("""
+                SELECT s.app, s.channel, s.seq, s.epoch, s.timeline FROM rtm_channel_seq s
+                JOIN unnest(\(apps)::text[], \(channels)::text[]) AS f(app, channel) ON s.app = f.app AND s.channel = f.channel
+                """, logger: logger).decode((String, String, Int64, String, String?).self) {
+                positions[ChannelLogKey(appId: app, channel: channel)] = (seq, ChannelLogOrdering.Epoch(epoch: epoch, timeline: timeline ?? ""))
+            }
+            return positions
+        }
     }
 
     /// A channel's messages after `seq` (replay and history from any node), oldest first.

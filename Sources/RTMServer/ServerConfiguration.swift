@@ -202,6 +202,10 @@ public struct ServerConfiguration: Sendable {
     /// waits for its event to come back from the log; past it, it is refused with its outcome
     /// unknown (§1.8).
     public var clusterLoginTimeout: TimeAmount = .seconds(3)
+    /// Cluster mode: how long after a failed follow (the database could not be read for a
+    /// channel's position) a channel with subscribers on this node is asked for again
+    /// (default 1 s); its subscribers are then sent what they missed, or a `gap`.
+    public var clusterFollowRetryInterval: TimeAmount = .seconds(1)
     /// Cluster mode: while the database link is down because a commit failed (the listening
     /// connection still up), how often one publish is let through to find out whether the
     /// database answers again (default 1 s); the others are refused at once meanwhile.

@@ -273,12 +273,13 @@ struct PostgresChannelLogTests {
 
     /// The schema, the log and a follower of it (holdback 5 s, retries every 50 ms).
     static func follower(_ server: PostgresTestServer, _ clients: [PostgresClient], pollInterval: TimeAmount,
-                         quietPollInterval: TimeAmount? = nil) async throws -> (PostgresChannelLog, ChannelLogFollower) {
+                         quietPollInterval: TimeAmount? = nil,
+                         interest: ChannelLogFollower.Interest = .everyChannel) async throws -> (PostgresChannelLog, ChannelLogFollower) {
         try await PostgresSchema.migrate(clients[0], logger: logger)
         let location = try PostgresLocation(url: server.url + "?sslmode=disable")
         let log = PostgresChannelLog(client: clients[0], logger: logger)
         return (log, ChannelLogFollower(log: log, location: location, pollInterval: pollInterval, quietPollInterval: quietPollInterval,
-                                        holdback: .seconds(5), retryInterval: .milliseconds(50), logger: logger))
+                                        holdback: .seconds(5), retryInterval: .milliseconds(50), interest: interest, logger: logger))
     }
 
     @Test("M-2: the follower delivers what other nodes publish, woken by NOTIFY, and catches up after the database restarts without delivering twice")
@@ -298,6 +299,7 @@ struct PostgresChannelLogTests {
                     case .started(let start):
                         sink.yield("first epoch \(ChannelLogStart.firstEpoch(cluster: start.cluster, timeline: start.timeline))")
                     case .newTimeline: sink.yield("new timeline")
+                    case .following: sink.yield("following")
                     }
                 }
             }
@@ -380,12 +382,12 @@ struct PostgresChannelLogTests {
 struct ChannelLogNoticeTests {
     /// A fresh database, its log, node "n1"'s writer and a follower of the log whose events are
     /// recorded: "channel#seq node" for each message, "gap" for each gap, "started".
-    private func withFollower(pollInterval: TimeAmount, quietPollInterval: TimeAmount? = nil,
+    private func withFollower(pollInterval: TimeAmount, quietPollInterval: TimeAmount? = nil, interest: ChannelLogFollower.Interest = .everyChannel,
                               _ body: @Sendable (PostgresChannelLog, ChannelLogWriter, ChannelLogFollower, AsyncRecorder<String>) async throws -> Void)
         async throws {
         try await PostgresChannelLogTests().withDatabase { server, clients in
             let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval,
-                                                                             quietPollInterval: quietPollInterval)
+                                                                             quietPollInterval: quietPollInterval, interest: interest)
             let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
             let (recorder, task) = record(follower)
             defer { task.cancel() }
@@ -401,6 +403,7 @@ struct ChannelLogNoticeTests {
                 case .messages(let entries): for entry in entries { sink.yield("\(entry.channel)#\(entry.seq) \(entry.node)") }
                 case .gaps: sink.yield("gap")
                 case .started: sink.yield("started")
+                case .following(let starts): for start in starts { sink.yield("following \(start.key.channel)#\(start.seq) \(start.recent.count)") }
                 case .link, .newTimeline: break
                 }
             }
@@ -430,6 +433,39 @@ struct ChannelLogNoticeTests {
             }
             #expect(try await events(recorder, count: expected.count) == expected)
             #expect(follower.reads - before <= 2, "reads: \(follower.reads - before) for 20 announced messages")
+        }
+    }
+
+    @Test("A node follows only the channels it asks for: each starts where it stands (with what a resuming subscriber missed), then comes by notification or read; others' messages never reach it; a stop names its follow")
+    func followsOnlyWhatItAsksFor() async throws {
+        let room = ChannelLogKey(appId: "app", channel: "room"), lobby = ChannelLogKey(appId: "app", channel: "lobby")
+        try await withFollower(pollInterval: .milliseconds(50), quietPollInterval: .milliseconds(200), interest: .followed) { log, writer, follower, recorder in
+            #expect(try await events(recorder, count: 1) == ["started"])
+            let receipts = try await writer.append([item("room", 1), item("room", 2), item("other", 1)])
+            // Asked for with a subscriber at 1: it starts at 2 and brings number 2.
+            try await follower.follow([ChannelLogFollow(key: room, generation: 1, after: (receipts[0].epoch, 1), replayMax: 10)])
+            #expect(try await events(recorder, count: 2) == ["started", "following room#2 1"])
+            _ = try await writer.append([item("other", 2), item("room", 3)])
+            // Number 3 by notification; one by a node that never notifies comes with a read.
+            _ = try await log.append([item("room", 4)], node: "n2")
+            #expect(try await events(recorder, count: 4) == ["started", "following room#2 1", "room#3 n1", "room#4 n2"])
+            // A stop for another follow does nothing; the right one stops it.
+            follower.unfollow([room: 7])
+            _ = try await writer.append([item("room", 5)])
+            #expect(try await events(recorder, count: 5).last == "room#5 n1")
+            follower.unfollow([room: 1])
+            _ = try await writer.append([item("room", 6), item("other", 3)])
+            _ = try await log.append([item("room", 7)], node: "n2")
+            try await follower.follow([ChannelLogFollow(key: lobby, generation: 2)])
+            _ = try await writer.append([item("lobby", 1)])
+            // Polls came and went (200 ms): nothing of room or other.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await recorder.all == ["started", "following room#2 1", "room#3 n1", "room#4 n2", "room#5 n1",
+                                           "following lobby#0 0", "lobby#1 n1"])
+            // Followed again, from its number now: nothing missed is delivered twice or late.
+            try await follower.follow([ChannelLogFollow(key: room, generation: 3)])
+            _ = try await writer.append([item("room", 8)])
+            #expect(try await events(recorder, count: 9).suffix(2) == ["following room#7 0", "room#8 n1"])
         }
     }
 

@@ -32,6 +32,9 @@ public enum BackplaneEvent: Sendable {
     /// first message gets changes (the database failed over). A node answers a subscribe to a
     /// channel it holds nothing of with these, so that the position it gives is the cluster's.
     case positions(BackplanePositions)
+    /// Channels this node follows from now on (`ChannelBackplane.follow`): where each stands,
+    /// before any of its messages.
+    case following([BackplaneFollowStart])
 }
 
 /// Where the channels' numbering stands in the backplane (`BackplaneEvent.positions`).

@@ -1,4 +1,5 @@
 import NIOCore
+import RTMProtocol
 
 /// How channel messages cross nodes: the seam between the server core and a shared
 /// engine. Without one (`ServerConfiguration.backplane == nil`, the default) the server is a
@@ -26,6 +27,20 @@ public protocol ChannelBackplane: Sendable {
     /// after `start`; messages numbered after where following started also arrive through
     /// `events`.
     func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage]
+    /// Starts delivering `channels`' messages to this node (through `events`, as every
+    /// message of the cluster's own channels is). Returns once the backplane has reported where
+    /// each stands (`BackplaneEvent.following`, handled before any of its messages): a
+    /// subscribe waiting for it answers with the cluster's position and misses nothing after it.
+    /// Throws when that position cannot be read (the channels are not followed then).
+    ///
+    /// A node follows only the channels it has subscribers or replay buffers for, so that what
+    /// each publish costs the database and the nodes grows with the nodes interested in its
+    /// channel, not with every node of the cluster.
+    func follow(_ channels: [BackplaneFollow]) async throws
+    /// Stops delivering these channels' messages to this node (each with the generation of the
+    /// follow it ends: a stop meant for an earlier follow of a channel followed again since
+    /// does nothing).
+    func unfollow(_ channels: [BackplaneFollow])
     /// Where this node answers `/health` ("host:port"), once it listens: the other nodes ask it
     /// there whether it reaches the database when they cannot (`BackplaneEvent.leaseLapsed`).
     func advertise(address: String)
@@ -106,5 +121,46 @@ public struct BackplaneMessage: Sendable {
         self.isText = isText
         self.payload = payload
         self.millis = millis
+    }
+}
+
+/// A channel a node starts (or stops) following through its `ChannelBackplane`.
+public struct BackplaneFollow: Sendable, Equatable {
+    public var appId: String
+    public var channel: String
+    /// Names this follow (a stop names the follow it ends).
+    public var generation: UInt64
+    /// Where the node's subscribers stand, when it has some: the messages after it (at most
+    /// `replayMax` of the newest) come with the start (`BackplaneFollowStart.recent`), so that
+    /// a subscriber resuming on a node that did not follow the channel is replayed what it
+    /// missed.
+    public var after: ChannelPosition?
+    public var replayMax: Int
+
+    public init(appId: String, channel: String, generation: UInt64, after: ChannelPosition? = nil, replayMax: Int = 0) {
+        self.appId = appId
+        self.channel = channel
+        self.generation = generation
+        self.after = after
+        self.replayMax = replayMax
+    }
+}
+
+/// Where a channel followed from now on stands (`BackplaneEvent.following`): every message
+/// numbered after `seq` in `epoch` is delivered as it comes.
+public struct BackplaneFollowStart: Sendable {
+    public var appId: String
+    public var channel: String
+    public var epoch: String
+    public var seq: UInt64
+    /// The messages after the follow's `after`, up to `seq`, oldest first.
+    public var recent: [BackplaneMessage]
+
+    public init(appId: String, channel: String, epoch: String, seq: UInt64, recent: [BackplaneMessage] = []) {
+        self.appId = appId
+        self.channel = channel
+        self.epoch = epoch
+        self.seq = seq
+        self.recent = recent
     }
 }

@@ -13,7 +13,10 @@ import NIOCore
 /// `rtm_cluster_log_lag_seconds` (publish time → applied on this node, last batch),
 /// `rtm_cluster_nodes` (live leases), `rtm_cluster_gaps_total` (numbers given up on),
 /// `rtm_cluster_publish_failures_total` (publishes answered with an error: refused or failed),
-/// `rtm_cluster_fenced_total` (times the others declared this node dead).
+/// `rtm_cluster_fenced_total` (times the others declared this node dead),
+/// `rtm_cluster_channels_followed` (channels the backplane delivers to this node: those it has
+/// subscribers or replay buffers for), `rtm_cluster_messages_applied_total` (channel messages
+/// it delivered to this node).
 final class ClusterStatus: Sendable {
     private struct State {
         var databaseUp = true
@@ -39,6 +42,8 @@ final class ClusterStatus: Sendable {
     private let fencedCounter: Metrics.Counter?
     private let lapsedCounter: Metrics.Counter?
     private let cutOffCounter: Metrics.Counter?
+    private let followedGauge: Metrics.Gauge?
+    private let appliedCounter: Metrics.Counter?
     /// Whether this node is cut off from the database while the others reach it.
     private let partition = NIOLockedValueBox(PartitionWatch())
     private let probeInterval: TimeAmount
@@ -54,6 +59,7 @@ final class ClusterStatus: Sendable {
         guard enabled else {
             (databaseUpGauge, nodesGauge, lagGauge, commitTimer, gapCounter, refusedCounter, fencedCounter, lapsedCounter, cutOffCounter) =
                 (nil, nil, nil, nil, nil, nil, nil, nil, nil)
+            (followedGauge, appliedCounter) = (nil, nil)
             return
         }
         let factory = metrics.factory
@@ -66,6 +72,9 @@ final class ClusterStatus: Sendable {
         fencedCounter = Metrics.Counter(label: "rtm_cluster_fenced_total", factory: factory)
         lapsedCounter = Metrics.Counter(label: "rtm_cluster_lease_lapses_total", factory: factory)
         cutOffCounter = Metrics.Counter(label: "rtm_cluster_cut_off_total", factory: factory)
+        followedGauge = Metrics.Gauge(label: "rtm_cluster_channels_followed", factory: factory)
+        appliedCounter = Metrics.Counter(label: "rtm_cluster_messages_applied_total", factory: factory)
+        followedGauge?.record(0)
         databaseUpGauge?.record(1)
         nodesGauge?.record(0)
         lagGauge?.record(0.0)
@@ -135,8 +144,14 @@ final class ClusterStatus: Sendable {
     }
 
     /// The newest message of a batch applied here was published `millis` ago.
-    func applied(lagMillis: Int64) {
+    func applied(_ count: Int, lagMillis: Int64) {
         lagGauge?.record(Double(max(0, lagMillis)) / 1000)
+        appliedCounter?.increment(by: Int64(count))
+    }
+
+    /// How many channels the backplane delivers to this node now (`ChannelInterest`).
+    func followed(_ count: Int) {
+        followedGauge?.record(count)
     }
 
     /// Publishes answered with an error because their commit was refused or failed (logged

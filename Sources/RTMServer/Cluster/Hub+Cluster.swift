@@ -95,17 +95,65 @@ extension Hub {
         }
     }
 
+    /// Cluster mode: waits until the backplane delivers `channels` (of `appId`) to this node
+    /// (`ChannelInterest`): nil when it does already; else a future of whether they are
+    /// followed now (false: the database could not be read), completed on `loop`. `positions`:
+    /// where the subscriber stands in them (a resume): what it missed comes with the start.
+    func follow(_ channels: [String], appId: String, positions: [String: ChannelPosition]?, on loop: any EventLoop) -> EventLoopFuture<Bool>? {
+        var needs = channels.map { HubState.FollowNeed(key: ChannelKey(appId: appId, name: $0), after: positions?[$0]) }
+        // Most calls find their channels followed: no promise is made for them.
+        guard !modify({ $0.needFollowing(needs) }) else { return nil }
+        var waiters: [EventLoopFuture<Bool>] = []
+        for index in needs.indices {
+            let promise = loop.makePromise(of: Bool.self)
+            needs[index].waiter = promise
+            waiters.append(promise.futureResult)
+        }
+        modify { $0.needFollowing(needs) }
+        return EventLoopFuture.whenAllComplete(waiters, on: loop).map { results in
+            results.allSatisfy { (try? $0.get()) == true }
+        }
+    }
+
+    /// Asks the backplane to deliver these channels to this node (`HubAction.follow`).
+    func follow(_ follows: [BackplaneFollow]) {
+        guard let backplane = configuration.backplane else { return }
+        Task { [self] in
+            do {
+                try await backplane.follow(follows)
+            } catch {
+                logger.warning("could not start following channels: their position could not be read from the cluster's database",
+                               metadata: ["channels": "\(follows.count)", "error": "\(error)"])
+                let now = NIODeadline.now()
+                modify { $0.followFailed(follows, now: now) }
+            }
+        }
+    }
+
+    /// Where a channel followed from now on stands (`BackplaneEvent.following`): applied before
+    /// any of its messages; what subscribers here missed meanwhile is delivered, then the
+    /// requests that waited go on.
+    private func followStarted(_ start: BackplaneFollowStart) {
+        let (waiters, gap, messages) = state.withLockedValue { $0.followStarted(start, nowMillis: Self.wallMillis) }
+        if let gap { applyGaps([gap]) }
+        if !messages.isEmpty { applyCommitted(messages) }
+        for waiter in waiters { waiter.succeed(true) }
+        cluster.followed(state.withLockedValue { $0.interest.count })
+    }
+
     /// One event of the backplane.
     func handle(_ event: BackplaneEvent) {
         switch event {
         case .messages(let all):
             let messages = applyControl(all)   // the cluster's session and presence events
             applyCommitted(deliverTopicMessages(messages))   // topic messages (Hub+ClusterStream) first
-            if let newest = messages.map(\.millis).max() { cluster.applied(lagMillis: Self.wallMillis - newest) }
+            if let newest = messages.map(\.millis).max() { cluster.applied(messages.count, lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
         case .positions(let positions):
             state.withLockedValue { $0.applyPositions(positions, wallMillis: Self.wallMillis) }   // before any subscribe or publish
+        case .following(let starts):
+            for start in starts { followStarted(start) }
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
             if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)

@@ -26,14 +26,21 @@ extension ConnectionHandler {
             then(verdict)
             return resumeHeld(context: context)
         }
+        hold(until: hook.ask(question, failure: failure, on: context.eventLoop), context: context, then: then)
+    }
+
+    /// Runs `then` with `future`'s value on the connection's loop once it comes, unless the
+    /// connection has closed meanwhile; whatever the client sends until then waits (the
+    /// connection stops reading) and runs after it, in order.
+    func hold<Value>(until future: EventLoopFuture<Value>, context: ChannelHandlerContext, then: @escaping (Value) -> Void) {
         if intake.held == nil { intake.held = [] }
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-        hook.ask(question, failure: failure, on: context.eventLoop).assumeIsolated().whenSuccess { [self] verdict in
+        future.assumeIsolated().whenSuccess { [self] value in
             guard let context = self.context, lifecycle.maySend else {
                 intake.held = nil
                 return
             }
-            then(verdict)
+            then(value)
             resumeHeld(context: context)
         }
     }

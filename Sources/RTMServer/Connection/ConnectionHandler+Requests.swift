@@ -152,6 +152,17 @@ extension ConnectionHandler {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .admitted(let admission):
             let access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
+            // A session resumed on a node that does not follow its channels (it moved here from
+            // another node, or came back after the idle time): answered once they are
+            // followed, with what they missed meanwhile ready for replay.
+            if admission.resumed, confirmed == nil,
+               let following = hub.follow(admission.channels, appId: appId, positions: frame.positions, on: context.eventLoop) {
+                lifecycle.awaitCluster(key, access: access)
+                return following.assumeIsolated().whenComplete { [self] _ in
+                    guard case .awaitingCluster = lifecycle.state, context.channel.isActive else { return }
+                    loggedIn(admission, frame: frame, key: key, access: access, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
+                }
+            }
             guard let confirmed else {
                 return loggedIn(admission, frame: frame, key: key, access: access, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
@@ -253,6 +264,22 @@ extension ConnectionHandler {
 
     private func subscribe(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         guard let channel = validChannel(frame, context: context) else { return }
+        // A channel this node does not follow yet (a cluster): its position is read from the
+        // cluster first; the request waits for it, and so does everything sent after it.
+        if let following = hub.follow([channel], appId: key.appId, positions: frame.positions, on: context.eventLoop) {
+            return hold(until: following, context: context) { [self] followed in
+                guard followed else {
+                    return send(.error(id: frame.id, .channelSubscribeFailed,
+                                       "the channel's position could not be read from the cluster's database; subscribe again"), context: context)
+                }
+                subscribeFollowed(frame, channel: channel, key: key, context: context)
+            }
+        }
+        subscribeFollowed(frame, channel: channel, key: key, context: context)
+    }
+
+    /// A subscribe to a channel this node follows.
+    private func subscribeFollowed(_ frame: Frame, channel: String, key: UserKey, context: ChannelHandlerContext) {
         var features = ChannelFeatures(frame)
         var quiet = frame.beQuiet ?? false
         let namespace = (access?.namespaces ?? hub.namespaces.current).namespace(of: channel)

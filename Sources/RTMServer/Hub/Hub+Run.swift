@@ -49,6 +49,13 @@ extension Hub {
                 storeInvitation(change)
             case .answerInvitation(let promise, let reply):
                 promise.succeed(reply)
+            case .follow(let follows):
+                follow(follows)
+            case .unfollow(let follows):
+                configuration.backplane?.unfollow(follows)
+                cluster.followed(state.withLockedValue { $0.interest.count })
+            case .answerFollow(let waiters, let followed):
+                for waiter in waiters { waiter.succeed(followed) }
             case .log(let level, let message, let metadata):
                 logger.log(level: level, message, metadata: metadata)
             }

@@ -35,6 +35,13 @@ enum HubAction: Sendable {
     case storeInvitation(InvitationTable.Change)
     /// An invitation request is answered (§1.8).
     case answerInvitation(EventLoopPromise<InvitationReply>, InvitationReply)
+    /// Cluster mode: the backplane is asked to deliver these channels to this node
+    /// (`ChannelBackplane.follow`); a failure comes back as `HubState.followFailed`.
+    case follow([BackplaneFollow])
+    /// Cluster mode: the backplane stops delivering these channels to this node.
+    case unfollow([BackplaneFollow])
+    /// Requests that waited for their channels to be followed go on (`true`: followed).
+    case answerFollow([EventLoopPromise<Bool>], Bool)
     /// A line for the server's log.
     case log(Logger.Level, Logger.Message, Logger.Metadata)
 

@@ -17,6 +17,8 @@ extension HubState {
         var lockSweepInterval: TimeAmount
         /// Cluster mode: how long a new login's reply waits for the cluster.
         var clusterLoginTimeout: TimeAmount
+        /// Cluster mode: the wait before a failed follow is tried again.
+        var followRetryInterval: TimeAmount
 
         init(configuration: ServerConfiguration) {
             presenceInterval = max(configuration.presenceInterval, .milliseconds(10))
@@ -28,6 +30,7 @@ extension HubState {
             historyTrimInterval = .nanoseconds(max(min(retention.nanoseconds / 2, TimeAmount.hours(1).nanoseconds), 50_000_000))
             lockSweepInterval = max(configuration.lockSweepInterval, .milliseconds(10))
             clusterLoginTimeout = configuration.clusterLoginTimeout
+            followRetryInterval = max(configuration.clusterFollowRetryInterval, .milliseconds(10))
         }
     }
 
@@ -73,9 +76,11 @@ extension HubState {
         case .presenceInterval:
             return takeIntervalEvents(wallMillis: wallMillis).map { .broadcast($0) }
                 + [.schedule(.presenceInterval, at: now + timing.presenceInterval, loop: Int.max)]
+        case .followRetry(let key):
+            return followRetryDue(key)
         case .sweep:
             sweep(nowMillis: wallMillis)
-            return [.schedule(.sweep, at: now + timing.sweepInterval, loop: 0)]
+            return sweepInterest(nowMillis: wallMillis) + [.schedule(.sweep, at: now + timing.sweepInterval, loop: 0)]
         case .historyTrim:
             guard let retention = timing.historyRetention else { return [] }
             return [.trimHistory(olderThanMillis: wallMillis - retention.nanoseconds / 1_000_000),

@@ -117,6 +117,8 @@ struct HubState {
     let serverEpoch = String(UInt32.random(in: 1...UInt32.max), radix: 36)
     /// Where channels this node holds nothing of start (their epoch and number).
     var channelEpochs: ChannelEpochs
+    /// Cluster mode: the channels the backplane delivers to this node (HubState+Interest).
+    var interest: ChannelInterest
     let replayWindowMillis: Int64
     let replayMax: Int
     /// The namespaces (their replay limits apply to the channels created from now on).
@@ -171,6 +173,7 @@ struct HubState {
         self.invitations = InvitationTable(configuration: configuration)
         self.timing = Timing(configuration: configuration)
         self.channelEpochs = ChannelEpochs(runEpoch: serverEpoch)
+        self.interest = ChannelInterest(followsEverything: configuration.backplane == nil)
     }
 
     /// New namespaces (a reload): for new sessions and the channels created from now on.

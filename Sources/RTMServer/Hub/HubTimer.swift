@@ -22,6 +22,8 @@ enum HubTimer: Sendable, Equatable {
     case orphan(ClusterReplica.OrphanTimer)
     /// A new login's reply has waited `clusterLoginTimeout` for the cluster.
     case clusterLogin(session: UInt64, user: UserKey)
+    /// Cluster mode: a channel whose follow failed is asked for again (`clusterFollowRetryInterval`).
+    case followRetry(ChannelKey)
     /// Interval-mode presence events, every `presenceInterval`.
     case presenceInterval
     /// Replay buffers trimmed and unused channels forgotten, every replay window.
