@@ -22,16 +22,14 @@ extension ConnectionHandler {
     func askHook(_ question: HookQuestion, failure: HookFailureMode, context: ChannelHandlerContext,
                  then: @escaping (HookVerdict) -> Void) {
         guard let hook = hub.authorizationHook else { return then(.allow(nil)) }
-        if let verdict = hook.cached(question) {
-            then(verdict)
-            return resumeHeld(context: context)
-        }
+        if let verdict = hook.cached(question) { return proceed(then, with: verdict, context: context) }
         hold(until: hook.ask(question, failure: failure, on: context.eventLoop), context: context, then: then)
     }
 
     /// Runs `then` with `future`'s value on the connection's loop once it comes, unless the
     /// connection has closed meanwhile; whatever the client sends until then waits (the
-    /// connection stops reading) and runs after it, in order.
+    /// connection stops reading) and runs after it, in order, behind anything `then` waits for
+    /// in turn (a subscribe the hook allowed, waiting for its channel's position).
     func hold<Value>(until future: EventLoopFuture<Value>, context: ChannelHandlerContext, then: @escaping (Value) -> Void) {
         if intake.held == nil { intake.held = [] }
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
@@ -40,7 +38,20 @@ extension ConnectionHandler {
                 intake.held = nil
                 return
             }
-            then(value)
+            proceed(then, with: value, context: context)
+        }
+    }
+
+    /// Runs `then` with what was waited for, then what was held meanwhile, unless `then` waits
+    /// for something in turn: the held inputs then wait behind it.
+    private func proceed<Value>(_ then: (Value) -> Void, with value: Value, context: ChannelHandlerContext) {
+        let waiting = intake.held
+        intake.held = nil
+        then(value)
+        if intake.held != nil {
+            intake.held?.append(contentsOf: waiting ?? [])
+        } else {
+            intake.held = waiting
             resumeHeld(context: context)
         }
     }
