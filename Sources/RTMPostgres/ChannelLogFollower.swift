@@ -305,9 +305,10 @@ public final class ChannelLogFollower: Sendable {
                        shards: ShardListens, timeline: String, cluster: String, listening: Bool) async throws -> [ChannelLogFollowStart] {
         var starts: [ChannelLogFollowStart] = []
         var fresh: [ChannelLogFollow] = []
-        for follow in follows where !ChannelLogShards.isAlwaysFollowed(follow.key) {
-            if followed[follow.key] != nil || followsEveryChannel {
-                followed[follow.key] = max(followed[follow.key] ?? 0, follow.generation)
+        for follow in follows {
+            let always = followsEveryChannel || ChannelLogShards.isAlwaysFollowed(follow.key)
+            if followed[follow.key] != nil || always {
+                if !always { followed[follow.key] = max(followed[follow.key] ?? 0, follow.generation) }
                 let epoch = ordering.epochs[follow.key]?.epoch ?? ChannelLogStart.firstEpoch(cluster: cluster, timeline: timeline)
                 starts.append(ChannelLogFollowStart(key: follow.key, epoch: epoch, seq: ordering.applied[follow.key] ?? 0))
             } else if !fresh.contains(where: { $0.key == follow.key }) {

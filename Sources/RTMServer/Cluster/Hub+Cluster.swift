@@ -5,13 +5,15 @@ import RTMProtocol
 /// every node delivers what the backplane hands back. Without a backplane none of this runs.
 extension Hub {
     /// Publishes messages of one publisher to one channel through `backplane` and returns their
-    /// sequence numbers once committed (the publisher's ack), and the channel's epoch (nil when
-    /// every message was a resend). Nothing is fanned out here: the
+    /// sequence numbers once committed (the publisher's ack), and the channel's epoch (the first stored
+    /// message's, else the first resend's first copy's; nil when this node knew every one of
+    /// them as a resend). Nothing is fanned out here: the
     /// messages come back through `applyCommitted`, on this node as on every other.
     ///
     /// Resends (M-3): every node remembers each publisher's message ids as it applies the log
-    /// (`HubState.applyCommitted`), so a resend of a message this node has read gets its first
-    /// number without asking the backplane, whichever node took the first attempt. A resend
+    /// of the channels it follows (`HubState.applyCommitted`) and as its own publishes commit,
+    /// so a resend of a message this node has read gets its first number without asking the
+    /// backplane, whichever node took the first attempt. A resend
     /// that arrives before this node has read the first attempt (or whose first attempt's
     /// outcome was unknown here) is recognised by the backplane, which answers with the first
     /// copy's number and stores nothing (`BackplaneReceipt.resent`). A backplane that stores
@@ -49,7 +51,7 @@ extension Hub {
         let ids = fresh.compactMap { index in messages[index].msgId.flatMap { id in seqs[index].map { (msgId: id, seq: $0) } } }
         let stored = receipts.reduce(0) { $0 + ($1.resent ? 0 : 1) }
         state.withLockedValue { $0.committed(ids, publisher: publisher, count: stored) }
-        return (seqs.map { $0 ?? 0 }, receipts.first { !$0.resent }?.epoch)
+        return (seqs.map { $0 ?? 0 }, (receipts.first { !$0.resent } ?? receipts.first)?.epoch)
     }
 
     /// Messages the backplane committed (any node's), in order per channel: each channel's run
