@@ -128,6 +128,7 @@ extension Hub {
                                metadata: ["channels": "\(follows.count)", "error": "\(error)"])
                 let now = NIODeadline.now()
                 modify { $0.followFailed(follows, now: now) }
+                cluster.followed(state.withLockedValue { $0.interest.count })
             }
         }
     }
