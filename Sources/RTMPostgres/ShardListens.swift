@@ -14,6 +14,8 @@ final class ShardListens: Sendable {
         var active: [Int: Int] = [:]
         var started = 0
         var stopped = false
+        /// Shards a caller of `waitListening` waits for now (how many callers each).
+        var awaited: [Int: Int] = [:]
     }
 
     private let listener: PostgresListener
@@ -62,6 +64,15 @@ final class ShardListens: Sendable {
     /// Waits until every one of `shards` listens, at most `timeout` (a connection that is down
     /// does not hold the caller: the follower polls meanwhile).
     func waitListening(_ shards: Set<Int>, timeout: TimeAmount) async {
+        state.withLockedValue { state in for shard in shards { state.awaited[shard, default: 0] += 1 } }
+        defer {
+            state.withLockedValue { state in
+                for shard in shards {
+                    let left = (state.awaited[shard] ?? 1) - 1
+                    state.awaited[shard] = left > 0 ? left : nil
+                }
+            }
+        }
         let deadline = NIODeadline.now() + timeout
         while !Task.isCancelled, NIODeadline.now() < deadline {
             if state.withLockedValue({ state in state.stopped || shards.allSatisfy { state.active[$0] != nil } }) { return }
@@ -85,11 +96,15 @@ final class ShardListens: Sendable {
         while !Task.isCancelled {
             do {
                 try await listener.listen(on: channel, logger: logger) { notifications in
-                    state.withLockedValue { state in if (state.tasks[shard]?.id ?? id) == id { state.active[shard] = id } }
-                    // Listening again (the connection was lost): what was announced there
-                    // meanwhile is read. The first time, the follower waited for this LISTEN
-                    // before reading where it starts (`waitListening`).
-                    if again { announce(nil) }
+                    let awaited = state.withLockedValue { state in
+                        if (state.tasks[shard]?.id ?? id) == id { state.active[shard] = id }
+                        return state.awaited[shard] != nil
+                    }
+                    // What was announced there before the LISTEN took effect is read, unless
+                    // the follower waits for it to read where its channels start
+                    // (`waitListening`): listening again after the connection was lost, or late
+                    // (after the wait gave up).
+                    if again || !awaited { announce(nil) }
                     again = true
                     for try await notification in notifications {
                         announce(ChannelLogNotice.decode(notification.payload))
