@@ -114,10 +114,12 @@ public final class ChannelLogFollower: Sendable {
         let recheck = NIOLockedValueBox(false)   // the listening connection was (re)opened
         let pending = NIOLockedValueBox(Pending())
         let urgency = NIOLockedValueBox(Urgency())
-        let shards = ShardListens(listener: listener, retryInterval: retryInterval, logger: logger) { entries in
+        // A notification's messages (nil: a plain wake-up), from `rtm_log` or a shard.
+        let announce: @Sendable ([ChannelLogEntry]?) -> Void = { entries in
             pending.withLockedValue { $0.announce(entries) }
             wake.yield()
         }
+        let shards = ShardListens(listener: listener, retryInterval: retryInterval, logger: logger, announce: announce)
         control.withLockedValue { $0.wake = wake }
         defer {
             shards.stop()
@@ -128,7 +130,7 @@ public final class ChannelLogFollower: Sendable {
             for case .follow(_, let continuation) in left { continuation.resume(throwing: CancellationError()) }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listen(wake: wake, pending: pending, recheck: recheck, urgency: urgency, deliver: deliver) }
+            group.addTask { await self.listen(wake: wake, announce: announce, recheck: recheck, urgency: urgency, deliver: deliver) }
             group.addTask {
                 var quietFor: Int64 = 0
                 while !Task.isCancelled {
@@ -219,7 +221,7 @@ public final class ChannelLogFollower: Sendable {
                         followed[key] = nil
                         ordering.forget(key)
                     }
-                    shards.set(Set(followed.keys.lazy.map(ChannelLogShards.shard(of:))))
+                    shards.set(Self.shards(of: followed))
                 }
             }
             var (announced, read) = pending.withLockedValue { pending in defer { pending = Pending() }; return (pending.entries, pending.read) }
@@ -318,7 +320,7 @@ public final class ChannelLogFollower: Sendable {
         guard !fresh.isEmpty else { return starts }
         let before = followed
         for follow in fresh { followed[follow.key] = follow.generation }
-        let wanted = Set(followed.keys.lazy.map(ChannelLogShards.shard(of:)))
+        let wanted = Self.shards(of: followed)
         let new = wanted.subtracting(shards.shards)
         shards.set(wanted)
         do {
@@ -338,10 +340,15 @@ public final class ChannelLogFollower: Sendable {
             }
         } catch {
             for follow in fresh where before[follow.key] == nil { followed[follow.key] = nil }
-            shards.set(Set(followed.keys.lazy.map(ChannelLogShards.shard(of:))))
+            shards.set(Self.shards(of: followed))
             throw error
         }
         return starts
+    }
+
+    /// The shards the followed channels' notifications come on.
+    private static func shards(of followed: [ChannelLogKey: UInt64]) -> Set<Int> {
+        Set(followed.keys.lazy.map(ChannelLogShards.shard(of:)))
     }
 
     /// Moves the cursor back when the database's timeline is not the one followed; returns
@@ -377,7 +384,7 @@ public final class ChannelLogFollower: Sendable {
 
     /// Keeps one connection listening; wakes the reader on every notification and after every
     /// (re)connection.
-    private func listen(wake: AsyncStream<Void>.Continuation, pending: NIOLockedValueBox<Pending>, recheck: NIOLockedValueBox<Bool>,
+    private func listen(wake: AsyncStream<Void>.Continuation, announce: @Sendable ([ChannelLogEntry]?) -> Void, recheck: NIOLockedValueBox<Bool>,
                         urgency: NIOLockedValueBox<Urgency>, deliver: @Sendable (Event) async -> Void) async {
         // What the node was last told (nil: nothing yet). The first connection reports the link
         // up (a catch-up for what the node missed); a first attempt that fails reports it down:
@@ -394,11 +401,7 @@ public final class ChannelLogFollower: Sendable {
                     recheck.withLockedValue { $0 = true }   // it may be another server now (a failover)
                     urgency.withLockedValue { $0.listening = true }
                     wake.yield()   // the catch-up read after a (re)connection
-                    for try await notification in notifications {
-                        let entries = ChannelLogNotice.decode(notification.payload)
-                        pending.withLockedValue { $0.announce(entries) }
-                        wake.yield()
-                    }
+                    for try await notification in notifications { announce(ChannelLogNotice.decode(notification.payload)) }
                 }
                 // The notifications ended without an error: the connection closed all the same.
                 throw PostgresChannelLogError("the listening connection closed")

@@ -103,8 +103,8 @@ public struct PostgresChannelLog: Sendable {
     }
 
     /// A plain wake-up of every node's follower on `rtm_log` (they read the log).
-    public func notify(payload: String = "") async throws {
-        try await notify([(channel: Self.notificationChannel, payload: payload)])
+    public func notify() async throws {
+        try await notify([(channel: Self.notificationChannel, payload: "")])
     }
 
     /// Where a new follower starts: the horizon now, each channel's number, epoch and timeline
@@ -187,7 +187,8 @@ public struct PostgresChannelLog: Sendable {
     }
 
     /// Up to `limit` rows after `cursor` whose transactions, and every older one, have ended;
-    /// and the cursor after them (unchanged when there are none). `following`: only these
+    /// and the cursor after them: after the last row, or at the horizon when fewer than `limit`
+    /// came (every older row was passed over; unchanged when none ended). `following`: only these
     /// data channels' rows (and always the cluster's own channels, `ChannelLogShards`); nil:
     /// every channel's.
     public func read(after cursor: ChannelLogCursor, following: Set<ChannelLogKey>? = nil,

@@ -52,6 +52,12 @@ extension ClusterTests {
             #expect(await subEvents.first(within: soon) { $0.messageEvent?.text == "late-3" } != nil)
             let seen = await Self.received(subEvents)
             #expect(seen.map(\.seq) == [6, 7, 8])   // from the cluster's position on, once
+            // What each node says of it: b follows one channel and was delivered its 3 messages;
+            // a, the publisher's node, was delivered none.
+            let (onA, onB) = (try await MetricsTests.scrape(a.port), try await MetricsTests.scrape(b.port))
+            #expect(onB["rtm_cluster_channels_followed"] == 1 && onA["rtm_cluster_channels_followed"] == 0)
+            #expect(onB["rtm_cluster_messages_applied_total"] == 3, "b: \(onB["rtm_cluster_messages_applied_total"])")
+            #expect(onA["rtm_cluster_messages_applied_total"] == 0)
 
             // A channel node b never followed, resumed from number 1: the start brings 2…4 from the log.
             for i in 1...4 { _ = try await alice.publish(channel: "lobby", message: "lobby-\(i)") }
@@ -68,6 +74,7 @@ extension ClusterTests {
             // The subscriber leaves: after the replay window without one, b stops following.
             try await sub.unsubscribe("room")
             #expect(try await Self.eventually { !Self.follows(b) && !Self.follows(b, lobby) })
+            #expect(try await MetricsTests.scrape(b.port)["rtm_cluster_channels_followed"] == 0)
             for i in 1...2 { _ = try await alice.publish(channel: "room", message: "after-\(i)") }
             try await Task.sleep(for: .milliseconds(300))
             #expect(!Self.holds(b))

@@ -15,8 +15,8 @@ import NIOCore
 /// `rtm_cluster_publish_failures_total` (publishes answered with an error: refused or failed),
 /// `rtm_cluster_fenced_total` (times the others declared this node dead),
 /// `rtm_cluster_channels_followed` (channels the backplane delivers to this node: those it has
-/// subscribers or replay buffers for), `rtm_cluster_messages_applied_total` (channel messages
-/// it delivered to this node).
+/// subscribers or replay buffers for), `rtm_cluster_messages_applied_total` (message-channel
+/// messages it delivered to this node; stream topics and the cluster's own events not counted).
 final class ClusterStatus: Sendable {
     private struct State {
         var databaseUp = true
@@ -143,13 +143,14 @@ final class ClusterStatus: Sendable {
         commitTimer?.recordNanoseconds(nanoseconds)
     }
 
-    /// The newest message of a batch applied here was published `millis` ago.
+    /// A batch applied here: `count` message-channel messages, the newest published `lagMillis` ago.
     func applied(_ count: Int, lagMillis: Int64) {
         lagGauge?.record(Double(max(0, lagMillis)) / 1000)
         appliedCounter?.increment(by: Int64(count))
     }
 
-    /// How many channels the backplane delivers to this node now (`ChannelInterest`).
+    /// How many channels the backplane delivers to this node, or is starting to (`ChannelInterest`;
+    /// set at each scrape).
     func followed(_ count: Int) {
         followedGauge?.record(count)
     }

@@ -128,7 +128,6 @@ extension Hub {
                                metadata: ["channels": "\(follows.count)", "error": "\(error)"])
                 let now = NIODeadline.now()
                 modify { $0.followFailed(follows, now: now) }
-                cluster.followed(state.withLockedValue { $0.interest.count })
             }
         }
     }
@@ -141,7 +140,6 @@ extension Hub {
         if let gap { applyGaps([gap]) }
         if !messages.isEmpty { applyCommitted(messages) }
         for waiter in waiters { waiter.succeed(true) }
-        cluster.followed(state.withLockedValue { $0.interest.count })
     }
 
     /// One event of the backplane.
@@ -149,8 +147,9 @@ extension Hub {
         switch event {
         case .messages(let all):
             let messages = applyControl(all)   // the cluster's session and presence events
-            applyCommitted(deliverTopicMessages(messages))   // topic messages (Hub+ClusterStream) first
-            if let newest = messages.map(\.millis).max() { cluster.applied(messages.count, lagMillis: Self.wallMillis - newest) }
+            let channelMessages = deliverTopicMessages(messages)   // topic messages (Hub+ClusterStream) first
+            applyCommitted(channelMessages)
+            if let newest = messages.map(\.millis).max() { cluster.applied(channelMessages.count, lagMillis: Self.wallMillis - newest) }
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
         case .positions(let positions):

@@ -53,7 +53,6 @@ extension Hub {
                 follow(follows)
             case .unfollow(let follows):
                 configuration.backplane?.unfollow(follows)
-                cluster.followed(state.withLockedValue { $0.interest.count })
             case .answerFollow(let waiters, let followed):
                 for waiter in waiters { waiter.succeed(followed) }
             case .log(let level, let message, let metadata):
