@@ -1,9 +1,12 @@
 import Foundation
 import NIOCore
 
-/// The payload of the `NOTIFY rtm_log` a node sends after its commits: the messages it just
-/// committed, so that every follower can deliver them without reading them back (else each
-/// commit costs one read of the log per node, and a read round trip of latency).
+/// The payload of the `NOTIFY` a node's commit sends (on `rtm_log` or a shard's channel,
+/// `ChannelLogShards`): the messages it committed, so that every follower can deliver them
+/// without reading them back (else each commit costs one read of the log per node, and a read
+/// round trip of latency). The database builds it in the append's transaction, from the
+/// numbers it gives (`rtm_append_notify`, migration 10, with `rawLimit` and `maxMessages`
+/// from here); `encode` is the same form in Swift, against which the database's is tested.
 ///
 /// A notification is only a shortcut, never the record: followers still read the log when they
 /// poll, after every reconnection and on a notification without messages (a batch too large for
@@ -21,7 +24,7 @@ public enum ChannelLogNotice {
     public static let maxBytes = 7_900
     private static let prefix = "1:"
     /// The most bytes before base64 that fit `maxBytes` after it.
-    private static let rawLimit = (maxBytes - prefix.utf8.count) / 4 * 3
+    static let rawLimit = (maxBytes - prefix.utf8.count) / 4 * 3
     /// The most messages one notification can carry: each takes at least 31 bytes (five
     /// lengths, seq, millis, flags and the payload's length).
     public static let maxMessages = rawLimit / 31

@@ -104,11 +104,17 @@ enum ChannelLogStatements {
     /// Fenced in the same statement: a node the others declared dead (its `rtm_node` row marked,
     /// `NodeRegistry`) appends nothing and gets no numbers back, even when it was paused between
     /// its lease check and this statement (`PostgresChannelLog.append` throws `NodeFenced`).
+    ///
+    /// Announced in the same transaction (`rtm_append_notify`, migration 10), when `notify`
+    /// names each item's notification channel: one `NOTIFY` per channel with its new messages
+    /// in `ChannelLogNotice`'s form, built by the database from the numbers it gave (or empty
+    /// when they do not fit: the followers read), sent by PostgreSQL at the commit.
     struct Append: PostgresPreparedStatement {
-        static let name = "rtm_log_append_v5"
+        static let name = "rtm_log_append_v6"
         static let sql = """
-            SELECT r_seq, r_epoch, r_resent FROM rtm_append($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[],
-                $7::bool[], $8::text[], $9::bool[], $10::bool[], $11::bytea[], $12::int8[], $13::text, $14::int8)
+            SELECT r_seq, r_epoch, r_resent FROM rtm_append_notify($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[],
+                $7::bool[], $8::text[], $9::bool[], $10::bool[], $11::bytea[], $12::int8[], $13::text, $14::int8, $15::text[], $16::int4,
+                $17::int4)
             """
         typealias Row = PostgresRow
 
@@ -121,14 +127,17 @@ enum ChannelLogStatements {
         var node: String
         /// The oldest publish time a resend's first copy can have (the resend window's start).
         var sinceMillis: Int64
+        /// Each item's notification channel (`ChannelLogShards`); empty: no `NOTIFY`.
+        var notify: [String] = []
 
         func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 14)
+            var bindings = PostgresBindings(capacity: 17)
             bindings.append(apps); bindings.append(channels)
             bindings.append(rowApps); bindings.append(rowChannels); bindings.append(publishers)
             bindings.append(msgIds); bindings.append(hasMsgId); bindings.append(customTypes); bindings.append(hasCustomType)
             bindings.append(isText); bindings.append(payloads); bindings.append(millis)
             bindings.append(node); bindings.append(sinceMillis)
+            bindings.append(notify); bindings.append(Int32(ChannelLogNotice.rawLimit)); bindings.append(Int32(ChannelLogNotice.maxMessages))
             return bindings
         }
 

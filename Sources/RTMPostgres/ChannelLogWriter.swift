@@ -2,8 +2,10 @@ import Logging
 import PostgresNIO
 
 /// A node's one writer to the channel log: group commit. Publishes that arrive while a
-/// transaction runs wait and go into the next one together (one transaction and one wake-up
-/// for many messages, sized by load), so the database sees few, large transactions.
+/// transaction runs wait and go into the next one together (one transaction for many
+/// messages, sized by load), so the database sees few, large transactions. Each transaction
+/// announces its messages to the followers at its commit (`PostgresChannelLog.append`'s
+/// `announce`: its `NOTIFY`s carry them when they fit `ChannelLogNotice`).
 public actor ChannelLogWriter {
     private struct Waiting {
         let items: [ChannelLogAppend]
@@ -18,13 +20,6 @@ public actor ChannelLogWriter {
     /// The group commit in flight (cancelled by `abandonInFlight`).
     private var current: Task<[ChannelLogReceipt], any Error>?
     private var running = false
-    private var notifying = false
-    /// Messages committed and not yet announced (`ChannelLogNotice`), by the notification
-    /// channel that carries them (`ChannelLogShards`); nil for a channel: more than one
-    /// notification can carry, announced there with a plain wake-up.
-    private var unannounced: [String: [ChannelLogEntry]?] = [:]
-    /// How many messages `unannounced` holds.
-    private var unannouncedCount = 0
     /// Transactions committed so far.
     public private(set) var commits = 0
     /// Messages committed so far.
@@ -66,7 +61,7 @@ public actor ChannelLogWriter {
             do {
                 let (log, node, items) = (self.log, self.node, batch.flatMap(\.items))
                 // A task of its own, so that `abandonInFlight` can cancel it.
-                let commit = Task { try await log.append(items, node: node) }
+                let commit = Task { try await log.append(items, node: node, announce: true) }
                 current = commit
                 let outcome = await commit.result
                 current = nil
@@ -78,7 +73,6 @@ public actor ChannelLogWriter {
                     request.continuation.resume(returning: Array(receipts[start..<(start + request.items.count)]))
                     start += request.items.count
                 }
-                wakeFollowers(announcing: items, receipts)
             } catch {
                 current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
@@ -94,50 +88,5 @@ public actor ChannelLogWriter {
     /// delivered though its publisher was told it failed).
     public func abandonInFlight() {
         current?.cancel()
-    }
-
-    /// One `NOTIFY` statement at a time, outside every publish transaction, carrying the
-    /// messages committed since the last one on their channels' notification channels
-    /// (`ChannelLogShards`: a node is sent only the shards it follows) when they fit
-    /// (`ChannelLogNotice`; else a plain wake-up on that notification channel, and its
-    /// followers read); commits during one are covered by one more. A batch larger than
-    /// `ChannelLogNotice.maxMessages` is not turned into entries at all (the high-rate case:
-    /// large group commits), only into wake-ups.
-    private func wakeFollowers(announcing items: [ChannelLogAppend], _ receipts: [ChannelLogReceipt]) {
-        let fits = unannouncedCount + items.count <= ChannelLogNotice.maxMessages
-        var last: (appId: String, channel: String, name: String)?
-        for (item, receipt) in zip(items, receipts) where !receipt.resent {   // resends were not stored
-            let name: String
-            if let last, last.appId == item.appId, last.channel == item.channel {
-                name = last.name
-            } else {
-                name = ChannelLogShards.notificationChannel(for: ChannelLogKey(appId: item.appId, channel: item.channel))
-                last = (item.appId, item.channel, name)
-            }
-            guard fits else {
-                unannounced[name] = .some(nil)
-                continue
-            }
-            unannounced[name, default: []]?.append(
-                ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
-                                node: node, msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
-                                millis: item.millis))
-            unannouncedCount += 1
-        }
-        guard !notifying, !unannounced.isEmpty else { return }
-        notifying = true
-        Task {
-            repeat {
-                let batch = unannounced
-                unannounced = [:]
-                unannouncedCount = 0
-                do {
-                    try await log.notify(batch.map { (channel: $0.key, payload: $0.value.flatMap(ChannelLogNotice.encode) ?? "") })
-                } catch {
-                    logger.debug("NOTIFY failed (followers poll)", metadata: ["error": "\(error)"])
-                }
-            } while !unannounced.isEmpty
-            notifying = false
-        }
     }
 }

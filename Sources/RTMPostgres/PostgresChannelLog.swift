@@ -55,7 +55,12 @@ public struct PostgresChannelLog: Sendable {
     /// new timeline) starts its epoch: `ChannelLogStart.firstEpoch`. An item whose publisher's
     /// message id was committed within the resend window (by any node, or earlier in `items`)
     /// is not stored again: its receipt is the first copy's, marked `resent` (SPEC M-3).
-    public func append(_ items: [ChannelLogAppend], node: String) async throws -> [ChannelLogReceipt] {
+    ///
+    /// With `announce`, the new messages are announced to the followers in the same transaction
+    /// (`NOTIFY` on each one's notification channel, `ChannelLogShards`, carrying them when they
+    /// fit `ChannelLogNotice`): they hear of them at the commit. Without (a writer that never
+    /// notifies, as a node dying at its commit would), followers find them when they read.
+    public func append(_ items: [ChannelLogAppend], node: String, announce: Bool = false) async throws -> [ChannelLogReceipt] {
         guard !items.isEmpty else { return [] }
         // A fixed lock order for every writer.
         let keys = Set(items.lazy.map { ChannelLogKey(appId: $0.appId, channel: $0.channel) })
@@ -68,6 +73,16 @@ public struct PostgresChannelLog: Sendable {
             statement.msgIds.append(Int64(bitPattern: item.msgId ?? 0)); statement.hasMsgId.append(item.msgId != nil)
             statement.customTypes.append(item.customType ?? ""); statement.hasCustomType.append(item.customType != nil)
             statement.isText.append(item.isText); statement.payloads.append(item.payload); statement.millis.append(item.millis)
+        }
+        if announce {
+            var last: (key: ChannelLogKey, name: String)?
+            statement.notify = items.map { item in
+                let key = ChannelLogKey(appId: item.appId, channel: item.channel)
+                if let last, last.key == key { return last.name }
+                let name = ChannelLogShards.notificationChannel(for: key)
+                last = (key, name)
+                return name
+            }
         }
         // Everything in one prepared statement, committed on its own (one round trip, where a
         // BEGIN / bump / insert / COMMIT transaction took four).

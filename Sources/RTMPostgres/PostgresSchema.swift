@@ -249,6 +249,65 @@ public enum PostgresSchema {
         END
         $fn$
         """],
+        // 10: appends that announce themselves in their own commit (`rtm_append_notify`,
+        // `ChannelLogStatements.Append`): migration 9's `rtm_append` (its numbering, resend and
+        // fencing rules), then the new messages' `NOTIFY`, one per notification channel
+        // (`ChannelLogShards`), with the messages in `ChannelLogNotice`'s form (or empty when
+        // they do not fit: a plain wake-up). PostgreSQL sends a transaction's notifications at
+        // its commit, so the followers hear of a message as its writer does, without a second
+        // statement and transaction per commit. Nodes of the previous release keep their own
+        // statements.
+        ["""
+        -- A text in the notice's form: its length in 2 bytes, then its UTF-8. One expression, and
+        -- STABLE as convert_to is, so that the planner inlines it (else it is a call per field).
+        CREATE OR REPLACE FUNCTION rtm_notice_field(x text) RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE
+        AS 'SELECT substring(int4send(octet_length(convert_to(x, ''UTF8''))) FROM 3 FOR 2) || convert_to(x, ''UTF8'')'
+        """, """
+        CREATE OR REPLACE FUNCTION rtm_append_notify(k_app text[], k_channel text[], i_app text[], i_channel text[], i_publisher text[],
+                                          i_msg int8[], i_has_msg bool[], i_type text[], i_has_type bool[], i_text bool[],
+                                          i_payload bytea[], i_ts int8[], writer text, since int8,
+                                          i_notify text[], notice_bytes int4, notice_messages int4)
+        RETURNS TABLE (r_seq int8, r_epoch text, r_resent bool) LANGUAGE plpgsql VOLATILE
+        SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $fn$
+        DECLARE
+            seqs int8[];
+            epochs text[];
+            resent bool[];
+        BEGIN
+            -- Numbered and stored by migration 9's `rtm_append` (its rules, its locks).
+            SELECT array_agg(r.r_seq ORDER BY r.o), array_agg(r.r_epoch ORDER BY r.o), array_agg(r.r_resent ORDER BY r.o)
+            INTO seqs, epochs, resent
+            FROM rtm_append(k_app, k_channel, i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type, i_has_type, i_text, i_payload,
+                            i_ts, writer, since) WITH ORDINALITY AS r(r_seq, r_epoch, r_resent, o);
+            -- Fenced: no numbers, nothing stored, nothing announced.
+            IF seqs IS NULL THEN RETURN; END IF;
+            -- The new messages (resends were not stored), by notification channel; no channels
+            -- given: announced by nobody.
+            IF cardinality(i_notify) = cardinality(i_app) THEN
+                IF cardinality(i_app) <= notice_messages THEN
+                    PERFORM pg_notify(e.ch, CASE WHEN sum(octet_length(e.entry)) <= notice_bytes
+                                                 THEN '1:' || translate(encode(string_agg(e.entry, ''::bytea ORDER BY e.i), 'base64'), E'\\n', '')
+                                                 ELSE '' END)
+                    FROM (SELECT u.ch, u.i,
+                                 rtm_notice_field(u.a) || rtm_notice_field(u.c) || rtm_notice_field(u.e) || rtm_notice_field(u.p)
+                                 || rtm_notice_field(writer) || int8send(u.s) || int8send(u.ts)
+                                 || set_byte('\\x00'::bytea, 0, CASE WHEN u.h THEN 1 ELSE 0 END + CASE WHEN u.ht THEN 2 ELSE 0 END
+                                                                + CASE WHEN u.x THEN 4 ELSE 0 END)
+                                 || CASE WHEN u.h THEN int8send(u.m) ELSE ''::bytea END
+                                 || CASE WHEN u.ht THEN rtm_notice_field(u.t) ELSE ''::bytea END
+                                 || int4send(octet_length(u.b)) || u.b AS entry
+                          FROM unnest(i_notify, i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type, i_has_type, i_text, i_payload,
+                                      i_ts, seqs, epochs, resent) WITH ORDINALITY AS u(ch, a, c, p, m, h, t, ht, x, b, ts, s, e, r, i)
+                          WHERE NOT u.r) AS e
+                    GROUP BY e.ch;
+                ELSE
+                    PERFORM pg_notify(w.ch, '') FROM (SELECT DISTINCT u.ch FROM unnest(i_notify, resent) AS u(ch, r) WHERE NOT u.r) AS w;
+                END IF;
+            END IF;
+            RETURN QUERY SELECT * FROM unnest(seqs, epochs, resent);
+        END
+        $fn$
+        """],
     ]
 
     /// The version a fully migrated database has.

@@ -531,6 +531,55 @@ struct ChannelLogNoticeTests {
         #expect(ChannelLogNotice.decode("{\"v\":2,\"m\":[]}") == nil)
     }
 
+    @Test("M-2: the database builds a commit's notification in the form the nodes read: the text ChannelLogNotice.encode gives for the numbers committed, every field; a resend is not in it; a batch too large for a notification is a plain wake-up; an append not announced sends nothing")
+    func databaseBuildsTheNotice() async throws {
+        try await PostgresChannelLogTests().withDatabase { server, clients in
+            try await PostgresSchema.migrate(clients[0], logger: PostgresChannelLogTests.logger)
+            let log = PostgresChannelLog(client: clients[0], logger: PostgresChannelLogTests.logger)
+            let listener = PostgresListener(location: try PostgresLocation(url: server.url + "?sslmode=disable"))
+            let shard = ChannelLogShards.notificationChannel(for: ChannelLogKey(appId: "app", channel: "room"))
+            func entries(_ items: [ChannelLogAppend], _ receipts: [ChannelLogReceipt]) -> [ChannelLogEntry] {
+                zip(items, receipts).map { item, receipt in
+                    ChannelLogEntry(appId: item.appId, channel: item.channel, seq: receipt.seq, epoch: receipt.epoch, publisher: item.publisher,
+                                    node: "n1", msgId: item.msgId, customType: item.customType, isText: item.isText, payload: item.payload,
+                                    millis: item.millis)
+                }
+            }
+            let task = Task {
+                try await listener.listen(on: shard, logger: PostgresChannelLogTests.logger) { notifications in
+                    var next = notifications.makeAsyncIterator()
+                    let items = [
+                        ChannelLogAppend(appId: "app", channel: "room", publisher: "bób", msgId: UInt64.max, customType: "tÿpe", isText: false,
+                                         payload: ByteBuffer(bytes: [0, 1, 255]), millis: Int64(Date().timeIntervalSince1970 * 1000)),
+                        ChannelLogAppend(appId: "app", channel: "room", publisher: "alice", msgId: nil, customType: nil, isText: true,
+                                         payload: ByteBuffer(string: "hé"), millis: 1),
+                    ]
+                    let receipts = try await log.append(items, node: "n1", announce: true)
+                    #expect(try await next.next()?.payload == ChannelLogNotice.encode(entries(items, receipts)))
+                    // A resend of the first (within the resend window) beside a new message: only the new one.
+                    let fresh = item("room", 3)
+                    let again = try await log.append([items[0], fresh], node: "n1", announce: true)
+                    #expect(again[0].resent && again[0].seq == receipts[0].seq)
+                    #expect(try await next.next()?.payload == ChannelLogNotice.encode(entries([fresh], [again[1]])))
+                    // Too large to carry: an empty notification (the followers read).
+                    var large = item("room", 4)
+                    large.payload = ByteBuffer(repeating: 65, count: ChannelLogNotice.maxBytes)
+                    _ = try await log.append([large], node: "n1", announce: true)
+                    #expect(try await next.next()?.payload == "")
+                    // Not announced: the next notification is the next announced append's.
+                    _ = try await log.append([item("room", 5)], node: "n1")
+                    let last = item("room", 6)
+                    let lastReceipts = try await log.append([last], node: "n1", announce: true)
+                    #expect(try await next.next()?.payload == ChannelLogNotice.encode(entries([last], lastReceipts)))
+                }
+            }
+            // Bounded: a notification that never comes fails the test instead of hanging it.
+            let watchdog = Task { try await Task.sleep(for: .seconds(20)); task.cancel() }
+            defer { watchdog.cancel() }
+            try await task.value
+        }
+    }
+
     private func item(_ channel: String, _ n: Int) -> ChannelLogAppend {
         ChannelLogAppend(appId: "app", channel: channel, publisher: "alice", msgId: UInt64(n), customType: nil, isText: true,
                          payload: ByteBuffer(string: "m\(n)"), millis: Int64(n))
