@@ -270,41 +270,48 @@ public enum PostgresSchema {
         RETURNS TABLE (r_seq int8, r_epoch text, r_resent bool) LANGUAGE plpgsql VOLATILE
         SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $fn$
         DECLARE
-            seqs int8[];
-            epochs text[];
-            resent bool[];
+            announcing bool := cardinality(i_notify) = cardinality(i_app);
+            j int := 0;
+            k int;
+            channels text[] := '{}';
+            bodies bytea[] := '{}';
         BEGIN
-            -- Numbered and stored by migration 9's `rtm_append` (its rules, its locks).
-            SELECT array_agg(r.r_seq ORDER BY r.o), array_agg(r.r_epoch ORDER BY r.o), array_agg(r.r_resent ORDER BY r.o)
-            INTO seqs, epochs, resent
-            FROM rtm_append(k_app, k_channel, i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type, i_has_type, i_text, i_payload,
-                            i_ts, writer, since) WITH ORDINALITY AS r(r_seq, r_epoch, r_resent, o);
-            -- Fenced: no numbers, nothing stored, nothing announced.
-            IF seqs IS NULL THEN RETURN; END IF;
-            -- The new messages (resends were not stored), by notification channel; no channels
-            -- given: announced by nobody.
-            IF cardinality(i_notify) = cardinality(i_app) THEN
-                IF cardinality(i_app) <= notice_messages THEN
-                    PERFORM pg_notify(e.ch, CASE WHEN sum(octet_length(e.entry)) <= notice_bytes
-                                                 THEN '1:' || translate(encode(string_agg(e.entry, ''::bytea ORDER BY e.i), 'base64'), E'\\n', '')
-                                                 ELSE '' END)
-                    FROM (SELECT u.ch, u.i,
-                                 rtm_notice_field(u.a) || rtm_notice_field(u.c) || rtm_notice_field(u.e) || rtm_notice_field(u.p)
-                                 || rtm_notice_field(writer) || int8send(u.s) || int8send(u.ts)
-                                 || set_byte('\\x00'::bytea, 0, CASE WHEN u.h THEN 1 ELSE 0 END + CASE WHEN u.ht THEN 2 ELSE 0 END
-                                                                + CASE WHEN u.x THEN 4 ELSE 0 END)
-                                 || CASE WHEN u.h THEN int8send(u.m) ELSE ''::bytea END
-                                 || CASE WHEN u.ht THEN rtm_notice_field(u.t) ELSE ''::bytea END
-                                 || int4send(octet_length(u.b)) || u.b AS entry
-                          FROM unnest(i_notify, i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type, i_has_type, i_text, i_payload,
-                                      i_ts, seqs, epochs, resent) WITH ORDINALITY AS u(ch, a, c, p, m, h, t, ht, x, b, ts, s, e, r, i)
-                          WHERE NOT u.r) AS e
-                    GROUP BY e.ch;
-                ELSE
-                    PERFORM pg_notify(w.ch, '') FROM (SELECT DISTINCT u.ch FROM unnest(i_notify, resent) AS u(ch, r) WHERE NOT u.r) AS w;
+            IF NOT announcing OR cardinality(i_app) > notice_messages THEN
+                RETURN QUERY SELECT * FROM rtm_append(k_app, k_channel, i_app, i_channel, i_publisher, i_msg, i_has_msg, i_type,
+                                                      i_has_type, i_text, i_payload, i_ts, writer, since);
+                -- More than a notification can carry: a plain wake-up on each channel (none when
+                -- fenced: nothing was stored). No channels given: announced by nobody.
+                IF FOUND AND announcing THEN
+                    PERFORM pg_notify(w.ch, '') FROM (SELECT DISTINCT ch FROM unnest(i_notify) AS ch) AS w;
                 END IF;
+                RETURN;
             END IF;
-            RETURN QUERY SELECT * FROM unnest(seqs, epochs, resent);
+            -- Numbered and stored by migration 9's `rtm_append` (its rules, its locks; no rows
+            -- when fenced), in item order; each new message (a resend was not stored) added to
+            -- its notification channel's text. Simple expressions, no query per item.
+            FOR r_seq, r_epoch, r_resent IN SELECT * FROM rtm_append(k_app, k_channel, i_app, i_channel, i_publisher, i_msg, i_has_msg,
+                                                                     i_type, i_has_type, i_text, i_payload, i_ts, writer, since) LOOP
+                j := j + 1;
+                RETURN NEXT;
+                CONTINUE WHEN r_resent;
+                k := array_position(channels, i_notify[j]);
+                IF k IS NULL THEN
+                    channels := channels || i_notify[j];
+                    bodies := bodies || ''::bytea;
+                    k := cardinality(channels);
+                END IF;
+                bodies[k] := bodies[k] || rtm_notice_field(i_app[j]) || rtm_notice_field(i_channel[j]) || rtm_notice_field(r_epoch)
+                    || rtm_notice_field(i_publisher[j]) || rtm_notice_field(writer) || int8send(r_seq) || int8send(i_ts[j])
+                    || set_byte('\\x00'::bytea, 0, CASE WHEN i_has_msg[j] THEN 1 ELSE 0 END + CASE WHEN i_has_type[j] THEN 2 ELSE 0 END
+                                                   + CASE WHEN i_text[j] THEN 4 ELSE 0 END)
+                    || CASE WHEN i_has_msg[j] THEN int8send(i_msg[j]) ELSE ''::bytea END
+                    || CASE WHEN i_has_type[j] THEN rtm_notice_field(i_type[j]) ELSE ''::bytea END
+                    || int4send(octet_length(i_payload[j])) || i_payload[j];
+            END LOOP;
+            FOR k IN 1..cardinality(channels) LOOP
+                PERFORM pg_notify(channels[k], CASE WHEN octet_length(bodies[k]) <= notice_bytes
+                                                    THEN '1:' || translate(encode(bodies[k], 'base64'), E'\\n', '') ELSE '' END);
+            END LOOP;
         END
         $fn$
         """],

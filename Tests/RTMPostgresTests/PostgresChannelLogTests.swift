@@ -531,7 +531,7 @@ struct ChannelLogNoticeTests {
         #expect(ChannelLogNotice.decode("{\"v\":2,\"m\":[]}") == nil)
     }
 
-    @Test("M-2: the database builds a commit's notification in the form the nodes read: the text ChannelLogNotice.encode gives for the numbers committed, every field; a resend is not in it; a batch too large for a notification is a plain wake-up; an append not announced sends nothing")
+    @Test("M-2: the database builds a commit's notification in the form the nodes read: the text ChannelLogNotice.encode gives for the numbers committed, every field; a resend is not in it; a batch too large for a notification, or of more messages than it holds, is a plain wake-up; an append not announced sends nothing")
     func databaseBuildsTheNotice() async throws {
         try await PostgresChannelLogTests().withDatabase { server, clients in
             try await PostgresSchema.migrate(clients[0], logger: PostgresChannelLogTests.logger)
@@ -565,6 +565,10 @@ struct ChannelLogNoticeTests {
                     var large = item("room", 4)
                     large.payload = ByteBuffer(repeating: 65, count: ChannelLogNotice.maxBytes)
                     _ = try await log.append([large], node: "n1", announce: true)
+                    #expect(try await next.next()?.payload == "")
+                    // More messages than a notification can hold: one plain wake-up.
+                    let many = (0...ChannelLogNotice.maxMessages).map { item("room", 1_000 + $0) }
+                    _ = try await log.append(many, node: "n1", announce: true)
                     #expect(try await next.next()?.payload == "")
                     // Not announced: the next notification is the next announced append's.
                     _ = try await log.append([item("room", 5)], node: "n1")
