@@ -30,7 +30,7 @@ extension ClusterTests {
         return true
     }
 
-    @Test("Interest: a node is sent a channel's messages only while it has subscribers (or the replay window after them): a first subscriber gets the cluster's position and everything after it once; a position older than the node's start is replayed from the log; unused, the channel stops")
+    @Test("M-2 across nodes, interest: a node is sent a channel's messages only while it has subscribers (or the replay window after them): a first subscriber gets the cluster's position and everything after it once; a position older than the node's start is replayed from the log; unused, the channel stops")
     func followsOnlyChannelsInUse() async throws {
         try await withCluster(configure: { _, _, _, configuration in
             configuration.channelReplayWindow = .milliseconds(600)

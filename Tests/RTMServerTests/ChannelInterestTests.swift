@@ -25,7 +25,7 @@ struct ChannelInterestTests {
         return state
     }
 
-    @Test("One follow per channel however many requests wait; a stop names its follow; a single node never waits")
+    @Test("M-2 across nodes: one follow per channel however many requests wait; a stop names its follow; a single node never waits")
     func interestValue() {
         var interest = ChannelInterest(followsEverything: false)
         let first = loop.makePromise(of: Bool.self), second = loop.makePromise(of: Bool.self)
@@ -50,7 +50,7 @@ struct ChannelInterestTests {
         #expect(single.need(key, waiter: nil) == .ready && single.isFollowed(key))
     }
 
-    @Test("A channel in use is not stopped: a subscriber back before the idle time ends the idleness")
+    @Test("M-2 across nodes: a channel in use is not stopped: a subscriber back before the idle time ends the idleness")
     func inUseIsKept() {
         var interest = ChannelInterest(followsEverything: false)
         _ = interest.need(key, waiter: nil)
@@ -83,7 +83,7 @@ struct ChannelInterestTests {
         waiter.succeed(true)
     }
 
-    @Test("A follow tried again for subscribers already here: what they missed is delivered after a gap for what the start could not bring")
+    @Test("M-2 across nodes: a follow tried again for subscribers already here: what they missed is delivered after a gap for what the start could not bring")
     func retryCatchesUpSubscribers() {
         var state = clusterState(replayMax: 2)
         state.setLoop(0, hasSubscribers: true, channel: key)
@@ -95,7 +95,7 @@ struct ChannelInterestTests {
         #expect(messages.map(\.seq) == [4, 5])
     }
 
-    @Test("A failed follow answers its requests false; a channel with subscribers here is asked for again after the retry interval, from where they stand")
+    @Test("M-2 across nodes: a failed follow answers its requests false; a channel with subscribers here is asked for again after the retry interval, from where they stand")
     func failedFollowRetries() throws {
         var state = clusterState()
         let waiter = loop.makePromise(of: Bool.self)
@@ -113,7 +113,7 @@ struct ChannelInterestTests {
         waiter.succeed(false)
     }
 
-    @Test("The sweep stops following a channel without local subscribers for the replay window, and drops its buffer")
+    @Test("M-2 across nodes: the sweep stops following a channel without local subscribers for the replay window, and drops its buffer")
     func sweepStops() {
         var configuration = ServerConfiguration()
         configuration.channelReplayWindow = .seconds(1)
