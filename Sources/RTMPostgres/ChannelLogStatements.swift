@@ -58,31 +58,6 @@ enum ChannelLogStatements {
         func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
     }
 
-    /// The wake-up sent after a commit. It commits with `synchronous_commit` off: it stores
-    /// nothing (the rows it announces were flushed by their own commit), so waiting for a WAL
-    /// flush would only delay every listener; a wake-up lost in a crash is covered by polling.
-    struct Notify: PostgresPreparedStatement {
-        static let name = "rtm_log_notify_v3"
-        static let sql = """
-            SELECT set_config('synchronous_commit', 'off', true), pg_notify(n.channel, n.payload)
-            FROM unnest($1::text[], $2::text[]) AS n(channel, payload)
-            """
-        typealias Row = PostgresRow
-
-        /// The notification channels (`ChannelLogShards`), and each one's payload: the messages
-        /// just committed (`ChannelLogNotice`), or empty.
-        var channels: [String]
-        var payloads: [String]
-
-        func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            bindings.append(channels)
-            bindings.append(payloads)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
-    }
-
     /// One batch of publishes in one statement (`PostgresChannelLog.append`), through the
     /// `rtm_append` function (migration 9, `PostgresSchema`): the channels' counters are bumped
     /// in the fixed order of the key arrays, each new item gets its channel's numbers before

@@ -1,4 +1,3 @@
-import Logging
 import PostgresNIO
 
 /// A node's one writer to the channel log: group commit. Publishes that arrive while a
@@ -15,7 +14,6 @@ public actor ChannelLogWriter {
     private let log: PostgresChannelLog
     private let node: String
     private let maxBatch: Int
-    private let logger: Logger
     private var waiting: [Waiting] = []
     /// The group commit in flight (cancelled by `abandonInFlight`).
     private var current: Task<[ChannelLogReceipt], any Error>?
@@ -29,11 +27,10 @@ public actor ChannelLogWriter {
     /// that gets no answer within the log's `callTimeout` (a database that cannot be reached,
     /// a connection that died under it) fails, and its publishes are refused
     /// (`PostgresChannelLog`'s deadline, `BoundedCall`).
-    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000, logger: Logger) {
+    public init(log: PostgresChannelLog, node: String, maxBatch: Int = 5_000) {
         self.log = log
         self.node = node
         self.maxBatch = max(1, maxBatch)
-        self.logger = logger
     }
 
     /// Appends `items` (all committed in one transaction) and returns their receipts, in order.

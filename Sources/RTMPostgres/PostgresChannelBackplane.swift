@@ -45,7 +45,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         self.client = client
         let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, resendWindow: options.resendWindow, logger: logger)
         self.log = log
-        self.writer = ChannelLogWriter(log: log, node: node, logger: logger)
+        self.writer = ChannelLogWriter(log: log, node: node)
         self.follower = ChannelLogFollower(log: log, location: location, pollInterval: options.pollInterval,
                                            quietPollInterval: options.quietPollInterval, holdback: options.holdback,
                                            retryInterval: options.retryInterval, resendWindow: options.resendWindow,

@@ -105,23 +105,6 @@ public struct PostgresChannelLog: Sendable {
         return receipts
     }
 
-    /// Wakes the followers listening on each notification's channel (`rtm_log` or a shard's,
-    /// `ChannelLogShards`), with its payload (`ChannelLogNotice`, or empty: read the log). All in
-    /// one statement (one commit: PostgreSQL signals its listeners once). Sent after a commit,
-    /// never inside one.
-    public func notify(_ notifications: [(channel: String, payload: String)]) async throws {
-        guard !notifications.isEmpty else { return }
-        let statement = ChannelLogStatements.Notify(channels: notifications.map(\.channel), payloads: notifications.map(\.payload))
-        try await bounded("a NOTIFY") { [self] in
-            for try await _ in try await client.execute(statement, logger: logger) {}
-        }
-    }
-
-    /// A plain wake-up of every node's follower on `rtm_log` (they read the log).
-    public func notify() async throws {
-        try await notify([(channel: Self.notificationChannel, payload: "")])
-    }
-
     /// Where a new follower starts: the horizon now, each channel's number, epoch and timeline
     /// as committed in the same snapshot (rows at or below are already counted; rows above are
     /// read), and the database's timeline.

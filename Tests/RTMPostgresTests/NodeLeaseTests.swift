@@ -109,8 +109,7 @@ extension PostgresChannelLogTests {
             let left = try await log.messages(appId: "app", channel: "a", after: 0, limit: 10)
             #expect(left.map(\.seq) == [3] && String(buffer: left[0].payload) == "recent")
             // The follower still delivers what comes next.
-            _ = try await log.append([message("a", "next")], node: "n2")
-            try await log.notify()
+            _ = try await log.append([message("a", "next")], node: "n2", announce: true)
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "a#4" }) != nil)
         }
     }

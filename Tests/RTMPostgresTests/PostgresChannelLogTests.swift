@@ -187,7 +187,7 @@ struct PostgresChannelLogTests {
             let applied = try await withThrowingTaskGroup(of: [ChannelLogKey: Int64]?.self) { group in
                 for (index, client) in clients.prefix(2).enumerated() {
                     let writer = ChannelLogWriter(log: PostgresChannelLog(client: client, logger: Self.logger),
-                                                  node: "n\(index)", maxBatch: 7, logger: Self.logger)
+                                                  node: "n\(index)", maxBatch: 7)
                     for publisher in 0..<4 {
                         group.addTask {
                             for round in 0..<50 {
@@ -286,7 +286,7 @@ struct PostgresChannelLogTests {
     func followerCatchesUpAcrossRestart() async throws {
         try await withDatabase { server, clients in
             let (log, follower) = try await Self.follower(server, clients, pollInterval: .seconds(30))   // NOTIFY only
-            let writer = ChannelLogWriter(log: log, node: "n1", logger: Self.logger)
+            let writer = ChannelLogWriter(log: log, node: "n1")
             let (events, sink) = AsyncStream<String>.makeStream()
             let recorder = AsyncRecorder(events)
             let task = Task {
@@ -388,7 +388,7 @@ struct ChannelLogNoticeTests {
         try await PostgresChannelLogTests().withDatabase { server, clients in
             let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval,
                                                                              quietPollInterval: quietPollInterval, interest: interest)
-            let writer = ChannelLogWriter(log: log, node: "n1", logger: PostgresChannelLogTests.logger)
+            let writer = ChannelLogWriter(log: log, node: "n1")
             let (recorder, task) = record(follower)
             defer { task.cancel() }
             // Messages committed before the follower's start are not its to deliver: the body
