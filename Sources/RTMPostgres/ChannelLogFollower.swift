@@ -84,8 +84,9 @@ public final class ChannelLogFollower: Sendable {
     ///     100 ms).
     ///   - quietPollInterval: the read interval while the listening connection is up and no
     ///     number is missing (nil: `pollInterval`). It bounds how late a message whose
-    ///     notification never came (its node died between its commit and its `NOTIFY`) is
-    ///     delivered when nothing comes after it in its channel.
+    ///     notification never came (the database restarted between its commit and its
+    ///     notifications; a node of an earlier release, which notifies after its commit, died in
+    ///     between) is delivered when nothing comes after it in its channel.
     ///   - holdback: how long a missing number is waited for before it is a gap (default 5 s).
     ///   - retryInterval: the wait between attempts to reach the database (default 1 s).
     ///   - resendWindow, resendMemory: the message ids read back at the start (`ChannelLogStart.recentIds`).

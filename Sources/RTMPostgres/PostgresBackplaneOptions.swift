@@ -9,8 +9,10 @@ public struct PostgresBackplaneOptions: Sendable {
     /// connection down, a number missing, a read failed); default 100 ms.
     public var pollInterval: TimeAmount = .milliseconds(100)
     /// The follower's read interval while its listening connection is up and nothing is
-    /// missing (the reads then only find messages whose notification never came: their node
-    /// died between its commit and its `NOTIFY`); default 1 s. Never below `pollInterval`.
+    /// missing (the reads then only find messages whose notification never came: the database
+    /// restarted between their commit and its notifications, or a node of an earlier release,
+    /// which notifies after its commit, died in between); default 1 s. Never below
+    /// `pollInterval`.
     public var quietPollInterval: TimeAmount = .seconds(1)
     /// How long a missing number is waited for before it is a gap (M-2); default 5 s.
     public var holdback: TimeAmount = .seconds(5)
