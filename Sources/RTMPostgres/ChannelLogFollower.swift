@@ -7,8 +7,10 @@ import PostgresNIO
 /// Follows the channel log for one node: every message committed by any node, exactly once, in
 /// each channel's order (`ChannelLogOrdering`), handed to `deliver` in batches.
 ///
-/// A `NOTIFY rtm_log` (on the node's listening connection) carries the messages its node just
-/// committed (`ChannelLogNotice`): they are delivered from it, without a read. The follower
+/// The `NOTIFY` of each commit (on the node's listening connection: on `rtm_log` for the
+/// cluster's own channels, on a shard's channel for a data channel, `ChannelLogShards`)
+/// carries the messages committed (`ChannelLogNotice`): they are delivered from it, without a
+/// read. The follower
 /// also reads the log whatever happens (a notification is only a shortcut: one can be lost
 /// with a connection or a node): every `quietPollInterval` while its listening connection is
 /// up and nothing is missing, every `pollInterval` while it is not (the connection down, a
