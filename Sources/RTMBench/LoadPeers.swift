@@ -286,6 +286,8 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     let pumpInterval: TimeAmount
     private var startTime: UInt64 = 0
     private var endTime: UInt64 = 0
+    /// A publish was refused: acks no longer match send times (`acked` figures dropped).
+    private(set) var ackOrderLost = false
     private var requestID: UInt64 = 10
     /// Client message ids start at a random point, as the SDK's do.
     private var msgId = UInt64.random(in: 1...(UInt64.max / 2))
@@ -295,10 +297,20 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     /// User messages: the receiver.
     let receiver: String?
     private static let typeError = Array(#""type":"error""#.utf8)
+    /// Binary publishes: when each unacknowledged one was sent (CLOCK_MONOTONIC ns), oldest
+    /// first from `sentHead`. The server acknowledges a connection's publishes in order
+    /// (PROTOCOL.md §2.3), so an ack for `count` is the `count` oldest.
+    private var sentTimes: [UInt64] = []
+    private var sentHead = 0
+    /// The loop's figures (publish → acknowledged); nil: not measured.
+    let stats: LoopStats?
+    /// The measured interval (CLOCK_MONOTONIC ns of the send time), set before publishing.
+    var measure: (start: UInt64, end: UInt64) = (.max, .max)
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, receiver: String? = nil, loop: any EventLoop,
-         size: Int, window: Int, msgIds: Bool, json: Bool = false, pumpInterval: TimeAmount = .microseconds(200)) {
+         size: Int, window: Int, msgIds: Bool, json: Bool = false, pumpInterval: TimeAmount = .microseconds(200), stats: LoopStats? = nil) {
         self.receiver = receiver
+        self.stats = receiver == nil && !json && target != .floor ? stats : nil
         self.json = json
         self.size = max(receiver != nil || json ? UserMessageText.minimumSize : 16, size)
         self.window = UInt64(max(16, window))
@@ -316,10 +328,12 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             if op == BinaryFrame.publishAckOp || op == BinaryFrame.sendUserReplyOp,
                let count: UInt16 = payload.getInteger(at: payload.readerIndex + 1, endianness: .little) {
                 acks += UInt64(count)   // publish acks, or sendUser replies (§2.3)
+                if op == BinaryFrame.publishAckOp { acknowledged(Int(count), now: now) }
             }
         case 1:
             if payload.readableBytesView.starts(with: #"{"code""#.utf8) || ByteSearch.contains(Self.typeError, in: payload) {
                 errors += 1
+                stopMeasuringAcks()   // a refused publish is never acknowledged: the order is lost
                 if firstError == nil { firstError = String(buffer: payload) }
             } else if readyDone {
                 acks += 1   // a sendUser (or JSON publish) reply
@@ -341,6 +355,31 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         }
         send(allowance: owed > published ? min(owed - published, 8192) : 0, on: channel, now: BenchClock.now())
         return true
+    }
+
+    /// `count` more publishes acknowledged, the oldest outstanding: their send → ack time.
+    private func acknowledged(_ count: Int, now: UInt64) {
+        guard let stats else { return }
+        let end = min(sentTimes.count, sentHead + count)
+        for index in sentHead..<end {
+            let sent = sentTimes[index]
+            guard sent >= measure.start && sent < measure.end else { continue }
+            let micros = now > sent ? (now - sent) / 1_000 : 0
+            _ = stats.acked.record(micros)
+            _ = stats.secondAcked.record(micros)
+        }
+        sentHead = end
+        if sentHead > 4_096 && sentHead * 2 > sentTimes.count {
+            sentTimes.removeFirst(sentHead)
+            sentHead = 0
+        }
+    }
+
+    private func stopMeasuringAcks() {
+        guard stats != nil else { return }
+        ackOrderLost = true
+        sentTimes = []
+        sentHead = 0
     }
 
     /// The schedule ended.
@@ -391,9 +430,11 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         // One publish per WebSocket frame, each masked with its own key, all in one write.
         let header = 14 + (msgIds ? 8 : 0) + 11 + channelBytes
         var buffer = channel.allocator.buffer(capacity: count * (size + header))
+        let timed = stats != nil && !ackOrderLost
         for _ in 0..<count {
             published += 1
             let seq = published
+            if timed { sentTimes.append(now) }
             switch target {
             case .floor:
                 socket.masker.writeFrame(into: &buffer, opcode: 2, length: size) { buffer in

@@ -71,7 +71,8 @@ public enum LoadRun {
                                                receiver: options.userMessages ? "bench-sub-\(g * options.subscribersPerGroup)" : nil,
                                                loop: loop, size: options.size,
                                                window: options.window ?? options.automaticWindow, msgIds: options.msgIds, json: options.jsonPublish,
-                                               pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))))
+                                               pumpInterval: .microseconds(Int64(200 * max(1, options.groups / 16))),
+                                               stats: stats[g % loops.count])
                 list.peers.append(publisher)
                 return publisher
             }.get()
@@ -92,7 +93,11 @@ public enum LoadRun {
         let measureEnd = measureStart + UInt64(options.seconds * 1e9)
         for (loop, peers) in zip(loops, peersByLoop) {
             let mine = peers.compactMap { $0 as? BenchSubscriber }
-            try await loop.submit { for s in mine { s.measure = (measureStart, measureEnd) } }.get()
+            let publishing = peers.compactMap { $0 as? BenchPublisher }
+            try await loop.submit {
+                for s in mine { s.measure = (measureStart, measureEnd) }
+                for p in publishing { p.measure = (measureStart, measureEnd) }
+            }.get()
         }
         let sampler = CPUSampler(serverPID: options.serverPID)
         if options.rate > 0 {
@@ -117,16 +122,20 @@ public enum LoadRun {
             second += 1
             if options.progress {
                 var merged = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+                var mergedAcks = merged
                 var count: UInt64 = 0
                 for (loop, s) in zip(loops, stats) {
-                    let (h, n) = try await loop.submit { () -> (Histogram<UInt64>, UInt64) in
-                        defer { s.second.reset(); s.secondDeliveries = 0 }
-                        return (s.second, s.secondDeliveries)
+                    let (h, a, n) = try await loop.submit { () -> (Histogram<UInt64>, Histogram<UInt64>, UInt64) in
+                        defer { s.second.reset(); s.secondAcked.reset(); s.secondDeliveries = 0 }
+                        return (s.second, s.secondAcked, s.secondDeliveries)
                     }.get()
                     merged.add(h)
+                    mergedAcks.add(a)
                     count += n
                 }
-                log(String(format: "  %3ds  deliveries/s %10d  p99 %8.1f ms", second, count, Double(merged.valueAtPercentile(99)) / 1000))
+                var line = String(format: "  %3ds  deliveries/s %10d  p99 %8.1f ms", second, count, Double(merged.valueAtPercentile(99)) / 1000)
+                if mergedAcks.totalCount > 0 { line += String(format: "  acked p99 %8.1f ms", Double(mergedAcks.valueAtPercentile(99)) / 1000) }
+                log(line)
             }
         }
         try await sleep(until: measureEnd)
@@ -150,10 +159,12 @@ public enum LoadRun {
 
         // Gather.
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        var acked = histogram
         var deliveries: UInt64 = 0, lost: UInt64 = 0, outOfOrder: UInt64 = 0, duplicated: UInt64 = 0
         for (loop, s) in zip(loops, stats) {
-            let (h, d, l, o, dup) = try await loop.submit { (s.histogram, s.deliveries, s.lost, s.outOfOrder, s.duplicated) }.get()
+            let (h, a, d, l, o, dup) = try await loop.submit { (s.histogram, s.acked, s.deliveries, s.lost, s.outOfOrder, s.duplicated) }.get()
             histogram.add(h)
+            acked.add(a)
             deliveries += d
             lost += l
             outOfOrder += o
@@ -161,6 +172,7 @@ public enum LoadRun {
         }
         let disconnected = try await subscribers.asyncMap { s in try await s.loop.submit { s.closedFlag }.get() }.filter { $0 }.count
         let errors = try await publishers.asyncMap { p in try await p.loop.submit { (p.errors, p.firstError) }.get() }
+        let ackOrderLost = try await publishers.asyncMap { p in try await p.loop.submit { p.ackOrderLost }.get() }.contains(true)
         if let first = errors.compactMap(\.1).first { log("server error: \(first)") }
         let published = publishedCounts.reduce(0, +)
         let measured = Double(measureEnd - measureStart) / 1e9
@@ -174,6 +186,7 @@ public enum LoadRun {
             measuredSeconds: measured, publishedPerSecond: publishedInWindow / measured,
             deliveriesPerSecond: Double(deliveries) / measured,
             p50Micros: latency.p50Micros, p99Micros: latency.p99Micros, p999Micros: latency.p999Micros, maxMicros: latency.maxMicros,
+            acked: acked.totalCount > 0 && !ackOrderLost ? LatencyFigures(acked) : nil,
             lost: lost, outOfOrder: outOfOrder, duplicated: duplicated, undelivered: undelivered(), disconnected: disconnected,
             published: published, errors: errors.map(\.0).reduce(0, +),
             clientCores: cores.client, serverCores: cores.server, machineCores: cores.machine)

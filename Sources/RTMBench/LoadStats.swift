@@ -12,6 +12,12 @@ final class LoopStats: @unchecked Sendable {
     var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)   // µs
     var second = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     var secondDeliveries: UInt64 = 0
+    /// The publishers of this loop: publish → acknowledged (the server has stored the message;
+    /// in a cluster, committed to PostgreSQL), µs, for binary publishes sent in the measured
+    /// interval. Beside the delivery latency it tells the database's part (its commit, its
+    /// disk's flush) from the rest.
+    var acked = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    var secondAcked = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
 }
 
 /// A run's figures.
@@ -34,6 +40,9 @@ public struct LoadResult: Codable, Sendable {
     public var p99Micros: Double
     public var p999Micros: Double
     public var maxMicros: Double
+    /// Publish → acknowledged (stored), for binary publishes: nil when the run has none (JSON
+    /// publishes, user messages, the floor) or a publish was refused.
+    public var acked: LatencyFigures?
     public var lost: UInt64
     public var outOfOrder: UInt64
     /// Messages a subscriber received twice.
@@ -56,6 +65,7 @@ public struct LoadResult: Codable, Sendable {
         lines.append("  published/s   \(Int(publishedPerSecond))")
         lines.append("  deliveries/s  \(Int(deliveriesPerSecond))")
         lines.append("  " + LatencyFigures(p50Micros: p50Micros, p99Micros: p99Micros, p999Micros: p999Micros, maxMicros: maxMicros).text)
+        if let acked { lines.append("  " + acked.text(label: "acked us     ") + "  (publish → stored)") }
         lines.append("  lost=\(lost) duplicated=\(duplicated) out-of-order=\(outOfOrder) undelivered=\(undelivered) disconnected=\(disconnected) published=\(published) errors=\(errors)")
         let server = serverCores.map { String(format: "%.2f", $0) } ?? "?"
         lines.append("  cpu cores     client=\(String(format: "%.2f", clientCores)) server=\(server) machine=\(String(format: "%.2f", machineCores))")
@@ -73,6 +83,8 @@ public struct LatencyFigures: Codable, Sendable {
     public var p999Micros: Double
     /// The largest seen.
     public var maxMicros: Double
+    /// How many were measured (nil where not counted).
+    public var count: UInt64?
 
     init(p50Micros: Double, p99Micros: Double, p999Micros: Double, maxMicros: Double) {
         self.p50Micros = p50Micros; self.p99Micros = p99Micros; self.p999Micros = p999Micros; self.maxMicros = maxMicros
@@ -83,11 +95,15 @@ public struct LatencyFigures: Codable, Sendable {
         p99Micros = Double(histogram.valueAtPercentile(99))
         p999Micros = Double(histogram.valueAtPercentile(99.9))
         maxMicros = Double(histogram.max)
+        count = histogram.totalCount
     }
 
     /// `latency us    p50=… p99=… p999=… max=…`.
-    public var text: String {
+    public var text: String { text(label: "latency us   ") }
+
+    /// `label p50=… p99=… p999=… max=…`.
+    public func text(label: String) -> String {
         func f(_ v: Double) -> String { v >= 100 ? String(Int(v.rounded())) : String(format: "%.1f", v) }
-        return "latency us    p50=\(f(p50Micros)) p99=\(f(p99Micros)) p999=\(f(p999Micros)) max=\(f(maxMicros))"
+        return "\(label) p50=\(f(p50Micros)) p99=\(f(p99Micros)) p999=\(f(p999Micros)) max=\(f(maxMicros))"
     }
 }

@@ -175,6 +175,27 @@ struct BenchCounterTests {
         #expect(abs(result.publishedPerSecond - 600) < 90, "\(result.publishedPerSecond)/s")
     }
 
+    @Test("rtm bench: publish → acknowledged (stored) timed for every binary publish of the measured interval, each ack matched to its send in order; no such figure for user messages")
+    func benchTimesAcknowledgements() async throws {
+        let result = try await Self.run { options in
+            options.groups = 4
+            options.subscribersPerGroup = 1
+            options.rate = 800
+            options.seconds = 0.5
+        }
+        Self.expectClean(result, published: 300)
+        let acked = try #require(result.acked)
+        // 800/s for the 0.5 s measured: about 400 sent in it, every one acknowledged.
+        #expect((340...460).contains(acked.count ?? 0), "\(acked.count ?? 0) timed of \(result.published)")
+        #expect(acked.p50Micros > 0 && acked.maxMicros < 1_000_000, "\(acked.text)")
+        let users = try await Self.run { options in
+            options.groups = 2
+            options.subscribersPerGroup = 1
+            options.userMessages = true
+        }
+        #expect(users.acked == nil)
+    }
+
     /// More than `published` messages, no error, none lost, reordered, undelivered or cut off.
     static func expectClean(_ result: LoadResult, published: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(result.published > published, sourceLocation: sourceLocation)
