@@ -36,11 +36,13 @@ enum BoundedCall {
                     do { result = .success(try await body()) } catch { result = .failure(error) }
                     call.finish(result)
                 }
-                let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: timeout) {
+                // One shared timer for every call's deadline (`CallDeadlines`), not one per call.
+                let deadlines = CallDeadlines.shared
+                let token = deadlines.add(deadline: .now() + timeout) {
                     work.cancel()
                     call.finish(.failure(TimedOut(operation: operation, timeout: timeout)))
                 }
-                call.onFinish { work.cancel(); timer.cancel() }
+                call.onFinish { work.cancel(); deadlines.remove(token) }
                 if Task.isCancelled { call.finish(.failure(CancellationError())) }
             }
         } onCancel: {

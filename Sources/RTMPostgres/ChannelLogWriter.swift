@@ -15,9 +15,11 @@ public actor ChannelLogWriter {
     private let node: String
     private let maxBatch: Int
     private var waiting: [Waiting] = []
-    /// The group commit in flight (cancelled by `abandonInFlight`).
-    private var current: Task<[ChannelLogReceipt], any Error>?
-    private var running = false
+    /// The task that runs the group commits while any wait (cancelled by `abandonInFlight`
+    /// while a commit is in flight, and then replaced).
+    private var draining: Task<Void, Never>?
+    /// A group commit is in flight: `draining` waits for the database.
+    private var inFlight = false
     /// Transactions committed so far.
     public private(set) var commits = 0
     /// Messages committed so far.
@@ -40,11 +42,12 @@ public actor ChannelLogWriter {
         guard !items.isEmpty else { return [] }
         return try await withCheckedThrowingContinuation { continuation in
             waiting.append(Waiting(items: items, continuation: continuation))
-            if !running {
-                running = true
-                Task { await self.drain() }
-            }
+            if draining == nil { startDraining() }
         }
+    }
+
+    private func startDraining() {
+        draining = Task { await self.drain() }
     }
 
     private func drain() async {
@@ -56,13 +59,11 @@ public actor ChannelLogWriter {
                 count += first.items.count
             }
             do {
-                let (log, node, items) = (self.log, self.node, batch.flatMap(\.items))
-                // A task of its own, so that `abandonInFlight` can cancel it.
-                let commit = Task { try await log.append(items, node: node, announce: true) }
-                current = commit
-                let outcome = await commit.result
-                current = nil
-                let receipts = try outcome.get()
+                inFlight = true
+                defer { inFlight = false }
+                // In this task, which `abandonInFlight` cancels (a task per commit cost a
+                // thread wake-up per commit).
+                let receipts = try await log.append(batch.flatMap(\.items), node: node, announce: true)
                 commits += 1
                 committed += receipts.count
                 var start = 0
@@ -71,11 +72,14 @@ public actor ChannelLogWriter {
                     start += request.items.count
                 }
             } catch {
-                current = nil
                 for request in batch { request.continuation.resume(throwing: error) }
             }
+            // Abandoned: this task is cancelled, so its next call would fail at once; a new
+            // task takes the rest.
+            if Task.isCancelled { break }
         }
-        running = false
+        draining = nil
+        if !waiting.isEmpty { startDraining() }
     }
 
     /// The database link went down (the listening connection lost): the group commit in flight
@@ -84,6 +88,6 @@ public actor ChannelLogWriter {
     /// commit whose answer was lost with the connection can have been stored (then it is
     /// delivered though its publisher was told it failed).
     public func abandonInFlight() {
-        current?.cancel()
+        if inFlight { draining?.cancel() }
     }
 }

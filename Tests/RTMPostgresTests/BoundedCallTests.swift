@@ -1,4 +1,5 @@
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 @testable import RTMPostgres
@@ -60,5 +61,33 @@ struct BoundedCallTests {
             return try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await stuck.call() }
         }
         await #expect(throws: CancellationError.self) { try await early.value }
+    }
+
+    @Test("The deadlines share one timer: a call added after a later one still expires at its own deadline, an ended call never does, the timer re-arms for what is left")
+    func sharedDeadlines() async throws {
+        let deadlines = CallDeadlines(loop: MultiThreadedEventLoopGroup.singleton.any())
+        let expired = Mutex<[String]>([])
+        let start = NIODeadline.now()
+        let late = deadlines.add(deadline: start + .seconds(60)) { expired.withLock { $0.append("late") } }
+        let ended = deadlines.add(deadline: start + .milliseconds(30)) { expired.withLock { $0.append("ended") } }
+        deadlines.remove(ended)
+        // Added after the 60 s one, due much earlier: the timer is re-armed for it.
+        let gotEarly: Void = await withCheckedContinuation { continuation in
+            _ = deadlines.add(deadline: start + .milliseconds(50)) {
+                expired.withLock { $0.append("early") }
+                continuation.resume()
+            }
+        }
+        _ = gotEarly
+        let waited = NIODeadline.now() - start
+        #expect(waited >= .milliseconds(50) && waited < .seconds(30), "expired after \(waited.nanoseconds / 1_000_000) ms")
+        let second: Void = await withCheckedContinuation { continuation in
+            _ = deadlines.add(deadline: .now() + .milliseconds(20)) { continuation.resume() }
+        }
+        _ = second
+        #expect(expired.withLock { $0 } == ["early"], "the ended call and the 60 s one did not expire")
+        #expect(deadlines.pending == 1)
+        deadlines.remove(late)
+        #expect(deadlines.pending == 0)
     }
 }
