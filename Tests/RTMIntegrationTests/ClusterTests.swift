@@ -327,7 +327,7 @@ extension RTMProcess {
                 "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", name,
             ] + extraArguments)
             nodes.append((process, port, dir))
-            let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
+            let listening = await process.waitForLine(containing: "listening", within: processStart)
             try #require(listening != nil, "\(process.output)")
         }
         try await body(database, nodes.map { ($0.process, $0.port) })

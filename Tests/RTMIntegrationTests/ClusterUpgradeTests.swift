@@ -26,7 +26,7 @@ extension ClusterTests {
                 "--app-certificate", Harness.certificate, "--publish-rate", "0", "--lease-seconds", "5",
                 "--postgres", database.url + "?sslmode=disable", "--node-id", name,
             ], binary: binary)
-            let listening = await process.waitForLine(containing: "listening", within: .seconds(20))
+            let listening = await process.waitForLine(containing: "listening", within: processStart)
             try #require(listening != nil, "\(process.output)")
             return process
         }

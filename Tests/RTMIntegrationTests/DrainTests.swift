@@ -147,7 +147,7 @@ struct DrainTests {
             "--drain-rate", "2", "--drain-reconnect-spread", "0",
         ])
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         var peers: [RawPeer] = []
         for user in ["p1", "p2", "p3"] {
             let peer = try await RawPeer.connect(port: port)

@@ -95,7 +95,7 @@ struct EndToEndProcessTests {
                 "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", "n1",
             ])
             defer { restarted.stop() }
-            #expect(await restarted.waitForLine(containing: "listening", within: .seconds(20)) != nil, "\(restarted.output)")
+            #expect(await restarted.waitForLine(containing: "listening", within: processStart) != nil, "\(restarted.output)")
             let (carol, _) = try await Harness.client("carol", port: nodes[0].port)
             try await carol.publish(channel: "room", message: "after-restart")
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "after-restart" } != nil)

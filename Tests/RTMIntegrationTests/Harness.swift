@@ -103,3 +103,7 @@ extension RTMEvent {
 
 /// The default wait for something that should happen promptly.
 let soon: Duration = .seconds(5)
+/// The longest a started `rtm serve` (or other) process may take to say it is listening: a
+/// bound, not a wait (the wait ends at the line). Loading a 100 MB debug binary and opening a
+/// data directory took more than `soon` while this machine's disk stalled.
+let processStart: Duration = .seconds(20)

@@ -183,7 +183,7 @@ final class DurableServer: @unchecked Sendable {
     }
 
     private func listening() async throws {
-        let line = await process.waitForLine(containing: "listening")
+        let line = await process.waitForLine(containing: "listening", within: processStart)
         try #require(line != nil, "\(process.output)")
     }
 }
@@ -249,7 +249,7 @@ struct ProcessTests {
             "--app-certificate", Harness.certificate,
         ], user: user, binary: binary)
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "server: \(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "server: \(server.output)")
         let client = ["--url", "ws://127.0.0.1:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let listener = try RTMProcess(arguments: ["listen", "room", "--user", "reader"] + client, user: user, binary: binary)
         defer { listener.stop() }

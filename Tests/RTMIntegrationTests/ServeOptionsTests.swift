@@ -23,7 +23,7 @@ struct ServeOptionsTests {
             "--publish-rate", "0", "--user-message-cap", "2", "--store-full-sync", "--history-retention-hours", "0",
         ])
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port)
         for i in 1...3 { try await alice.publish(toUser: "bob", message: "m\(i)") }
         let (bob, bobEvents) = try await Harness.client("bob", port: port)
@@ -61,7 +61,7 @@ struct ServeOptionsTests {
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)"],
                                     environment: ["RTM_CONFIG": file, "RTM_PORT": "99999", "RTM_NAMESPACE": "news.*:no-presence\nvip.*:private"])
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port)
         _ = try await alice.subscribe("room.a")   // the file's private namespace is not in force
         #expect(await CapabilityTests.code { _ = try await alice.whoNow(channel: "news.a") } == .notPermitted)
@@ -84,7 +84,7 @@ struct ServeOptionsTests {
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--config", file])
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         /// A socket that never logs in, closed by the server at its login deadline ("deadline passed", at info).
         func silentSocket() async throws {
             let peer = try await RawPeer.connect(port: port)
@@ -130,7 +130,7 @@ struct ServeOptionsTests {
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--namespace", "private.*:private"] + credentials)
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port, login: false)
         try await alice.login(token: Harness.token("alice"), capability: capability)
         _ = try await alice.subscribe("private.ops")

@@ -148,7 +148,7 @@ struct TLSTests {
             "--tls-cert", first.certificateFile, "--tls-key", first.keyFile,
         ])
         defer { server.stop() }
-        try #require(await server.waitForLine(containing: "listening") != nil, "\(server.output)")
+        try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let cli = ["--url", "wss://localhost:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let before = try RTMProcess(arguments: ["pub", "room", "one", "--ca-file", first.caFile] + cli)
         before.waitUntilExit()
