@@ -286,8 +286,6 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
     let pumpInterval: TimeAmount
     private var startTime: UInt64 = 0
     private var endTime: UInt64 = 0
-    /// A publish was refused: acks no longer match send times (`acked` figures dropped).
-    private(set) var ackOrderLost = false
     private var requestID: UInt64 = 10
     /// Client message ids start at a random point, as the SDK's do.
     private var msgId = UInt64.random(in: 1...(UInt64.max / 2))
@@ -332,8 +330,7 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             }
         case 1:
             if payload.readableBytesView.starts(with: #"{"code""#.utf8) || ByteSearch.contains(Self.typeError, in: payload) {
-                errors += 1
-                stopMeasuringAcks()   // a refused publish is never acknowledged: the order is lost
+                errors += 1   // (a refused publish is never acknowledged: the run's `acked` figures are dropped)
                 if firstError == nil { firstError = String(buffer: payload) }
             } else if readyDone {
                 acks += 1   // a sendUser (or JSON publish) reply
@@ -373,13 +370,6 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
             sentTimes.removeFirst(sentHead)
             sentHead = 0
         }
-    }
-
-    private func stopMeasuringAcks() {
-        guard stats != nil else { return }
-        ackOrderLost = true
-        sentTimes = []
-        sentHead = 0
     }
 
     /// The schedule ended.
@@ -430,7 +420,7 @@ final class BenchPublisher: BenchPeer, @unchecked Sendable {
         // One publish per WebSocket frame, each masked with its own key, all in one write.
         let header = 14 + (msgIds ? 8 : 0) + 11 + channelBytes
         var buffer = channel.allocator.buffer(capacity: count * (size + header))
-        let timed = stats != nil && !ackOrderLost
+        let timed = stats != nil
         for _ in 0..<count {
             published += 1
             let seq = published
