@@ -173,6 +173,7 @@ public enum LoadRun {
         let disconnected = try await subscribers.asyncMap { s in try await s.loop.submit { s.closedFlag }.get() }.filter { $0 }.count
         let errors = try await publishers.asyncMap { p in try await p.loop.submit { (p.errors, p.firstError) }.get() }
         if let first = errors.compactMap(\.1).first { log("server error: \(first)") }
+        let errorCount = errors.map(\.0).reduce(0, +)
         let published = publishedCounts.reduce(0, +)
         let measured = Double(measureEnd - measureStart) / 1e9
         let cores = sampler.cores(from: cpuStart, to: cpuEnd)
@@ -186,9 +187,9 @@ public enum LoadRun {
             deliveriesPerSecond: Double(deliveries) / measured,
             p50Micros: latency.p50Micros, p99Micros: latency.p99Micros, p999Micros: latency.p999Micros, maxMicros: latency.maxMicros,
             // A refused publish is never acknowledged, so acks and sends no longer line up.
-            acked: acked.totalCount > 0 && errors.allSatisfy({ $0.0 == 0 }) ? LatencyFigures(acked) : nil,
+            acked: acked.totalCount > 0 && errorCount == 0 ? LatencyFigures(acked) : nil,
             lost: lost, outOfOrder: outOfOrder, duplicated: duplicated, undelivered: undelivered(), disconnected: disconnected,
-            published: published, errors: errors.map(\.0).reduce(0, +),
+            published: published, errors: errorCount,
             clientCores: cores.client, serverCores: cores.server, machineCores: cores.machine)
         for peer in subscribers { peer.loop.execute { peer.socket.close() } }
         for peer in publishers { peer.loop.execute { peer.socket.close() } }
