@@ -1,5 +1,5 @@
 import Foundation
-import RTMBench
+@testable import RTMBench
 import RTMLocalPostgres
 import RTMTestSupport
 import Testing
@@ -27,5 +27,18 @@ struct ClusterOutageBenchTests {
         #expect((result.ackedAgainMax ?? 0) > 0 && (result.ackedAgainMax ?? 99) < 15, "\(result.text)")
         #expect(result.gapUnknown == 2, "\(result.text)")
         #expect(result.isClean && result.failed == 0 && result.acknowledged > 10, "\(result.text)")
+    }
+}
+
+/// The outage bench's own bookkeeping, as a value.
+struct OutageLedgerTests {
+    @Test("rtm bench cluster-outage: an acknowledgement stamped after the clock reading it is compared with is recent (a publisher appends while the run checks), never a negative age")
+    func ackAfterTheReadingIsRecent() {
+        var ledger = OutageRun.Publisher.Ledger()
+        #expect(!ledger.acknowledgedRecently(now: 5_000_000_000))
+        ledger.acks.append(("p0-1", 5_000_000_001))
+        #expect(ledger.acknowledgedRecently(now: 5_000_000_000))
+        #expect(ledger.acknowledgedRecently(now: 5_900_000_000))
+        #expect(!ledger.acknowledgedRecently(now: 6_000_000_001))
     }
 }
