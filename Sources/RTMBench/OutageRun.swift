@@ -243,13 +243,10 @@ public enum OutageRun {
         struct Ledger {
             var acks: [(text: String, at: UInt64)] = []
             var failed = 0
-            /// Acknowledged within the last second. An acknowledgement stamped after `now` (the
-            /// publisher's task appended it between the caller's reading of the clock and this
-            /// read of the ledger) is recent, not a negative age.
-            func acknowledgedRecently(now: UInt64) -> Bool {
-                guard let at = acks.last?.at else { return false }
-                return at >= now || now - at < 1_000_000_000
-            }
+            /// Acknowledged within the last second. Compared without subtracting from `now`: an
+            /// acknowledgement stamped after it (the publisher's task appended it between the
+            /// caller's reading of the clock and this read of the ledger) is recent.
+            func acknowledgedRecently(now: UInt64) -> Bool { acks.last.map { now < $0.at + 1_000_000_000 } ?? false }
         }
 
         let client: RTMClient
