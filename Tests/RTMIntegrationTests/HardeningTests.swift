@@ -323,10 +323,10 @@ struct SocketBudgetTests {
         // Three more sockets for the two places left. The kernel completes each handshake
         // before the server accepts it, and the server admits each on its own event loop, so
         // which of the three is the one too many is not fixed: exactly one is closed at once.
-        var peers: [RawPeer] = []
-        for _ in 0..<3 { peers.append(try await RawPeer.connect(port: harness.port)) }
-        let end = ContinuousClock.now + soon
-        while !peers.contains(where: \.isClosed), ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
+        var connected: [RawPeer] = []
+        for _ in 0..<3 { connected.append(try await RawPeer.connect(port: harness.port)) }
+        let peers = connected
+        #expect(await waitUntil { peers.contains(where: \.isClosed) })
         try await Task.sleep(for: .milliseconds(300))
         #expect(peers.filter(\.isClosed).count == 1)
         // The logged-in client is untouched.
