@@ -95,14 +95,15 @@ public final class LocalPostgres: @unchecked Sendable {
     /// A streaming replica of this server (`pg_basebackup -R -X stream`), started on its own
     /// port, named `name` to the primary (`application_name`, for
     /// `synchronous_standby_names`). Replication is asynchronous unless the primary is
-    /// configured otherwise.
-    public func startReplica(name: String = "replica") throws -> LocalPostgres {
+    /// configured otherwise. `through`: the port the replica reaches this server on (a proxy
+    /// that delays or cuts the replication link); nil: this server's own.
+    public func startReplica(name: String = "replica", through linkPort: Int? = nil) throws -> LocalPostgres {
         let replicaDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: replicaDirectory, withIntermediateDirectories: true)
         if let runAsUser { try Self.run("/bin/chown", ["-R", runAsUser, replicaDirectory.path]) }
         let replica = LocalPostgres(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
                                          runAsUser: runAsUser, durable: durable)
-        try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
+        try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(linkPort ?? port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
                                       "-d", "application_name=\(name)", "--no-sync"])
         try replica.start()
         return replica
