@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import PostgresNIO
 import RTMServer
 
 /// Runs one database call with a deadline that does not depend on the call giving up.
@@ -43,6 +44,38 @@ enum BoundedCall {
                     call.finish(.failure(TimedOut(operation: operation, timeout: timeout)))
                 }
                 call.onFinish { work.cancel(); deadlines.remove(token) }
+                if Task.isCancelled { call.finish(.failure(CancellationError())) }
+            }
+        } onCancel: {
+            call.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// The connection a call was using closed before the call ended: whatever it sent may or may
+    /// not have been done.
+    struct ConnectionClosedMidCall: Error, CustomStringConvertible {
+        var description: String { "the database connection closed during the call" }
+    }
+
+    /// The first of: `body`'s result, `ConnectionClosedMidCall` when `connection` closes (the
+    /// connection `body` uses), or `CancellationError` when the calling task is cancelled.
+    /// Whichever comes first; the body is then cancelled and left behind.
+    static func untilClosed<T: Sendable>(_ connection: PostgresConnection,
+                                         _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let call = Pending<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                call.wait(continuation)
+                let work = Task {
+                    let result: Result<T, any Error>
+                    do { result = .success(try await body()) } catch { result = .failure(error) }
+                    call.finish(result)
+                }
+                let token = ClosingConnections.shared.watch(connection) { call.finish(.failure(ConnectionClosedMidCall())) }
+                call.onFinish {
+                    work.cancel()
+                    ClosingConnections.shared.unwatch(connection, token)
+                }
                 if Task.isCancelled { call.finish(.failure(CancellationError())) }
             }
         } onCancel: {

@@ -92,6 +92,10 @@ final class UserMailbox: @unchecked Sendable {
     private var flushScheduled = false
     /// A commit is running on `writer`; the next flush starts when it ends.
     private var committing = false
+    /// The commit with messages on `writer` (or waiting for it): answered at `due` if it has not
+    /// ended by then (`scheduleDeadline`).
+    private var inFlight: (batch: [Pending], ticket: CommitTicket, due: NIODeadline)?
+    private var deadlineScheduled = false
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private var recent: [UserKey: RecentIDs<Receipt>] = [:]
     /// User messages stored since start (the admin API's counters).
@@ -283,18 +287,68 @@ final class UserMailbox: @unchecked Sendable {
         // The commit may take only what its oldest message has left (acknowledgements alone: a
         // whole deadline).
         let due = batch.first?.due ?? (now + deadline)   // in arrival order: the first is the oldest
+        // The senders are answered by `due` whatever the writer is doing (a read or an earlier
+        // commit ahead of this one, a connection that never answers): one clock, the deadline's.
+        let ticket = CommitTicket()
+        if !batch.isEmpty {
+            inFlight = (batch, ticket, due)
+            scheduleDeadline()
+        }
         writer.async { [self] in
+            guard ticket.start() else {
+                // Its senders were refused before it began: nothing of it is stored; its
+                // acknowledgements go into the next commit.
+                queue.async { [self] in
+                    committing = false
+                    inFlight = nil
+                    for (appId, receiver, upTo) in acknowledgements {
+                        let key = UserKey(appId: appId, userId: receiver)
+                        acks[key] = max(acks[key] ?? 0, upTo)
+                    }
+                    flush()
+                    resumeDrainWaiters()
+                }
+                return
+            }
             let started = NIODeadline.now()
             let result = Result {
                 try store.commit(messages, acknowledgements: acknowledgements, cap: cap, resendsSince: resendsSince, before: due)
             }
             metrics?.storeCommitted(nanoseconds: (NIODeadline.now() - started).nanoseconds)
+            let answered = ticket.finish()
             queue.async { [self] in
                 committing = false
-                committed(batch, result)
+                inFlight = nil
+                committed(batch, result, answered: answered)
                 flush()   // what arrived meanwhile
                 resumeDrainWaiters()
             }
+        }
+    }
+
+    /// While a commit with messages is in flight, one wake-up at its deadline (commits are one
+    /// at a time, and nearly all end long before it: the wake-up then finds the next one, or
+    /// none). At the deadline the senders of a commit that has not ended are answered: refused
+    /// with nothing stored if it has not begun (it never will), or with the outcome unknown if
+    /// it runs (SPEC M-3: a resend with the same msgId is recognised whatever the commit does).
+    private func scheduleDeadline() {
+        guard !deadlineScheduled, let due = inFlight?.due else { return }
+        deadlineScheduled = true
+        let delay = max(0, (due - .now()).nanoseconds)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [self] in
+            deadlineScheduled = false
+            if let (batch, ticket, due) = inFlight, due <= .now() {
+                inFlight = nil
+                switch ticket.expire() {
+                case .abandoned:
+                    refuse(batch, reason: "the message store did not take the message within \(Self.seconds(deadline)) s: nothing was stored; retry")
+                case .answeredRunning:
+                    refuse(batch, reason: "the message store did not answer within \(Self.seconds(deadline)) s: the outcome is unknown; resend with the same msgId")
+                case .alreadyDone:
+                    break
+                }
+            }
+            scheduleDeadline()
         }
     }
 
@@ -342,8 +396,9 @@ final class UserMailbox: @unchecked Sendable {
         return value == value.rounded() ? String(Int(value)) : String(value)
     }
 
-    /// A transaction ended: replies (only now), then deliveries.
-    private func committed(_ batch: [Pending], _ result: Result<[CommittedUserMessage], any Error>) {
+    /// A transaction ended: replies (only now, unless its deadline answered them already:
+    /// `answered`), then deliveries.
+    private func committed(_ batch: [Pending], _ result: Result<[CommittedUserMessage], any Error>, answered: Bool) {
         let results: [CommittedUserMessage]
         switch result {
         case .success(let committed):
@@ -352,9 +407,13 @@ final class UserMailbox: @unchecked Sendable {
             storedCount.withLockedValue { $0 &+= UInt64(stored) }
         case .failure(let error):
             logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
+            guard !answered else { return }
             // The store says whether the commit may still have happened (M-3: the sender then
-            // resends with the same msgId).
-            refuse(batch, reason: store.refusalReason(for: error))
+            // resends with the same msgId). A store call that ran out of time ran out of the
+            // message's: the reason names the message's deadline, not what was left of it.
+            refuse(batch, reason: error is any DatabaseTimeout
+                ? "the message store did not answer within \(Self.seconds(deadline)) s: the outcome is unknown; resend with the same msgId"
+                : store.refusalReason(for: error))
             return
         }
         var receipts: [(ReplyTo, Receipt)] = []
@@ -382,7 +441,7 @@ final class UserMailbox: @unchecked Sendable {
             if let clientMsgId = item.submission.message.clientMsgId, online[item.sender] != nil {
                 recent[item.sender, default: RecentIDs(capacity: dedupCapacity)].remember(clientMsgId, receipt)
             }
-            receipts.append((item.submission.reply, receipt))
+            if !answered { receipts.append((item.submission.reply, receipt)) }
             // A resend the store recognised (after a restart, through another node, or twice
             // in one batch): its first copy is delivered (or waits in the store), never this one.
             if result.isResend { continue }
