@@ -41,6 +41,7 @@ public final class PostgresChannelBackplane: ChannelBackplane {
                 logger: Logger) {
         self.node = node
         self.logger = logger
+        self.publishDeadline = options.callTimeout
         let client = PostgresClient(configuration: location.clientConfiguration(connections: options.poolSize), backgroundLogger: logger)
         self.client = client
         let log = PostgresChannelLog(client: client, callTimeout: options.callTimeout, resendWindow: options.resendWindow, logger: logger)
@@ -106,6 +107,9 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         for await _ in started {}
         logger.info("cluster backplane started", metadata: ["node": "\(node)"])
     }
+
+    /// `PostgresBackplaneOptions.callTimeout`: a publish is answered within it of its arrival.
+    public let publishDeadline: TimeAmount
 
     public func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt] {
         // Nothing is committed by a node the others may have declared dead (it was paused, or

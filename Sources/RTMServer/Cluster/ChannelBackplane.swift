@@ -21,6 +21,9 @@ public protocol ChannelBackplane: Sendable {
     /// Stores messages (all committed together) and returns each one's place, in order. Throws
     /// when nothing was stored.
     func publish(_ messages: [BackplanePublish]) async throws -> [BackplaneReceipt]
+    /// The longest a client's publish waits for its answer, from its arrival at the node (its
+    /// turn behind earlier calls included): past it, it is refused (`BackplaneConnectionPublisher`).
+    var publishDeadline: TimeAmount { get }
     /// The messages of control channel `channel` (app id "", a name starting with '/')
     /// committed at or after `sinceMillis`, in the log's order: what a node that starts reads
     /// back to rebuild the state the cluster keeps only in its log (call invitations). Called
@@ -46,6 +49,11 @@ public protocol ChannelBackplane: Sendable {
     func advertise(address: String)
     /// Stops following and closes the backplane's connections.
     func stop() async
+}
+
+extension ChannelBackplane {
+    /// 5 s, the PostgreSQL backplane's default call timeout.
+    public var publishDeadline: TimeAmount { .seconds(5) }
 }
 
 /// A message to publish through a `ChannelBackplane`.

@@ -267,6 +267,12 @@ public enum ClusterCommitFailure {
         if error is DatabaseLinkDown {
             return "the cluster's database is unreachable from this node: nothing was stored; retry later"
         }
+        if let late = error as? PublishDeadlinePassed {
+            let within = late.seconds == late.seconds.rounded() ? String(Int(late.seconds)) : String(late.seconds)
+            return late.sent
+                ? "the cluster's database did not answer within \(within) s: the outcome is unknown; resend with the same msgId"
+                : "the cluster's database did not take the message within \(within) s: nothing was stored; retry"
+        }
         if error is NodeFenced {
             return "this node was declared dead by the cluster (paused or cut off past its lease): nothing was stored; reconnect and resend"
         }
