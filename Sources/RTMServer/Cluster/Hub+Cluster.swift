@@ -40,7 +40,7 @@ extension Hub {
         } catch let fenced as NodeFenced {
             throw fenced   // the database answered: the link is up
         } catch {
-            cluster.setDatabase(up: false, reason: "a publish could not be committed: \(error)", from: .commit)
+            cluster.setDatabase(up: false, reason: "a publish could not be committed: \(ClusterCommitFailure.logDescription(error))", from: .commit)
             throw error
         }
         cluster.committed(nanoseconds: (NIODeadline.now() - started).nanoseconds)

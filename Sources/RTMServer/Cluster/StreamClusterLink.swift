@@ -84,7 +84,7 @@ final class StreamClusterLink: Sendable {
                 status.setDatabase(up: true, reason: "a stream channel message was committed", from: .commit)
                 for item in items { item.done(.success(())) }
             } catch {
-                status.setDatabase(up: false, reason: "a stream channel message could not be committed: \(error)", from: .commit)
+                status.setDatabase(up: false, reason: "a stream channel message could not be committed: \(ClusterCommitFailure.logDescription(error))", from: .commit)
                 for item in items { item.done(.failure(error)) }
             }
         }

@@ -409,7 +409,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .invalidParameter, "ackUser needs msgId"), context: context)
             return
         }
-        hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo))
+        hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo), on: connection)
         if frame.id != nil { send(Frame(type: .ok, id: frame.id), context: context) }
     }
 

@@ -48,7 +48,7 @@ extension ConnectionHandler {
                 refuseBinary(.ackUser, requestID: nil, context: context)
                 return
             }
-            hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo))
+            hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo), on: connection)
         }
     }
 

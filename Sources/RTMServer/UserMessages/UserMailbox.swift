@@ -53,6 +53,9 @@ final class UserMailbox: @unchecked Sendable {
         var held: [StoredUserMessage]?
         /// Shared store (cluster): the highest id delivered to this connection.
         var delivered: Int64 = 0
+        /// The highest id written to this connection: its acknowledgements count up to here,
+        /// never further (an `ackUser` naming a higher id cannot delete what it was not sent).
+        var sent: Int64 = 0
     }
 
     private struct Pending {
@@ -160,11 +163,26 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
-    /// The receiver acknowledged every message up to `id`: they are deleted (batched).
-    func acknowledge(_ key: UserKey, upTo id: Int64) {
+    /// The receiver acknowledged every message up to `id` on `connection`: they are deleted
+    /// (batched). Only what was written to that connection can be acknowledged through it: an
+    /// id above it counts as the highest one written, and a connection no longer (or not yet)
+    /// attached acknowledges nothing (its messages come again on the one that is, SPEC M-1).
+    func acknowledge(_ key: UserKey, upTo id: Int64, on connection: ConnectionRef) {
         queue.async { [self] in
-            acks[key] = max(acks[key] ?? 0, id)
+            guard let receiver = online[key], receiver.connection === connection else { return }
+            let upTo = min(id, receiver.sent)
+            guard upTo > 0 else { return }
+            acks[key] = max(acks[key] ?? 0, upTo)
             scheduleFlush()
+        }
+    }
+
+    /// Records that `messages` are being written to `connection` (`Receiver.sent`). On `queue`.
+    private func noteSent(_ messages: some Sequence<StoredUserMessage>, to connection: ConnectionRef) {
+        for message in messages {
+            let key = UserKey(appId: message.appId, userId: message.receiver)
+            guard let receiver = online[key], receiver.connection === connection, message.id > receiver.sent else { continue }
+            online[key]!.sent = message.id
         }
     }
 
@@ -483,6 +501,7 @@ final class UserMailbox: @unchecked Sendable {
         }
         for (receiver, message) in deliveries {
             work[receiver.connection.loopIndex, default: LoopWork()].deliver(message, to: receiver)
+            noteSent(CollectionOfOne(message), to: receiver.connection)
         }
         if !deliveries.isEmpty { metrics?.userMessagesOut(deliveries.count) }
         let epoch = store.epoch
@@ -495,6 +514,7 @@ final class UserMailbox: @unchecked Sendable {
     /// Delivers `messages` (in store order) to a receiver (waiting messages after a login).
     func deliver(_ messages: [StoredUserMessage], to receiver: Receiver) {
         guard !messages.isEmpty else { return }
+        noteSent(messages, to: receiver.connection)
         metrics?.userMessagesOut(messages.count)
         var work = LoopWork()
         for message in messages { work.deliver(message, to: receiver) }
