@@ -7,8 +7,6 @@ import Testing
 /// Publish acknowledgements carry the channel epoch of the message they acknowledge
 /// (PROTOCOL.md §2.3, §3.1): the JSON `ok` in `epoch`, the binary `0x82` frame in its epoch runs.
 struct PublishAckEpochTests {
-    typealias RawClient = JSONPublishTests.RawClient
-
     static func binaryPublish(_ id: UInt64, _ text: String) -> ByteBuffer {
         var body = ByteBuffer()
         BinaryFrame.writePublish(into: &body, requestID: id, msgId: 700 + id, channel: "room", customType: nil, isText: true, payload: Array(text.utf8))
@@ -19,12 +17,7 @@ struct PublishAckEpochTests {
     func acksCarryTheDeliveredEpoch() async throws {
         let harness = try await Harness.start()
         defer { Task { await harness.stop() } }
-        let client = try await RawClient(port: harness.port)
-        let login = Frame(type: .login, id: 1, appId: Harness.appId, userId: "alice", token: Harness.token("alice"), heartbeatInterval: 5)
-        try await client.send([JSONPublishTests.text(String(buffer: FrameCodec.encode(login)))])
-        _ = try await client.waitFor { $0.contains { String(buffer: $0.payload).contains(#""id":1"#) } }
-        try await client.send([JSONPublishTests.text(#"{"type":"subscribe","id":2,"channel":"room","withPresence":false}"#)])
-        _ = try await client.waitFor { $0.contains { String(buffer: $0.payload).contains(#""id":2"#) } }
+        let (client, _) = try await JSONPublishTests.aliceInRoom(port: harness.port)
 
         // One read: JSON (the fast reader), two binary; then a JSON one the general decoder takes
         // (a `\u` escape), and a resend of the first binary one (same msgId).
