@@ -37,8 +37,9 @@ def messages(seq, ts, epoch, channel, publisher, items):
         out += bytes([0x04 | (0x02 if custom else 0)]) + (short(custom) if custom else b"") + varint(len(payload)) + payload
     return out
 
-def acks(pairs):
-    return bytes([0x82]) + struct.pack("<H", len(pairs)) + b"".join(struct.pack("<QQ", a, b) for a, b in pairs)
+def acks(pairs, runs=()):
+    out = bytes([0x82]) + struct.pack("<H", len(pairs)) + b"".join(struct.pack("<QQ", a, b) for a, b in pairs)
+    return out + b"".join(struct.pack("<H", n) + short(epoch) for n, epoch in runs)
 
 def ws(opcode, payload, fin=True, key=b"\x37\xfa\x21\x3d", rsv=0):
     head = bytes([(0x80 if fin else 0) | rsv | opcode])
@@ -79,6 +80,7 @@ put("FuzzBinaryFrame", "publish", pub1)
 put("FuzzBinaryFrame", "publish-custom", pub2)
 put("FuzzBinaryFrame", "message", msg1)
 put("FuzzBinaryFrame", "acks", acks([(7, 5), (8, 6)]))
+put("FuzzBinaryFrame", "acks-epochs", acks([(7, 5), (8, 6), (9, 1)], [(2, "c1.1"), (1, "c1.2")]))
 put("FuzzBinaryFrame", "varint", varint(300) + varint(2**63))
 
 put("FuzzTokens", "token006", b"\x00" + token006.encode())

@@ -16,7 +16,7 @@ extension ClientCore {
         emit(.message(MessageEvent(
             channelType: .message, channelName: channel, publisher: frame.publisher ?? "",
             text: frame.text, data: frame.data, customType: frame.customType,
-            seq: frame.seq, timestamp: frame.ts ?? 0)))
+            seq: frame.seq, timestamp: frame.ts ?? 0, epoch: frame.epoch)))
     }
 
     private func receivedUserMessage(_ frame: Frame) {

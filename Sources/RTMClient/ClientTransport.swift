@@ -199,7 +199,7 @@ final class ClientFrameHandler: ChannelInboundHandler {
                                       text: text, data: data, customType: m.customType, seq: m.seq, ts: m.ts, epoch: m.epoch), nil)
                     }
                 case .publishAcks(let acks):
-                    for ack in acks { onFrame(Frame(type: .ok, id: ack.requestID, seq: ack.seq), nil) }
+                    for ack in acks { onFrame(Frame(type: .ok, id: ack.requestID, seq: ack.seq, epoch: ack.epoch), nil) }
                 case .sendUserReplies(let replies):
                     for reply in replies {
                         // The JSON reply's fields: -11035 in `code` when the receiver is offline.

@@ -205,23 +205,48 @@ public final class RTMClient: Sendable {
 
     /// Publishes text to a message channel (subscribing is not needed). Queued while
     /// reconnecting; fails with `channelPublishMessageTimeout` if not acknowledged within the
-    /// request timeout. Returns the message's sequence number in the channel.
+    /// request timeout. Returns the message's sequence number in the channel; a sequence
+    /// number alone is unique only within one channel epoch (see
+    /// ``publishWithReceipt(channel:message:customType:storeInHistory:)``).
     @discardableResult
     public func publish(channel: String, message: String, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UInt64 {
-        try await publish(Frame(type: .publish, channel: channel, text: message, customType: customType).with {
-            $0.storeInHistory = storeInHistory ? true : nil
-        })
+        try await publishWithReceipt(channel: channel, message: message, customType: customType, storeInHistory: storeInHistory).seq
     }
 
     /// Publishes binary data to a message channel.
     @discardableResult
     public func publish(channel: String, data: Data, customType: String? = nil, storeInHistory: Bool = false) async throws(RTMError) -> UInt64 {
+        try await publishWithReceipt(channel: channel, data: data, customType: customType, storeInHistory: storeInHistory).seq
+    }
+
+    /// Publishes text to a message channel, as ``publish(channel:message:customType:storeInHistory:)``
+    /// does, and returns the message's sequence number with its channel epoch (SPEC M-2): the
+    /// pair names the message even across a cluster's database failover, after which the
+    /// channel's numbering starts again at 1 in a new epoch.
+    ///
+    /// ```swift
+    /// let receipt = try await client.publishWithReceipt(channel: "room", message: "hello")
+    /// // receipt.epoch and receipt.seq equal the delivered MessageEvent's epoch and seq
+    /// ```
+    @discardableResult
+    public func publishWithReceipt(channel: String, message: String, customType: String? = nil,
+                                   storeInHistory: Bool = false) async throws(RTMError) -> PublishReceipt {
+        try await publish(Frame(type: .publish, channel: channel, text: message, customType: customType).with {
+            $0.storeInHistory = storeInHistory ? true : nil
+        })
+    }
+
+    /// Publishes binary data to a message channel and returns its receipt (see
+    /// ``publishWithReceipt(channel:message:customType:storeInHistory:)``).
+    @discardableResult
+    public func publishWithReceipt(channel: String, data: Data, customType: String? = nil,
+                                   storeInHistory: Bool = false) async throws(RTMError) -> PublishReceipt {
         try await publish(Frame(type: .publish, channel: channel, data: data, customType: customType).with {
             $0.storeInHistory = storeInHistory ? true : nil
         })
     }
 
-    private func publish(_ frame: Frame) async throws(RTMError) -> UInt64 {
+    private func publish(_ frame: Frame) async throws(RTMError) -> PublishReceipt {
         try check(channel: frame.channel ?? "", operation: "publish")
         try check(payload: frame, operation: "publish")
         let core = self.core
@@ -230,7 +255,8 @@ public final class RTMClient: Sendable {
             frame.msgId = core.takeMessageID()   // a resend after a reconnection is published once (M-3)
             return core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
         }
-        return try await Self.wait(future, operation: "publish").seq ?? 0
+        let reply = try await Self.wait(future, operation: "publish")
+        return PublishReceipt(seq: reply.seq ?? 0, epoch: reply.epoch)
     }
 
     /// Sends a text message to one user (peer-to-peer). It is stored on the server before this

@@ -68,6 +68,17 @@ public struct GapEvent: Sendable, Equatable {
     public let timestamp: Int64
 }
 
+/// The server's receipt for a channel message (SPEC M-2): where the message stands in the
+/// channel. A channel's numbering starts again at 1 in a new epoch (a cluster's database failed
+/// over), so two receipts with the same `seq` and different epochs are two different messages.
+public struct PublishReceipt: Sendable, Equatable {
+    /// The message's sequence number in the channel (its ``MessageEvent`` carries the same).
+    public let seq: UInt64
+    /// The channel epoch `seq` belongs to (the delivered message's epoch); nil from a server
+    /// that does not report it.
+    public let epoch: String?
+}
+
 /// The server's receipt for a user message (SPEC M-1).
 public struct UserMessageReceipt: Sendable, Equatable {
     /// The receiver had a connection when the message was stored; otherwise it waits for the
@@ -101,6 +112,9 @@ public struct MessageEvent: Sendable, Equatable {
     public let timestamp: Int64
     /// The topic, for a stream-channel message.
     public var topic: String?
+    /// The channel epoch `seq` belongs to (channel messages; nil otherwise): the same as the
+    /// ``PublishReceipt/epoch`` its publisher got (SPEC M-2).
+    public var epoch: String?
 }
 
 /// A presence event in a message channel (`AgoraRtmPresenceEvent`).

@@ -93,8 +93,8 @@ public enum BinaryFrame {
     public enum Decoded {
         /// Channel messages (one or more, consecutive sequence numbers, one publisher).
         case messages([Message])
-        /// Publish acknowledgements: (request id, sequence number) pairs.
-        case publishAcks([(requestID: UInt64, seq: UInt64)])
+        /// Publish acknowledgements, in request order, each with its channel epoch.
+        case publishAcks([PublishAck])
         /// Replies to binary `sendUser` requests, in request order.
         case sendUserReplies([SendUserReply])
         /// User messages (one or more, oldest first) from the store `epoch`.
@@ -324,16 +324,6 @@ public enum BinaryFrame {
         return nil
     }
 
-    /// Appends publish acknowledgements to `buffer`.
-    public static func writePublishAcks(into buffer: inout ByteBuffer, _ acks: [(requestID: UInt64, seq: UInt64)]) {
-        buffer.writeInteger(publishAckOp)
-        buffer.writeInteger(UInt16(truncatingIfNeeded: acks.count), endianness: .little)
-        for ack in acks {
-            buffer.writeInteger(ack.requestID, endianness: .little)
-            buffer.writeInteger(ack.seq, endianness: .little)
-        }
-    }
-
     /// Decodes a server → client binary message.
     public static func decode(_ buffer: ByteBuffer) throws(FrameDecodingError) -> Decoded {
         var b = buffer
@@ -361,16 +351,7 @@ public enum BinaryFrame {
             guard !messages.isEmpty else { throw FrameDecodingError(reason: "binary message holds no message") }
             return .messages(messages)
         case publishAckOp:
-            guard let count: UInt16 = b.readInteger(endianness: .little) else { throw FrameDecodingError(reason: "binary ack is truncated") }
-            var acks: [(requestID: UInt64, seq: UInt64)] = []
-            acks.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                guard let id: UInt64 = b.readInteger(endianness: .little), let seq: UInt64 = b.readInteger(endianness: .little) else {
-                    throw FrameDecodingError(reason: "binary ack is truncated")
-                }
-                acks.append((id, seq))
-            }
-            return .publishAcks(acks)
+            return .publishAcks(try decodePublishAcks(&b))
         case sendUserReplyOp:
             return .sendUserReplies(try decodeSendUserReplies(&b))
         case userMessageOp:

@@ -49,10 +49,17 @@ extension FrameCodec {
                                    customType: customType, isText: fields.text != nil, payload: payload)
     }
 
-    /// Appends the reply to a publish, `{"id":…,"seq":…,"type":"ok"}`: the same bytes as
-    /// `encode(Frame(type: .ok, id: id, seq: seq))`.
-    public static func writePublishOK(id: UInt64, seq: UInt64, into buffer: inout ByteBuffer) {
-        buffer.writeStaticString(#"{"id":"#)
+    /// Appends the reply to a publish, `{"epoch":"…","id":…,"seq":…,"type":"ok"}` (`epoch`, the
+    /// message's channel epoch, left out when nil): the same bytes as
+    /// `encode(Frame(type: .ok, id: id, seq: seq, epoch: epoch))`.
+    public static func writePublishOK(id: UInt64, seq: UInt64, epoch: String?, into buffer: inout ByteBuffer) {
+        if let epoch {
+            buffer.writeStaticString(#"{"epoch":""#)
+            writeEscaped(epoch, into: &buffer)
+            buffer.writeStaticString(#"","id":"#)
+        } else {
+            buffer.writeStaticString(#"{"id":"#)
+        }
         writeDecimal(id, into: &buffer)
         buffer.writeStaticString(#","seq":"#)
         writeDecimal(seq, into: &buffer)
@@ -79,7 +86,13 @@ extension FrameCodec {
     public static func errorLength(id: UInt64?, code: Int, reason: String) -> Int {
         var length = 36 + decimalDigits(UInt64(code.magnitude)) + (code < 0 ? 1 : 0)
         if let id { length += 6 + decimalDigits(id) }
-        for byte in reason.utf8 {
+        return length + escapedLength(reason)
+    }
+
+    /// The length of `writeEscaped`'s output.
+    static func escapedLength(_ string: String) -> Int {
+        var length = 0
+        for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "/"), 0x08, 0x0C, 0x0A, 0x0D, 0x09: length += 2
             case ..<0x20: length += 6
@@ -117,8 +130,8 @@ extension FrameCodec {
     }
 
     /// The length of `writePublishOK`'s output.
-    public static func publishOKLength(id: UInt64, seq: UInt64) -> Int {
-        26 + decimalDigits(id) + decimalDigits(seq)
+    public static func publishOKLength(id: UInt64, seq: UInt64, epoch: String?) -> Int {
+        26 + decimalDigits(id) + decimalDigits(seq) + (epoch.map { 11 + escapedLength($0) } ?? 0)
     }
 
     /// How many decimal digits `value` has.

@@ -130,7 +130,7 @@ struct ClusterFailoverTests {
         return epochs
     }
 
-    @Test("M-1, M-2: asynchronous replication, the replica behind at the kill -9: no number names two messages, the lost tail is announced (a gap of unknown size, a new mailbox epoch), nothing acknowledged after the failover is lost")
+    @Test("M-1, M-2: asynchronous replication, the replica behind at the kill -9: no number names two messages in one epoch (the acks' epochs tell the two epochs' numbers apart), the lost tail is announced (a gap of unknown size, a new mailbox epoch), nothing acknowledged after the failover is lost")
     func asynchronousFailover() async throws {
         try await withCluster(synchronous: false) { cluster in
             let (alice, _) = try await Harness.client("alice", port: cluster.a.port)
@@ -140,7 +140,8 @@ struct ClusterFailoverTests {
             #expect(await waitUntil { cluster.a.harness.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
 
             // Replicated: five publishes, three user messages.
-            for i in 1...5 { _ = try await alice.publish(channel: "room", message: "kept-\(i)") }
+            var kept: [PublishReceipt] = []
+            for i in 1...5 { kept.append(try await alice.publishWithReceipt(channel: "room", message: "kept-\(i)")) }
             for i in 1...3 { _ = try await alice.publish(toUser: "bob", message: "u-kept-\(i)") }
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "kept-5" } != nil)
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-kept-3" } != nil)
@@ -151,22 +152,23 @@ struct ClusterFailoverTests {
 
             // The replica falls behind (stopped): what is acknowledged now lives on the primary only.
             try cluster.replica.stop()
-            var lostSeqs: [UInt64] = []
-            for i in 1...5 { lostSeqs.append(try await alice.publish(channel: "room", message: "lost-\(i)")) }
+            var lost: [PublishReceipt] = []
+            for i in 1...5 { lost.append(try await alice.publishWithReceipt(channel: "room", message: "lost-\(i)")) }
             var lostIds: [UInt64] = []
             for i in 1...3 { lostIds.append(try await alice.publish(toUser: "bob", message: "u-lost-\(i)").messageId) }
-            #expect(lostSeqs == [6, 7, 8, 9, 10])
+            #expect(lost.map(\.seq) == [6, 7, 8, 9, 10])
+            #expect(kept.first?.epoch != nil && (kept + lost).allSatisfy { $0.epoch == kept.first?.epoch })
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "lost-5" } != nil)
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-lost-3" } != nil)
 
             try cluster.failOver(startingReplica: true)
 
             // After the failover: every acknowledged publish and user message is delivered.
-            var after: [String: UInt64] = [:]
+            var after: [String: PublishReceipt] = [:]
             var retried: Set<String> = []
             for i in 1...5 {
                 let text = "after-\(i)"
-                after[text] = await Self.acknowledged(text, retried: &retried) { try await alice.publish(channel: "room", message: text) }
+                after[text] = await Self.acknowledged(text, retried: &retried) { try await alice.publishWithReceipt(channel: "room", message: text) }
                 #expect(after[text] != nil, "\(text) never acknowledged")
             }
             var afterIds: [String: UInt64] = [:]
@@ -183,10 +185,19 @@ struct ClusterFailoverTests {
             #expect(epochs.count == 2)
             #expect(epochs.first?.map(\.0) == (1...5).map { "kept-\($0)" } + (1...5).map { "lost-\($0)" })
             let delivered = epochs.last ?? []
-            for (text, seq) in after {
-                #expect(delivered.contains { $0 == (text, seq) }, "\(text): acknowledged as \(seq), delivered as \(delivered.filter { $0.0 == text }.map(\.1))")
+            for (text, receipt) in after {
+                #expect(delivered.contains { $0 == (text, receipt.seq) },
+                        "\(text): acknowledged as \(receipt.seq), delivered as \(delivered.filter { $0.0 == text }.map(\.1))")
             }
             #expect(epochs.last?.first?.1 == 1)
+            // The numbers start again at 1 in the new epoch: the acks' epochs tell them apart,
+            // each the epoch its message was delivered with.
+            #expect(Set(after.values.map(\.epoch)).count == 1 && after.values.allSatisfy { $0.epoch != nil && $0.epoch != kept.first?.epoch })
+            let carolMessages = await carolEvents.all.compactMap(\.messageEvent)
+            let receipts = after.map { ($0.key, $0.value) } + zip((1...5).map { "kept-\($0)" } + (1...5).map { "lost-\($0)" }, kept + lost).map { ($0, $1) }
+            for (text, receipt) in receipts {
+                #expect(carolMessages.contains { $0.text == text && $0.seq == receipt.seq && $0.epoch == receipt.epoch }, "\(text): \(receipt)")
+            }
 
             // The receiver: told of the new mailbox epoch once, before its first message; the
             // new ids are above every earlier one, none given twice.

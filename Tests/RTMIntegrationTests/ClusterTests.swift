@@ -71,7 +71,7 @@ struct ClusterTests {
         await events.matching { $0.messageEvent?.channelName == channel }.compactMap(\.messageEvent)
     }
 
-    @Test("M-2: publishes on both nodes reach subscribers on both, each once, in one order per channel, with the acknowledged numbers and one epoch")
+    @Test("M-2: publishes on both nodes reach subscribers on both, each once, in one order per channel, with the acknowledged numbers and epoch, one epoch")
     func crossNodeFanout() async throws {
         try await withCluster { _, a, b in
             let (onA, onAEvents) = try await Harness.client("sub-a", port: a.port)
@@ -85,7 +85,7 @@ struct ClusterTests {
             async let bobSeqs = Self.publish(bob, prefix: "b", count: 40)
             let acknowledged = try await aliceSeqs.merging(try await bobSeqs) { first, _ in first }
             // JSON request path (storeInHistory): acknowledged after the commit too.
-            let stored = try await alice.publish(channel: "room", message: "stored", customType: "t", storeInHistory: true)
+            let stored = try await alice.publishWithReceipt(channel: "room", message: "stored", customType: "t", storeInHistory: true)
             for events in [onAEvents, onBEvents] {
                 #expect(await events.first(within: soon) { $0.messageEvent?.text == "stored" } != nil)
             }
@@ -95,9 +95,10 @@ struct ClusterTests {
             #expect(seenOnA.map(\.text) == seenOnB.map(\.text))   // the same order on both nodes
             #expect(seenOnA.map(\.seq) == seenOnB.map(\.seq))
             for message in seenOnA where message.text != "stored" {
-                #expect(acknowledged[message.text ?? ""] == message.seq)   // the ack carries the cluster's number
+                // The ack carries the cluster's number and epoch.
+                #expect(acknowledged[message.text ?? ""] == PublishReceipt(seq: message.seq ?? 0, epoch: message.epoch))
             }
-            #expect(seenOnA.last?.seq == stored && seenOnA.last?.customType == "t")
+            #expect(seenOnA.last?.seq == stored.seq && seenOnA.last?.epoch == stored.epoch && seenOnA.last?.customType == "t")
             // Each publisher's messages in its publishing order.
             for prefix in ["a", "b"] {
                 #expect(seenOnB.compactMap(\.text).filter { $0.hasPrefix(prefix + "-") } == (1...40).map { "\(prefix)-\($0)" })
@@ -105,7 +106,7 @@ struct ClusterTests {
             // One epoch and one position for the channel on both nodes.
             let positionA = a.server.hub.channelPosition(appId: Harness.appId, channel: "room")
             let positionB = b.server.hub.channelPosition(appId: Harness.appId, channel: "room")
-            #expect(positionA == positionB && positionA.seq == 81)
+            #expect(positionA == positionB && positionA.seq == 81 && positionA.epoch == stored.epoch)
             for client in [onA, onB, alice, bob] { await client.logout() }
         }
     }
@@ -294,13 +295,13 @@ struct ClusterTests {
     }
 
     /// Publishes `count` messages one after the other; their acknowledged numbers by text.
-    private static func publish(_ client: RTMClient, prefix: String, count: Int) async throws -> [String: UInt64] {
-        var seqs: [String: UInt64] = [:]
+    private static func publish(_ client: RTMClient, prefix: String, count: Int) async throws -> [String: PublishReceipt] {
+        var receipts: [String: PublishReceipt] = [:]
         for i in 1...count {
             let text = "\(prefix)-\(i)"
-            seqs[text] = try await client.publish(channel: "room", message: text)
+            receipts[text] = try await client.publishWithReceipt(channel: "room", message: text)
         }
-        return seqs
+        return receipts
     }
 }
 

@@ -71,18 +71,24 @@ struct JSONPublishTests {
 
     static func text(_ json: String) -> ByteBuffer { JSONPublishTests.clientFrame(0x1, Array(json.utf8), key: [0x9A, 0x17, 0xC3, 0x5E]) }
 
-    @Test("JSON publishes of one read (with binary ones among them) are delivered in one message frame of consecutive items; each JSON one gets its ok, the binary ones one ack frame")
-    func jsonPublishesOfOneReadShareAFrame() async throws {
-        let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
-        let client = try await RawClient(port: harness.port)
+    /// A raw client logged in as alice and subscribed to `room` (without presence), and how
+    /// many frames it has received so far.
+    static func aliceInRoom(port: Int) async throws -> (client: RawClient, received: Int) {
+        let client = try await RawClient(port: port)
         let login = Frame(type: .login, id: 1, appId: Harness.appId, userId: "alice", token: Harness.token("alice"), heartbeatInterval: 5)
         try await client.send([Self.text(String(buffer: FrameCodec.encode(login)))])
         _ = try await client.waitFor { $0.contains { String(buffer: $0.payload).contains(#""id":1"#) } }
         try await client.send([Self.text(#"{"type":"subscribe","id":2,"channel":"room","withPresence":false}"#)])
         let subscribed = try await client.waitFor { $0.contains { String(buffer: $0.payload).contains(#""id":2"#) } }
         #expect(subscribed.contains { String(buffer: $0.payload).contains(#""type":"ok""#) && String(buffer: $0.payload).contains(#""id":2"#) })
-        let before = subscribed.count
+        return (client, subscribed.count)
+    }
+
+    @Test("JSON publishes of one read (with binary ones among them) are delivered in one message frame of consecutive items; each JSON one gets its ok, the binary ones one ack frame")
+    func jsonPublishesOfOneReadShareAFrame() async throws {
+        let harness = try await Harness.start()
+        defer { Task { await harness.stop() } }
+        let (client, before) = try await Self.aliceInRoom(port: harness.port)
 
         // 12 publishes in one write: JSON (ids 10…), a binary one in the middle, JSON again.
         var frames: [ByteBuffer] = []

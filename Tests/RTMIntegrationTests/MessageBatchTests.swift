@@ -42,10 +42,11 @@ struct MessageBatchTests {
         config.channelReplayMax = 32
         var state = HubState(configuration: config)
         let first = (1...5).map { Self.outgoing($0, msgId: UInt64(100 + $0)) }
-        let (seqs, buffer, _) = state.publish(first, channel: Self.key, publisher: Self.alice, nowMillis: 1_000, dropSeq: 3,
+        let (seqs, epoch, buffer, _) = state.publish(first, channel: Self.key, publisher: Self.alice, nowMillis: 1_000, dropSeq: 3,
                                               allocator: ByteBufferAllocator())
         #expect(seqs == [1, 2, 3, 4, 5])
         let frames = try Self.frames(try #require(buffer))
+        #expect(frames.joined().allSatisfy { $0.epoch == epoch })   // M-2: the acks' epoch is the delivered one
         #expect(frames.map { $0.map(\.seq) } == [[1, 2], [4, 5]])
         for message in frames.joined() {
             let sent = first[Int(message.seq) - 1]
@@ -55,14 +56,14 @@ struct MessageBatchTests {
 
         // A resend of message 2 (same msgId) and two new ones: the resend gets its number back.
         let second = [Self.outgoing(2, msgId: 102), Self.outgoing(6, msgId: 106), Self.outgoing(7, msgId: 107)]
-        let (seqs2, buffer2, _) = state.publish(second, channel: Self.key, publisher: Self.alice, nowMillis: 2_000, dropSeq: 3,
+        let (seqs2, epoch2, buffer2, _) = state.publish(second, channel: Self.key, publisher: Self.alice, nowMillis: 2_000, dropSeq: 3,
                                                 allocator: ByteBufferAllocator())
-        #expect(seqs2 == [2, 6, 7])
+        #expect(seqs2 == [2, 6, 7] && epoch2 == epoch)
         #expect(try Self.frames(try #require(buffer2)).map { $0.map(\.seq) } == [[6, 7]])
 
         // A subscriber at 1 missed 2…7 but 3 (never sent): replayed in frames of consecutive
         // numbers from one publishing time, the loss not counted (3 was dropped on purpose).
-        let epoch = state.channels[Self.key]!.epoch
+        #expect(state.channels[Self.key]!.epoch == epoch)
         let replay = state.replay(Self.key, after: ChannelPosition(epoch: epoch, seq: 1), nowMillis: 2_000)
         let replayed = try replay.messages.map { try Self.frames($0) }.joined()
         #expect(replayed.map { $0.map(\.seq) } == [[2], [4, 5], [6, 7]])
@@ -83,7 +84,7 @@ struct MessageBatchTests {
                 Hub.Outgoing(requestID: UInt64(i), msgId: nil, customType: long ? String(repeating: "t", count: 32) : nil, isText: false,
                              payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(i), count: size)))
             }
-            let (_, buffer, _) = state.publish(messages, channel: key, publisher: publisher, nowMillis: 1, dropSeq: nil,
+            let (_, _, buffer, _) = state.publish(messages, channel: key, publisher: publisher, nowMillis: 1, dropSeq: nil,
                                                allocator: ByteBufferAllocator())
             let frames = try Self.frames(try #require(buffer))   // checks every frame's size
             #expect(frames.count > 1)

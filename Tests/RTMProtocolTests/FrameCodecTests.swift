@@ -137,9 +137,12 @@ struct BinaryFrameTests {
                                            customType: nil, isText: false, payload: ByteBuffer(bytes: [1, 2, 3]))])
 
         var acks = ByteBuffer()
-        BinaryFrame.writePublishAcks(into: &acks, [(1, 10), (2, 11)])
+        var written = BinaryFrame.PublishAcks()
+        written.append(requestID: 1, seq: 10, epoch: "e-1")
+        written.append(requestID: 2, seq: 11, epoch: "e-1")
+        BinaryFrame.writePublishAcks(into: &acks, written)
         guard case .publishAcks(let list) = try BinaryFrame.decode(acks) else { Issue.record("not acks"); return }
-        #expect(list.map(\.requestID) == [1, 2] && list.map(\.seq) == [10, 11])
+        #expect(list == [.init(requestID: 1, seq: 10, epoch: "e-1"), .init(requestID: 2, seq: 11, epoch: "e-1")])
 
         // Every truncation of a message header fails cleanly (the payload may be cut anywhere).
         let headerLength = message.readableBytes - 3

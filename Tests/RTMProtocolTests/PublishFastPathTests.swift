@@ -154,13 +154,16 @@ struct PublishFastPathTests {
         #expect(taken > 500)
     }
 
-    @Test("The publish reply written by hand has the general encoder's bytes")
-    func okReply() {
+    @Test("M-2: the publish reply written by hand, with or without its channel epoch, has the general encoder's bytes")
+    func okReply() throws {
         for (id, seq) in [(UInt64(0), UInt64(0)), (7, 300), (9, 10), (123_456_789, 9_876_543_210), (UInt64(Int64.max), UInt64.max)] {
-            var buffer = ByteBuffer()
-            FrameCodec.writePublishOK(id: id, seq: seq, into: &buffer)
-            #expect(String(buffer: buffer) == String(buffer: FrameCodec.encode(Frame(type: .ok, id: id, seq: seq))))
-            #expect(buffer.readableBytes == FrameCodec.publishOKLength(id: id, seq: seq))
+            for epoch in [nil, "e-1", "k3f9.2", "", "odd \"/\\ é\n"] {
+                var buffer = ByteBuffer()
+                FrameCodec.writePublishOK(id: id, seq: seq, epoch: epoch, into: &buffer)
+                #expect(String(buffer: buffer) == String(buffer: FrameCodec.encode(Frame(type: .ok, id: id, seq: seq, epoch: epoch))))
+                #expect(buffer.readableBytes == FrameCodec.publishOKLength(id: id, seq: seq, epoch: epoch))
+                if seq <= UInt64(Int64.max) { #expect(try FrameCodec.decode(buffer).epoch == epoch) }   // the decoder's range
+            }
         }
     }
 

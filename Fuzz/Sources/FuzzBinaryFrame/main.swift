@@ -11,8 +11,15 @@ fuzzMain { bytes in
         precondition(publish.payload.readableBytes <= buffer.readableBytes)
         precondition(publish.channelBytes.count <= buffer.readableBytes)
     }
-    if case .messages(let messages)? = try? BinaryFrame.decode(buffer) {
+    switch try? BinaryFrame.decode(buffer) {
+    case .messages(let messages)?:
         precondition(messages.reduce(0) { $0 + $1.payload.readableBytes } <= buffer.readableBytes)
+    case .publishAcks(let acks)?:
+        // Epochs are all known (runs covering every ack) or all unknown (no runs).
+        precondition(16 * acks.count <= buffer.readableBytes)
+        precondition(acks.allSatisfy { $0.epoch == nil } || acks.allSatisfy { $0.epoch != nil })
+    default:
+        break
     }
     var cursor = buffer
     let fromBuffer = BinaryFrame.readVarint(&cursor)

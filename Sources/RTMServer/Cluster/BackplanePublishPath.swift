@@ -15,7 +15,7 @@ struct BackplanePublishPath: PublishPath {
     func publish(_ messages: [Hub.Outgoing], channel: ChannelKey, publisher: UserKey, hub: Hub) async throws -> (seqs: [UInt64], epoch: String) {
         let (seqs, epoch) = try await hub.publishThroughBackplane(backplane, appId: channel.appId, channel: channel.name,
                                                                   publisher: publisher, messages: messages)
-        return (seqs, epoch ?? hub.channelPosition(appId: channel.appId, channel: channel.name).epoch)
+        return (seqs, hub.epoch(epoch, appId: channel.appId, channel: channel.name))
     }
 }
 
@@ -65,7 +65,7 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
     }
 
     func publish(_ run: [Hub.Outgoing], channel: String, publisher: UserKey, handler: ConnectionHandler,
-                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> [UInt64]? {
+                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> PublishNumbers? {
         let entry = Run(messages: run, completion: completion, due: .now() + backplane.publishDeadline)
         open.append(entry)
         if deadlineTimer == nil { armDeadline(handler: handler, context: context) }
@@ -101,12 +101,15 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
             }
             loop.execute {
                 let (publisherSelf, handler, context, runs) = bound.value
+                let numbered = result.map { committed -> PublishNumbers in
+                    (committed.seqs, hub.epoch(committed.epoch, appId: publisher.appId, channel: channel))
+                }
                 var start = 0
                 for run in runs {
                     let end = start + run.messages.count
                     if !run.answered {
                         run.answered = true
-                        run.completion(handler, context, run.messages, result.map { (Array($0.seqs[start..<end]), $0.epoch) })
+                        run.completion(handler, context, run.messages, numbered.map { (Array($0.seqs[start..<end]), $0.epoch) })
                     }
                     start = end
                 }

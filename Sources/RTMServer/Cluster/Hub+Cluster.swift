@@ -54,6 +54,12 @@ extension Hub {
         return (seqs.map { $0 ?? 0 }, (receipts.first { !$0.resent } ?? receipts.first)?.epoch)
     }
 
+    /// The channel epoch of a commit's numbers: `publishThroughBackplane`'s, or, when it knew
+    /// every message as a resend (nil), the channel's epoch as this node follows it.
+    func epoch(_ committed: String?, appId: String, channel: String) -> String {
+        committed ?? channelPosition(appId: appId, channel: channel).epoch
+    }
+
     /// Messages the backplane committed (any node's), in order per channel: each channel's run
     /// is applied to the local state (numbers, epoch, replay buffer) and fanned out to local
     /// subscribers with the same encoding and hops as a local publish.

@@ -73,7 +73,7 @@ extension ConnectionHandler {
         defer { hub.metrics.request(.publish, nanoseconds: (NIODeadline.now() - started).nanoseconds) }   // one per batch
         let batch = intake.publishes
         intake.publishes.removeAll(keepingCapacity: true)
-        var acks: [(requestID: UInt64, seq: UInt64)] = []
+        var acks = BinaryFrame.PublishAcks()
         var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
         var runChannel: String?
@@ -94,18 +94,19 @@ extension ConnectionHandler {
             fanout.stats.channelMessagesIn &+= run.count
             // Numbered now (one node: answered with this batch's replies), or answered after
             // the commit (a cluster), by a closure without captures.
-            guard let seqs = channelPublisher.publish(run, channel: channel, publisher: key, handler: self, context: context,
-                                                      completion: { handler, context, run, result in
-                                                          handler.acknowledgeCommitted(run, result: result.map(\.seqs), context: context)
-                                                      }) else {
+            guard let numbers = channelPublisher.publish(run, channel: channel, publisher: key, handler: self, context: context,
+                                                         completion: { handler, context, run, result in
+                                                             handler.acknowledgeCommitted(run, result: result, context: context)
+                                                         }) else {
                 run.removeAll(keepingCapacity: true)
                 return
             }
-            for (index, seq) in zip(run.indices, seqs) {
+            for (index, seq) in zip(run.indices, numbers.seqs) {
                 if run[index].repliesInJSON {
-                    Self.appendPublishOK(id: run[index].requestID, seq: seq, to: &replies, expected: batch.count, allocator: context.channel.allocator)
+                    Self.appendPublishOK(id: run[index].requestID, seq: seq, epoch: numbers.epoch, to: &replies, expected: batch.count,
+                                         allocator: context.channel.allocator)
                 } else {
-                    acks.append((run[index].requestID, seq))
+                    acks.append(requestID: run[index].requestID, seq: seq, epoch: numbers.epoch)
                 }
             }
             run.removeAll(keepingCapacity: true)
@@ -160,10 +161,11 @@ extension ConnectionHandler {
     }
 
     /// Answers a run of publishes answered after their commit (a cluster), or failed: binary
-    /// ones in one binary ack frame, JSON ones with their `ok` replies, as the batch's own
-    /// replies are on one node. A failed commit answers every publish of the run with
-    /// `channelPublishMessageTimeout` and the reason (nothing stored, or the outcome unknown).
-    func acknowledgeCommitted(_ run: [Hub.Outgoing], result: Result<[UInt64], any Error>, context: ChannelHandlerContext) {
+    /// ones in one binary ack frame, JSON ones with their `ok` replies, each with the run's
+    /// channel epoch, as the batch's own replies are on one node. A failed commit answers every
+    /// publish of the run with `channelPublishMessageTimeout` and the reason (nothing stored,
+    /// or the outcome unknown).
+    func acknowledgeCommitted(_ run: [Hub.Outgoing], result: Result<PublishNumbers, any Error>, context: ChannelHandlerContext) {
         switch result {
         case .failure(let error):
             // Logged once per change of the link (`ClusterStatus`), counted here: an outage
@@ -173,14 +175,15 @@ extension ConnectionHandler {
             for message in run {
                 send(.error(id: message.requestID, .channelPublishMessageTimeout, reason), context: context, operation: .publish)
             }
-        case .success(let seqs):
-            var acks: [(requestID: UInt64, seq: UInt64)] = []
+        case .success(let numbers):
+            var acks = BinaryFrame.PublishAcks()
             var replies: ByteBuffer?
-            for (message, seq) in zip(run, seqs) {
+            for (message, seq) in zip(run, numbers.seqs) {
                 if message.repliesInJSON {
-                    Self.appendPublishOK(id: message.requestID, seq: seq, to: &replies, expected: run.count, allocator: context.channel.allocator)
+                    Self.appendPublishOK(id: message.requestID, seq: seq, epoch: numbers.epoch, to: &replies, expected: run.count,
+                                         allocator: context.channel.allocator)
                 } else {
-                    acks.append((message.requestID, seq))
+                    acks.append(requestID: message.requestID, seq: seq, epoch: numbers.epoch)
                 }
             }
             writeReplies(&replies, context: context)
@@ -188,10 +191,10 @@ extension ConnectionHandler {
         }
     }
 
-    /// Acknowledges binary publishes, all in one binary ack frame.
-    func writePublishAcks(_ acks: [(requestID: UInt64, seq: UInt64)], context: ChannelHandlerContext) {
+    /// Acknowledges binary publishes, all in one binary ack frame (with their epochs).
+    func writePublishAcks(_ acks: BinaryFrame.PublishAcks, context: ChannelHandlerContext) {
         guard !acks.isEmpty, let outbox else { return }   // nothing after our close frame
-        var buffer = context.channel.allocator.buffer(capacity: 3 + 16 * acks.count)
+        var buffer = context.channel.allocator.buffer(capacity: acks.byteCount)
         BinaryFrame.writePublishAcks(into: &buffer, acks)
         outbox.binary(buffer)
     }
@@ -199,11 +202,12 @@ extension ConnectionHandler {
     /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
     /// encoder in one buffer). Kept out of line: the binary path does not pay for its code.
     @inline(never)
-    static func appendPublishOK(id: UInt64, seq: UInt64, to replies: inout ByteBuffer?, expected: Int, allocator: ByteBufferAllocator) {
-        let length = FrameCodec.publishOKLength(id: id, seq: seq)
-        if replies == nil { replies = allocator.buffer(capacity: (length + 2) * expected) }
+    static func appendPublishOK(id: UInt64, seq: UInt64, epoch: String, to replies: inout ByteBuffer?, expected: Int,
+                                allocator: ByteBufferAllocator) {
+        let length = FrameCodec.publishOKLength(id: id, seq: seq, epoch: epoch)
+        if replies == nil { replies = allocator.buffer(capacity: (length + 4) * expected) }
         BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
-        FrameCodec.writePublishOK(id: id, seq: seq, into: &replies!)
+        FrameCodec.writePublishOK(id: id, seq: seq, epoch: epoch, into: &replies!)
     }
 
     /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the

@@ -342,26 +342,26 @@ extension ConnectionHandler {
         let payload = frame.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: frame.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: frame.id ?? 0, msgId: frame.msgId, customType: frame.customType,
                                     isText: frame.text != nil, payload: payload, repliesInJSON: true)
-        if let seqs = channelPublisher.publish([outgoing], channel: channel, publisher: key, handler: self, context: context,
-                                               completion: { handler, context, run, result in
-                                                   handler.answerPublish(frame, run, channel: channel, key: key, result: result, context: context)
-                                               }) {
-            answerPublish(frame, [outgoing], channel: channel, key: key, result: .success((seqs, nil)), context: context)
+        if let numbers = channelPublisher.publish([outgoing], channel: channel, publisher: key, handler: self, context: context,
+                                                  completion: { handler, context, run, result in
+                                                      handler.answerPublish(frame, run, channel: channel, key: key, result: result, context: context)
+                                                  }) {
+            answerPublish(frame, [outgoing], channel: channel, key: key, result: .success(numbers), context: context)
         }
     }
 
-    /// Answers a JSON publish request: `ok` with its number, after the history record when it
-    /// asked for one (keyed by the channel's epoch and the number); a failure as any run's.
+    /// Answers a JSON publish request: `ok` with its number and channel epoch, after the
+    /// history record when it asked for one (keyed by the epoch and the number); a failure as
+    /// any run's.
     private func answerPublish(_ frame: Frame, _ run: [Hub.Outgoing], channel: String, key: UserKey,
-                               result: Result<(seqs: [UInt64], epoch: String?), any Error>, context: ChannelHandlerContext) {
+                               result: Result<PublishNumbers, any Error>, context: ChannelHandlerContext) {
         guard case .success(let (seqs, epoch)) = result else {
-            return acknowledgeCommitted(run, result: result.map(\.seqs), context: context)
+            return acknowledgeCommitted(run, result: result, context: context)
         }
-        let reply = Frame(type: .ok, id: frame.id, seq: seqs[0])
+        let reply = Frame(type: .ok, id: frame.id, seq: seqs[0], epoch: epoch)
         guard frame.storeInHistory == true else { return send(reply, context: context) }
-        let position = epoch ?? hub.channelPosition(appId: key.appId, channel: channel).epoch
         storeInHistory(appId: key.appId, channelType: "message", channel: channel, publisher: key.userId, frame: frame,
-                       dedupKey: "\(position):\(seqs[0])", reply: reply, context: context)
+                       dedupKey: "\(epoch):\(seqs[0])", reply: reply, context: context)
     }
 
     /// A user message (SPEC M-1): stored durably first, acknowledged after the commit, delivered

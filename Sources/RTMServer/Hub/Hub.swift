@@ -279,17 +279,19 @@ final class Hub: Sendable {
 
     /// Publishes messages of one publisher to one channel: one lock, one encoded buffer, one hop
     /// per event loop with subscribers. Resends of published client message ids get their first
-    /// sequence number and are not delivered again (M-3). Returns the sequence numbers.
-    func publish(appId: String, channel: String, publisher: UserKey, messages: [Outgoing], allocator: ByteBufferAllocator) -> [UInt64] {
+    /// sequence number and are not delivered again (M-3). Returns the sequence numbers and the
+    /// channel epoch they belong to (M-2), read under the same lock.
+    func publish(appId: String, channel: String, publisher: UserKey, messages: [Outgoing],
+                 allocator: ByteBufferAllocator) -> (seqs: [UInt64], epoch: String) {
         let key = ChannelKey(appId: appId, name: channel)
         let dropSeq = configuration.testDropSeq
         return state.withLockedValue { state in
-            let (seqs, buffer, loops) = state.publish(messages, channel: key, publisher: publisher, nowMillis: Self.wallMillis,
+            let (seqs, epoch, buffer, loops) = state.publish(messages, channel: key, publisher: publisher, nowMillis: Self.wallMillis,
                                                        dropSeq: dropSeq, allocator: allocator)
             // Queued to each loop while the sequence numbers are still held: every loop receives
             // a channel's messages in sequence order, whoever published them.
             if let buffer { enqueueRaw(buffer, messages: messages.count, to: key, loops: loops) }
-            return seqs
+            return (seqs, epoch)
         }
     }
 

@@ -17,9 +17,10 @@ extension HubState {
     /// the next sequence numbers and encodes the new messages **once**, as few complete
     /// WebSocket frames as possible (one `message` frame holds consecutive messages, up to
     /// `maxFrameBody` bytes; nothing in it names a recipient), and keeps each for replay.
-    /// Returns the sequence numbers (a resend gets its first one) and the buffer to fan out.
+    /// Returns the sequence numbers (a resend gets its first one), the channel epoch they were
+    /// numbered in, and the buffer to fan out.
     mutating func publish(_ messages: [Hub.Outgoing], channel key: ChannelKey, publisher: UserKey, nowMillis: Int64,
-                          dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], buffer: ByteBuffer?, loops: UInt64) {
+                          dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], epoch: String, buffer: ByteBuffer?, loops: UInt64) {
         // Taken out of their tables while they change, so that appending to the replay buffer
         // or the id list mutates the only copy instead of copying it on write.
         var state = channels.removeValue(forKey: key) ?? newChannel(key)
@@ -84,7 +85,7 @@ extension HubState {
         }
         channels[key] = state
         pruneIfUnused(key)
-        return (seqs, buffer, state.loops)
+        return (seqs, state.epoch, buffer, state.loops)
     }
 
     /// A frame's body stays within the clients' frame limit (64 KB) unless one message alone

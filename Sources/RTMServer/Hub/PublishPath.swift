@@ -16,20 +16,22 @@ protocol PublishPath: Sendable {
         -> (seqs: [UInt64], epoch: String)
 }
 
+/// A run's sequence numbers, in run order, and the channel epoch they belong to (SPEC M-2):
+/// what its acknowledgements carry.
+typealias PublishNumbers = (seqs: [UInt64], epoch: String)
+
 /// What happens to a run of publishes once it has its numbers, or has failed: called on the
 /// connection's event loop with the run. A closure with no captures (the publish fast path
 /// passes a static one: nothing is allocated per run).
-typealias PublishCompletion = (ConnectionHandler, ChannelHandlerContext, [Hub.Outgoing],
-                               Result<(seqs: [UInt64], epoch: String?), any Error>) -> Void
+typealias PublishCompletion = (ConnectionHandler, ChannelHandlerContext, [Hub.Outgoing], Result<PublishNumbers, any Error>) -> Void
 
 /// One connection's way into the `PublishPath`.
 protocol ConnectionPublisher: AnyObject {
-    /// Publishes `run` (one publisher, one channel, in read order). Returns the numbers when
-    /// they are known at once (one node: numbered and fanned out); otherwise nil, and
-    /// `completion` is called later on the connection's loop (`epoch` nil: every message was a
-    /// resend, or the path does not know it; ask `Hub.channelPosition`).
+    /// Publishes `run` (one publisher, one channel, in read order). Returns the numbers and
+    /// their channel epoch when they are known at once (one node: numbered and fanned out);
+    /// otherwise nil, and `completion` is called later on the connection's loop.
     func publish(_ run: [Hub.Outgoing], channel: String, publisher: UserKey, handler: ConnectionHandler,
-                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> [UInt64]?
+                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> PublishNumbers?
 }
 
 /// A single node's publish path: numbered, fanned out to the local subscribers and answered in
@@ -39,13 +41,11 @@ final class LocalPublishPath: PublishPath, ConnectionPublisher, Sendable {
     func makeConnectionPublisher() -> any ConnectionPublisher { self }
 
     func publish(_ messages: [Hub.Outgoing], channel: ChannelKey, publisher: UserKey, hub: Hub) -> (seqs: [UInt64], epoch: String) {
-        let seqs = hub.publish(appId: channel.appId, channel: channel.name, publisher: publisher, messages: messages,
-                               allocator: ByteBufferAllocator())
-        return (seqs, hub.channelPosition(appId: channel.appId, channel: channel.name).epoch)
+        hub.publish(appId: channel.appId, channel: channel.name, publisher: publisher, messages: messages, allocator: ByteBufferAllocator())
     }
 
     func publish(_ run: [Hub.Outgoing], channel: String, publisher: UserKey, handler: ConnectionHandler,
-                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> [UInt64]? {
+                 context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> PublishNumbers? {
         handler.hub.publish(appId: publisher.appId, channel: channel, publisher: publisher, messages: run, allocator: context.channel.allocator)
     }
 }
