@@ -28,26 +28,14 @@ enum BoundedCall {
     @discardableResult
     static func run<T: Sendable>(_ operation: String, timeout: TimeAmount,
                                  _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let call = Pending<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                call.wait(continuation)
-                let work = Task {
-                    let result: Result<T, any Error>
-                    do { result = .success(try await body()) } catch { result = .failure(error) }
-                    call.finish(result)
-                }
-                // One shared timer for every call's deadline (`CallDeadlines`), not one per call.
-                let deadlines = CallDeadlines.shared
-                let token = deadlines.add(deadline: .now() + timeout) {
-                    work.cancel()
-                    call.finish(.failure(TimedOut(operation: operation, timeout: timeout)))
-                }
-                call.onFinish { work.cancel(); deadlines.remove(token) }
-                if Task.isCancelled { call.finish(.failure(CancellationError())) }
+        try await race(body) { call, work in
+            // One shared timer for every call's deadline (`CallDeadlines`), not one per call.
+            let deadlines = CallDeadlines.shared
+            let token = deadlines.add(deadline: .now() + timeout) {
+                work.cancel()
+                call.finish(.failure(TimedOut(operation: operation, timeout: timeout)))
             }
-        } onCancel: {
-            call.finish(.failure(CancellationError()))
+            call.onFinish { work.cancel(); deadlines.remove(token) }
         }
     }
 
@@ -62,6 +50,20 @@ enum BoundedCall {
     /// Whichever comes first; the body is then cancelled and left behind.
     static func untilClosed<T: Sendable>(_ connection: PostgresConnection,
                                          _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await race(body) { call, work in
+            let token = ClosingConnections.shared.watch(connection) { call.finish(.failure(ConnectionClosedMidCall())) }
+            call.onFinish {
+                work.cancel()
+                ClosingConnections.shared.unwatch(connection, token)
+            }
+        }
+    }
+
+    /// Runs `body` in a task of its own and returns the first of its result, what `arm` makes
+    /// the call finish with (`arm` is given the call and the task as they start), or
+    /// `CancellationError` when the calling task is cancelled.
+    private static func race<T: Sendable>(_ body: @escaping @Sendable () async throws -> T,
+                                          arm: (Pending<T>, Task<Void, Never>) -> Void) async throws -> T {
         let call = Pending<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
@@ -71,11 +73,7 @@ enum BoundedCall {
                     do { result = .success(try await body()) } catch { result = .failure(error) }
                     call.finish(result)
                 }
-                let token = ClosingConnections.shared.watch(connection) { call.finish(.failure(ConnectionClosedMidCall())) }
-                call.onFinish {
-                    work.cancel()
-                    ClosingConnections.shared.unwatch(connection, token)
-                }
+                arm(call, work)
                 if Task.isCancelled { call.finish(.failure(CancellationError())) }
             }
         } onCancel: {

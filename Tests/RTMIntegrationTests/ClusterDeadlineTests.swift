@@ -95,9 +95,13 @@ struct ClusterDeadlineTests {
         try? await toDatabase.stop()
     }
 
-    /// One node whose user messages go through `toDatabase` to PostgreSQL, with the store's
-    /// default call timeout (10 s) and a 2 s `userMessageDeadline`.
-    private static func userMessageNode(database: PostgresTestServer, toDatabase: FaultProxy, logger: Logger) async throws -> Harness {
+    /// One node whose user messages go through a proxy (`toDatabase`) to PostgreSQL, with the
+    /// store's default call timeout (10 s) and a 2 s `userMessageDeadline`, and alice logged in
+    /// on it with a raw client; everything is stopped after `body`, whatever it throws.
+    private static func withUserMessageNode(_ body: (PostgresTestServer, FaultProxy, RawPeer) async throws -> Void) async throws {
+        let (database, _, logger) = try ClusterTests.database(label: "test.deadline")
+        defer { database.destroy() }
+        let toDatabase = try await FaultProxy.start(targetPort: database.port)
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
         let store = try await PostgresUserMessageStore.open(location: proxied, node: "a", logger: logger)
         var config = Harness.serverConfig()
@@ -106,7 +110,21 @@ struct ClusterDeadlineTests {
                                                     options: ClusterTests.options { $0.lease = .seconds(60); $0.leaseInterval = .seconds(1) },
                                                     logger: logger)
         let server = try RTMServer(configuration: config, store: store, logger: logger)
-        return Harness(server: server, port: try await server.start())
+        let node = Harness(server: server, port: try await server.start())
+        var failure: (any Error)?
+        do {
+            let peer = try await Self.loggedIn("alice", port: node.port)
+            do { try await body(database, toDatabase, peer) } catch { failure = error }
+            await peer.close()
+        } catch {
+            failure = error
+        }
+        if failure != nil { Issue.record("database log:\n\(database.log.suffix(1_500))") }
+        toDatabase.setMode(.pass)
+        toDatabase.cutAll()
+        await node.stop()
+        try? await toDatabase.stop()
+        if let failure { throw failure }
     }
 
     /// Pipelines 20 `sendUser` to an offline user and checks each answer: within the deadline,
@@ -126,35 +144,17 @@ struct ClusterDeadlineTests {
 
     @Test("M-1, M-3: sendUser with the database's TCP black-holed: each of 20 pipelined messages answered within userMessageDeadline (2 s here, not the store's 10 s call timeout), the reason naming that deadline")
     func userMessagesAnsweredInTimeWhenBlackHoled() async throws {
-        let (database, _, logger) = try ClusterTests.database(label: "test.deadline")
-        defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)
-        let node = try await Self.userMessageNode(database: database, toDatabase: toDatabase, logger: logger)
-        do {
-            let peer = try await Self.loggedIn("alice", port: node.port)
+        try await Self.withUserMessageNode { _, toDatabase, peer in
             toDatabase.setMode(.blackhole)
             try await Self.checkUserMessagesAnsweredInTime(peer, firstID: 100)
             // Still black-holed: the next ones too (the writer is still held by the first commit).
             try await Self.checkUserMessagesAnsweredInTime(peer, firstID: 200)
-            await peer.close()
-        } catch {
-            Issue.record("database log:\n\(database.log.suffix(1_500))")
-            throw error
         }
-        toDatabase.setMode(.pass)
-        toDatabase.cutAll()
-        await node.stop()
-        try? await toDatabase.stop()
     }
 
     @Test("M-1, M-3: sendUser with the database stopped: each of 20 pipelined messages answered within userMessageDeadline, then stored again once it is back")
     func userMessagesAnsweredInTimeWhenDatabaseStopped() async throws {
-        let (database, _, logger) = try ClusterTests.database(label: "test.deadline")
-        defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)
-        let node = try await Self.userMessageNode(database: database, toDatabase: toDatabase, logger: logger)
-        do {
-            let peer = try await Self.loggedIn("alice", port: node.port)
+        try await Self.withUserMessageNode { database, _, peer in
             try database.stop()
             try await Self.checkUserMessagesAnsweredInTime(peer, firstID: 100)
             try database.start()
@@ -166,12 +166,6 @@ struct ClusterDeadlineTests {
                 stored = await Self.answers(peer, ids: [id], within: .seconds(5))[id]?.text.contains(#""type":"ok""#) == true
             }
             #expect(stored, "no sendUser stored once the database was back")
-            await peer.close()
-        } catch {
-            Issue.record("database log:\n\(database.log.suffix(1_500))")
-            throw error
         }
-        await node.stop()
-        try? await toDatabase.stop()
     }
 }

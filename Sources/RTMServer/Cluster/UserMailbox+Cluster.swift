@@ -1,4 +1,5 @@
 import NIOCore
+import RTMProtocol
 
 /// Cluster mode: the store is shared by several nodes (`SharedUserMessageStore`).
 /// A receiver's ids are dense and committed in order (within a mailbox epoch: a database failover
@@ -90,7 +91,11 @@ extension UserMailbox {
     func deliverShared(_ waiting: [StoredUserMessage], held: [StoredUserMessage] = [], key: UserKey) {
         guard var receiver = online[key] else { return }
         var out = waiting.filter { $0.id > receiver.delivered }
-        if let last = out.last?.id { receiver.delivered = last }
+        let lost = Self.skipped(out, after: receiver.delivered, epoch: receiver.deliveredEpoch, storeEpoch: store.epoch)
+        if let last = out.last {
+            receiver.delivered = last.id
+            receiver.deliveredEpoch = last.epoch ?? store.epoch
+        }
         var gap = false
         for message in held where message.id > receiver.delivered {
             guard message.id == receiver.delivered + 1 else {
@@ -99,9 +104,39 @@ extension UserMailbox {
             }
             out.append(message)
             receiver.delivered = message.id
+            receiver.deliveredEpoch = message.epoch ?? store.epoch
         }
         online[key] = receiver
+        if lost > 0 { reportDroppedWhileOnline(key, count: lost, to: receiver) }
         deliver(out, to: receiver)
         if gap { sync(key) }
+    }
+
+    /// How many ids a complete read skips above `after` within one mailbox epoch: ids are dense
+    /// per receiver, and what this connection acknowledged is at or below `after`, so an id
+    /// missing there was dropped (the cap or the age, SPEC M-1) before this node could read it.
+    /// 0 before the first delivery (`after` 0: a login's read is reported by the store's count).
+    static func skipped(_ read: [StoredUserMessage], after: Int64, epoch: String?, storeEpoch: String) -> Int64 {
+        guard after > 0 else { return 0 }
+        var previous = after, previousEpoch = epoch, lost: Int64 = 0
+        for message in read {
+            let messageEpoch = message.epoch ?? storeEpoch
+            if messageEpoch == previousEpoch, message.id > previous + 1 { lost += message.id - previous - 1 }
+            previous = message.id
+            previousEpoch = messageEpoch
+        }
+        return lost
+    }
+
+    /// Tells an online receiver, before the messages that follow, that `count` of its messages
+    /// were dropped before its node could read them (never silent, SPEC M-1), and takes the
+    /// store's count of them so that its next login does not report them again.
+    private func reportDroppedWhileOnline(_ key: UserKey, count: Int64, to receiver: Receiver) {
+        logger.warning("user messages dropped for an online receiver before its node could read them",
+                       metadata: ["user": "\(key.userId)", "count": "\(count)"])
+        Hub.send(Frame(type: .dropped, channelType: "user", ts: Self.wallMillis, epoch: receiver.deliveredEpoch ?? store.epoch,
+                       count: Int(count)), on: receiver.connection.channel)
+        onUndeliverable?(key, Int(count))
+        writer.async { [self] in _ = try? store.takeDropped(appId: key.appId, receiver: key.userId) }
     }
 }

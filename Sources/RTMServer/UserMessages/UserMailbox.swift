@@ -53,6 +53,8 @@ final class UserMailbox: @unchecked Sendable {
         var held: [StoredUserMessage]?
         /// Shared store (cluster): the highest id delivered to this connection.
         var delivered: Int64 = 0
+        /// Shared store: the mailbox epoch of `delivered` (ids are dense within one epoch).
+        var deliveredEpoch: String?
         /// The highest id written to this connection: its acknowledgements count up to here,
         /// never further (an `ackUser` naming a higher id cannot delete what it was not sent).
         var sent: Int64 = 0
@@ -107,7 +109,7 @@ final class UserMailbox: @unchecked Sendable {
     private let metrics: ServerMetrics?
     /// Told how many messages for a receiver were dropped undelivered (cap or age, M-1), when
     /// the store reports them (the receiver's next login): the `userMessageUndeliverable` webhook.
-    private let onUndeliverable: (@Sendable (UserKey, Int) -> Void)?
+    let onUndeliverable: (@Sendable (UserKey, Int) -> Void)?
     /// Of the given receivers (not online here), those logged in on another node (none on a single node),
     /// for the receipts' `receiverOnline`. Set once by the hub before the first send.
     private(set) var onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?
