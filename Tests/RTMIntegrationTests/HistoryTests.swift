@@ -1,6 +1,7 @@
 import Foundation
 import RTMProtocol
 import RTMServer
+import RTMTestSupport
 import Testing
 @testable import RTMClient
 
@@ -48,19 +49,16 @@ struct HistoryTests {
 
     @Test("§2.8: history older than the retention time is forgotten")
     func retention() async throws {
-        let harness = try await Harness.start { $0.historyRetention = .milliseconds(300) }
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
-        try await alice.publish(channel: "log", message: "old", storeInHistory: true)
-        #expect(try await alice.getMessages(channel: "log").messages.count == 1)
-        var gone = false
-        let deadline = ContinuousClock.now + soon
-        while !gone && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-            gone = try await alice.getMessages(channel: "log").messages.isEmpty
+        try await Harness.with({ $0.historyRetention = .milliseconds(300) }) { harness in
+            let (alice, _) = try await Harness.client("alice", port: harness.port)
+            try await alice.publish(channel: "log", message: "old", storeInHistory: true)
+            #expect(try await alice.getMessages(channel: "log").messages.count == 1)
+            let gone = try await eventually(within: soon, every: .milliseconds(50)) {
+                try await alice.getMessages(channel: "log").messages.isEmpty
+            }
+            #expect(gone)
+            await alice.logout()
         }
-        #expect(gone)
-        await alice.logout()
-        await harness.stop()
     }
 
     @Test("§2.8: user-channel history is the conversation, seen the same from both sides")
