@@ -121,13 +121,9 @@ struct ConnectionTests {
             return true
         }
         client = nil
-        let done = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await finished.value }
-            group.addTask { try? await Task.sleep(for: soon); return false }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let done = await withDeadline(soon) {
+            await withTaskCancellationHandler { await finished.value } onCancel: { finished.cancel() }
+        } ?? false
         #expect(done, "the event stream did not finish after the client was released")
         #expect(await waitUntil { harness.server.connectionCount == 0 })
         finished.cancel()

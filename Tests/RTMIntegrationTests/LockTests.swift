@@ -1,9 +1,9 @@
 import Foundation
 import RTMProtocol
-import RTMServer
 import RTMTestSupport
 import Testing
 @testable import RTMClient
+@testable import RTMServer
 
 /// Locks end to end (AGORA_REFERENCE §2.12) with fencing tokens.
 @Suite(.serialized)
@@ -113,7 +113,9 @@ struct LockTests {
         let t1 = try await alice.acquireLock(channel: "doc", lockName: "L")
         // A second wait from the same client replaces the first, which is told so.
         let superseded = Task { try await bob.acquireLock(channel: "doc", lockName: "L", retry: true) }
-        try await Task.sleep(for: .milliseconds(50))
+        // The first wait is registered before the second is sent.
+        let key = LockService.LockKey(appId: Harness.appId, channel: "doc", name: "L")
+        #expect(await waitUntil { harness.server.hub.locks.firstWaiter(of: key) != nil })
         let waiting = Task { try await bob.acquireLock(channel: "doc", lockName: "L", retry: true) }
         do {
             _ = try await superseded.value

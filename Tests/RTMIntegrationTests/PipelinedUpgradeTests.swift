@@ -37,13 +37,11 @@ struct PipelinedUpgradeTests {
         var bytes = Self.upgradeRequest
         bytes.writeImmutableBuffer(JSONPublishTests.clientFrame(0x1, Array("{\"type\":\"ping\",\"ts\":7}".utf8)))
         try await channel.writeAndFlush(bytes)
-        let deadline = ContinuousClock.now + soon
-        var text = ""
-        while ContinuousClock.now < deadline {
-            text = collector.received.withLockedValue { String(buffer: $0) }
-            if text.contains("pong") { break }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        let received = { collector.received.withLockedValue { String(buffer: $0) } }
+        let text = await firstValue(within: soon, every: .milliseconds(5)) {
+            let text = received()
+            return text.contains("pong") ? text : nil
+        } ?? received()
         #expect(text.hasPrefix("HTTP/1.1 101"))
         #expect(text.contains("\"type\":\"pong\""))
         try? await channel.close()

@@ -16,12 +16,7 @@ struct StreamTests {
 
     /// Waits (polling every 5 ms, up to 5 s) until `condition` holds.
     static func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + soon
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return condition()
+        await RTMTestSupport.eventually(within: soon, every: .milliseconds(5), condition)
     }
 
     @Test("K-3/K-4: no join before login; three joined stream channels = three STREAM connections (not PCU); leave closes one; logout closes all")
@@ -75,12 +70,7 @@ struct StreamTests {
         try await stream.write(join)
         #expect(await Self.eventually { harness.server.connectionCounters.stream == 1 })
         // The STREAM connection stays alive (pings); its MESSAGE connection is cut.
-        let pinging = Task {
-            while !stream.isClosed {
-                try? await stream.write(RawPeer.text(#"{"type":"ping"}"#))
-                try? await Task.sleep(for: .milliseconds(100))
-            }
-        }
+        let pinging = stream.keepWriting([RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(100))
         await message.close()
         let frames = await stream.framesUntilClose(within: soon)
         pinging.cancel()
