@@ -496,9 +496,9 @@ struct ChannelLogNoticeTests {
         try await withFollower(pollInterval: .milliseconds(50), quietPollInterval: .seconds(3600)) { log, writer, follower, recorder in
             _ = try await writer.append([item("room", 1)])
             #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
+            let quiet = follower.reads
             // Listening, nothing missing: no reads (at 50 ms there would be about ten). A window
             // in which nothing may happen: the rule is a negative.
-            let quiet = follower.reads
             try await Task.sleep(for: .milliseconds(500))
             #expect(follower.reads - quiet <= 1, "reads while quiet: \(follower.reads - quiet)")
             // Number 2 from a node that died before its NOTIFY, number 3 announced: 3 is held,
