@@ -48,12 +48,7 @@ public final class RawPeer: Sendable {
 
     /// Waits until the server closes the connection; false if it is still open after `timeout`.
     public func waitForClose(within timeout: Duration) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while !isClosed {
-            if ContinuousClock.now >= end { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await eventually(within: timeout, every: .milliseconds(5)) { isClosed }
     }
 
     /// Waits until the server closes the connection (or `timeout` passes) and returns the

@@ -222,11 +222,8 @@ struct AuthHookTests {
         #expect(try await MetricsTests.scrape(harness.port)["rtm_auth_hook_breaker_open"] == 1)
         // The backend recovers: once the breaker lets a trial through, requests are decided again.
         backend.answer.withLockedValue { $0 = { _ in .json(#"{"result":"allow"}"#) } }
-        let deadline = ContinuousClock.now + .seconds(5)
-        var subscribed = false
-        while !subscribed, ContinuousClock.now < deadline {
-            subscribed = await CapabilityTests.code { _ = try await alice.subscribe("room.d") } == nil
-            if !subscribed { try await Task.sleep(for: .milliseconds(50)) }
+        let subscribed = await eventually(within: .seconds(5), every: .milliseconds(50)) {
+            await CapabilityTests.code { _ = try await alice.subscribe("room.d") } == nil
         }
         #expect(subscribed)
         #expect(try await MetricsTests.scrape(harness.port)["rtm_auth_hook_breaker_open"] == 0)

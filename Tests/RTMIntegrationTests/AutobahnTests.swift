@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOWebSocket
+import RTMTestSupport
 import RTMWebSocket
 import Testing
 @testable import RTMClient
@@ -150,16 +151,14 @@ enum Autobahn {
 
     /// Waits until something accepts connections on `port` (wstest takes a second to start).
     static func waitForListener(port: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while true {
-            do {
-                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
-                try await channel.close()
-                return
-            } catch where ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))   // polling a process we do not control
-            }
+        // Polling a process we do not control: nothing tells when it listens.
+        let listening = await eventually(within: .seconds(30), every: .milliseconds(100)) {
+            guard let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+            else { return false }
+            try? await channel.close()
+            return true
         }
+        try #require(listening, "nothing accepts connections on port \(port) after 30 s")
     }
 
     // MARK: the server side

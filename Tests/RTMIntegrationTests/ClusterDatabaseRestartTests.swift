@@ -38,11 +38,9 @@ extension ClusterTests {
         }
 
         private func publishes(from client: RTMClient, name: String) async {
-            var i = 0
-            while isRunning {
-                i += 1
+            await paced { i in
                 let text = "\(name)-\(i)"
-                do {
+                do throws(RTMError) {
                     let started = ContinuousClock.now
                     _ = try await client.publish(channel: "room", message: text)
                     let took = Self.seconds(ContinuousClock.now - started)
@@ -53,22 +51,28 @@ extension ClusterTests {
                 } catch {
                     state.withLockedValue { $0.refused.append(RTMError(error.code, operation: "publish \(text)", error.reason)) }
                 }
-                try? await Task.sleep(nanoseconds: 5_000_000)
             }
         }
 
         private func sends(from client: RTMClient, name: String, to receiver: String) async {
-            var i = 0
-            while isRunning {
-                i += 1
+            await paced { i in
                 let text = "\(name)-u\(i)"
-                do {
+                do throws(RTMError) {
                     _ = try await client.publish(toUser: receiver, message: text)
                     state.withLockedValue { $0.sent.append(text) }
                 } catch {
                     state.withLockedValue { $0.refused.append(RTMError(error.code, operation: "sendUser \(text)", error.reason)) }
                 }
-                try? await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+
+        /// Runs `step` with 1, 2, 3, … a few milliseconds apart until the ledger is stopped.
+        private func paced(_ step: (Int) async -> Void) async {
+            var i = 0
+            while isRunning {
+                i += 1
+                await step(i)
+                try? await Task.sleep(nanoseconds: 5_000_000)   // pacing the load generator: a steady load is the condition under test
             }
         }
 
@@ -80,12 +84,9 @@ extension ClusterTests {
     /// Waits until `events` holds a message (of `type`) for each of `texts`; the texts it got.
     private static func waitForTexts(_ texts: Set<String>, in events: AsyncRecorder<RTMEvent>, type: MessageEvent.ChannelType,
                                      within timeout: Duration = .seconds(20)) async -> [MessageEvent] {
-        let end = ContinuousClock.now + timeout
-        while true {
-            let got = await events.matching { $0.messageEvent?.channelType == type }.compactMap(\.messageEvent)
-            if texts.isSubset(of: Set(got.compactMap(\.text))) || ContinuousClock.now >= end { return got }
-            try? await Task.sleep(nanoseconds: 20_000_000)
-        }
+        let got = { await events.matching { $0.messageEvent?.channelType == type }.compactMap(\.messageEvent) }
+        _ = await eventually(within: timeout, every: .milliseconds(20)) { texts.isSubset(of: Set(await got().compactMap(\.text))) }
+        return await got()
     }
 
     /// Logs a raw client in on `port` and sends one JSON publish with request id `id` to `room`;
@@ -102,18 +103,15 @@ extension ClusterTests {
         var login = RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"raw","token":"\#(Harness.token("raw"))"}"#)
         bytes.writeBuffer(&login)
         try await raw.write(bytes)
-        let end = ContinuousClock.now + soon
         var published = false
-        while ContinuousClock.now < end {
+        return try await firstValue(within: soon) {
             let texts = raw.frames().map(\.text)
             if !published, texts.contains(where: { $0.contains(#""type":"ok""#) && $0.contains(#""id":1"#) }) {
                 try await raw.write(RawPeer.text(#"{"type":"publish","id":\#(id),"channel":"room","text":"raw"}"#))
                 published = true
             }
-            if let reply = texts.first(where: { $0.contains(#""id":\#(id)"#) }) { return reply }
-            try await Task.sleep(nanoseconds: 10_000_000)
+            return texts.first(where: { $0.contains(#""id":\#(id)"#) })
         }
-        return nil
     }
 
     @Test("M-1, M-3: PostgreSQL stopped (pg_ctl stop -m fast) and started again under a steady load through two node processes: every acknowledged publish and user message delivered exactly once to the subscribers and receivers on both nodes, the refused ones answered by the server with their request id, /health and rtm_database_up down then up")
@@ -148,7 +146,7 @@ extension ClusterTests {
             // The outage lasts a few seconds under load. (A user message sent meanwhile waits up
             // to the store's 10 s answer deadline before its error reply; a channel publish is
             // refused at once.)
-            try await Task.sleep(nanoseconds: 2_000_000_000)
+            try await Task.sleep(nanoseconds: 2_000_000_000)   // the length of the fault, not a wait for a result
 
             try database.start()
             for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: port)) }
@@ -156,10 +154,7 @@ extension ClusterTests {
             #expect(try await StreamTests.httpGet("/health", port: b).contains("database: up"))
             // The load goes on after the restart.
             let publishedAtRestart = ledger.published.count
-            let resumed = ContinuousClock.now + .seconds(15)
-            while ledger.published.count < publishedAtRestart + 40 && ContinuousClock.now < resumed {
-                try await Task.sleep(nanoseconds: 20_000_000)
-            }
+            _ = await eventually(within: .seconds(15), every: .milliseconds(20)) { ledger.published.count >= publishedAtRestart + 40 }
             ledger.stop()
             _ = await (aliceDone, bobDone)
             #expect(ledger.published.count >= publishedAtRestart + 40)

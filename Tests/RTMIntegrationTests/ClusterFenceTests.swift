@@ -59,11 +59,6 @@ extension ClusterTests {
 
     /// The first text frame `peer` received that contains `text` (bounded).
     private static func frame(of peer: RawPeer, containing text: String) async -> String? {
-        let end = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < end {
-            if let found = peer.frames().map(\.text).first(where: { $0.contains(text) }) { return found }
-            try? await Task.sleep(nanoseconds: 10_000_000)
-        }
-        return nil
+        await firstValue(within: .seconds(10)) { peer.frames().map(\.text).first(where: { $0.contains(text) }) }
     }
 }

@@ -22,12 +22,7 @@ extension ClusterTests {
 
     /// Waits (at most 10 s) until `condition` holds.
     private static func eventually(_ condition: () -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        await RTMTestSupport.eventually(within: .seconds(10), condition)
     }
 
     @Test("M-2 across nodes, interest: a node is sent a channel's messages only while it has subscribers (or the replay window after them): a first subscriber gets the cluster's position and everything after it once; a position older than the node's start is replayed from the log; unused, the channel stops")
@@ -76,6 +71,7 @@ extension ClusterTests {
             #expect(try await Self.eventually { !Self.follows(b) && !Self.follows(b, lobby) })
             #expect(try await MetricsTests.scrape(b.port)["rtm_cluster_channels_followed"] == 0)
             for i in 1...2 { _ = try await alice.publish(channel: "room", message: "after-\(i)") }
+            // A window in which nothing may happen (the rule is a negative: b keeps no copy).
             try await Task.sleep(for: .milliseconds(300))
             #expect(!Self.holds(b))
             // Subscribed again: the position is the cluster's now, nothing missed in between repeats.

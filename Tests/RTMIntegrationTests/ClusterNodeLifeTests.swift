@@ -63,12 +63,7 @@ extension ClusterTests {
 
     /// Scrapes `port` until `metric` has `value` (bounded).
     static func waitForMetric(_ metric: String, _ value: Double, port: Int) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(15)
-        while ContinuousClock.now < deadline {
-            if try await MetricsTests.scrape(port)[metric] == value { return true }
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
-        return false
+        try await eventually(within: .seconds(15), every: .milliseconds(20)) { try await MetricsTests.scrape(port)[metric] == value }
     }
 
     @Test("C-6, H-2: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout, and the link stays up")
@@ -82,6 +77,7 @@ extension ClusterTests {
             // And it stays up (H-2): its heartbeat deadline counts from the reply, not from the
             // login frame read 300 ms earlier (the sweep had closed it at once; the client came
             // back with a resume, so a look right after the login did not see it).
+            // A window in which nothing may happen (the rule is a negative: no drop), not a wait for a result.
             try await Task.sleep(for: .milliseconds(600))
             #expect(await late.linkState == .connected)
             let transitions = await lateEvents.all.compactMap(\.link)
@@ -119,14 +115,9 @@ extension ClusterTests {
 
             try database.start()
             for node in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: node.port)) }
-            var sent = false
-            for _ in 0..<100 where !sent {
-                do {
-                    _ = try await alice.publish(channel: "room", message: "after")
-                    sent = true
-                } catch {
-                    try await Task.sleep(nanoseconds: 50_000_000)
-                }
+            // Refused until the nodes have their database back: retried (bounded).
+            let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
+                (try? await alice.publish(channel: "room", message: "after")) != nil
             }
             #expect(sent)
             #expect(await onBEvents.first(within: soon) { $0.messageEvent?.text == "after" } != nil)
@@ -153,14 +144,8 @@ extension ClusterTests {
                 try await Task.sleep(for: .milliseconds(outage))   // the length of the fault
                 _ = try? await alice.publish(channel: "room", message: "refused \(round)")
                 try database.start()
-                var sent = false
-                for _ in 0..<100 where !sent {
-                    do {
-                        _ = try await alice.publish(channel: "room", message: "r\(round)")
-                        sent = true
-                    } catch {
-                        try await Task.sleep(for: .milliseconds(50))
-                    }
+                let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
+                    (try? await alice.publish(channel: "room", message: "r\(round)")) != nil
                 }
                 #expect(sent, "round \(round)")
                 let delivered = await onBEvents.first(within: soon) { $0.messageEvent?.text == "r\(round)" }

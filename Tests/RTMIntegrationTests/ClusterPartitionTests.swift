@@ -114,9 +114,9 @@ extension ClusterTests {
             #expect(await Self.eventually {
                 (try? await StreamTests.httpGet("/health", port: a.port)).map { $0.contains("database: up") && !$0.contains("lease:") } == true
             })
-            var sent = false
-            for _ in 0..<100 where !sent {
-                do { _ = try await carol.publish(channel: "room", message: "after"); sent = true } catch { try await Task.sleep(for: .milliseconds(50)) }
+            // Refused until the node has its database back: retried (bounded).
+            let sent = await RTMTestSupport.eventually(within: .seconds(30), every: .milliseconds(50)) {
+                (try? await carol.publish(channel: "room", message: "after")) != nil
             }
             #expect(sent)
             #expect(await carolEvents.all.dropFirst(mark).compactMap(\.link).isEmpty)
@@ -126,12 +126,7 @@ extension ClusterTests {
 
     /// Whether `condition` holds within 15 s (asked every 50 ms).
     private static func eventually(_ condition: () async -> Bool) async -> Bool {
-        let end = ContinuousClock.now + .seconds(15)
-        while ContinuousClock.now < end {
-            if await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return false
+        await RTMTestSupport.eventually(within: .seconds(15), every: .milliseconds(50), condition)
     }
 
     /// Whether node `reader` renewed its lease twice after `node`'s address was registered

@@ -305,11 +305,6 @@ struct ClusterServicesTests {
 
     /// Polls `condition` (bounded).
     private static func waitUntil(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + soon
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return false
+        await eventually(within: soon, condition)
     }
 }

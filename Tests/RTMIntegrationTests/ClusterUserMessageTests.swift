@@ -77,11 +77,7 @@ struct ClusterUserMessageTests {
             #expect(seen.compactMap(\.text) == (1...20).map { "m\($0)" })   // once each, in order
             #expect(seen.allSatisfy { $0.publisher == "alice" })
             // Bob's acks (on B) delete them in the database.
-            let deadline = ContinuousClock.now + soon
-            while try await !Self.waiting(a.store, for: "bob").isEmpty, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(try await Self.waiting(a.store, for: "bob").isEmpty)
+            #expect(try await eventually(within: soon, every: .milliseconds(20)) { try await Self.waiting(a.store, for: "bob").isEmpty })
             // Bob moves to node A: nothing comes again, only what is new.
             await bob.logout()
             let (bobOnA, bobOnAEvents) = try await Harness.client("bob", port: a.port)
@@ -148,10 +144,7 @@ struct ClusterUserMessageTests {
             async let fromDave = Self.send(dave, prefix: "d", count: 30)
             let ids = try await fromAlice + fromDave
             #expect(Set(ids) == Set((1...60).map { UInt64($0) }))
-            let deadline = ContinuousClock.now + soon
-            while await Self.userMessages(bobEvents).count < 60, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = await eventually(within: soon, every: .milliseconds(20)) { await Self.userMessages(bobEvents).count >= 60 }
             let seen = await Self.userMessages(bobEvents)
             #expect(seen.compactMap(\.seq) == (1...60).map { UInt64($0) })   // every id, once, in order
             for prefix in ["a", "d"] {

@@ -17,7 +17,7 @@ struct CommitDelayTests {
         // arrives (two commits at least); with it both share the first one's commit.
         let receipts = try await withThrowingTaskGroup(of: (String, UserMessageReceipt).self) { group in
             for i in 1...8 {
-                if i == 5 { try await Task.sleep(for: .milliseconds(200)) }
+                if i == 5 { try await Task.sleep(for: .milliseconds(200)) }   // the gap between the bursts is the rule under test
                 group.addTask { ("m\(i)", try await alice.publish(toUser: "bob", message: "m\(i)")) }
             }
             return try await group.reduce(into: []) { $0.append($1) }

@@ -110,7 +110,7 @@ struct DeliveryTests {
         let start = ContinuousClock.now
         for i in 1...40 {
             try await bob.publish(channel: "room", message: "m\(i)")
-            try await Task.sleep(until: start + .milliseconds(9 * i))   // spread over ~360 ms
+            try await Task.sleep(until: start + .milliseconds(9 * i))   // pacing: spread over ~360 ms of outage
         }
         proxy.setRefuseNew(false)
         #expect(await aliceEvents.first(within: soon) { $0.link?.operation == .reconnected } != nil)
@@ -233,24 +233,22 @@ extension DeliveryTests {
         // The server ends a session when it reads the logout, which may come after the SDK's
         // `logout()` returns: awaited briefly. Within the window the last visitor's channel ids
         // are still there (a resend from its next session is recognised).
-        let deadline = ContinuousClock.now + soon
-        while hub.state.withLockedValue({ $0.sessions.count }) > 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually(within: soon, every: .milliseconds(5)) { hub.state.withLockedValue { $0.sessions.count } <= 1 }
         #expect(remembered().contains("visitor29"))
         /// Logs a user in and out (a session end, when due memories go) until `done`.
         func sessionEndsUntil(_ done: () -> Bool) async throws {
-            let end = ContinuousClock.now + soon
-            while !done(), ContinuousClock.now < end {
+            _ = try await eventually(within: soon, every: .milliseconds(20)) {
+                if done() { return true }
                 let (probe, _) = try await Harness.client("probe", port: harness.port)
                 await probe.logout()
-                try await Task.sleep(for: .milliseconds(20))
+                return false
             }
         }
         // After the window: only the one still logged in keeps its ids; the mailbox forgets a
         // sender when its connection detaches.
         try await sessionEndsUntil { remembered() == ["stays"] }
         #expect(remembered() == ["stays"])
-        while hub.mailbox.rememberedSenders > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(hub.mailbox.rememberedSenders == 0)
+        #expect(await eventually(within: soon, every: .milliseconds(5)) { hub.mailbox.rememberedSenders == 0 })
         await stay.logout()
         try await sessionEndsUntil { hub.state.withLockedValue { $0.publishDedup.isEmpty } }
         #expect(hub.state.withLockedValue { $0.publishDedup.isEmpty && $0.dedupRetention.pending == 0 })

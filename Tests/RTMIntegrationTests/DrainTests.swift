@@ -166,9 +166,7 @@ struct DrainTests {
         let closedAt = peers.compactMap(\.closedAt).sorted()
         #expect(closedAt.count == 3 && closedAt[2] - closedAt[0] >= .milliseconds(800), "\(closedAt)")
         #expect(await server.waitForLine(containing: "drained") != nil, "\(server.output)")
-        let deadline = ContinuousClock.now + soon
-        while server.process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        #expect(!server.process.isRunning)
+        #expect(await eventually(within: soon, every: .milliseconds(20)) { !server.process.isRunning })
     }
 
     @Test("The single endpoint still works; endpoints are validated one by one")

@@ -250,10 +250,5 @@ import RTMServer
 
 /// Polls a condition on the server's state until it holds or the deadline passes.
 func waitUntil(_ deadline: Duration = soon, _ condition: @Sendable () -> Bool) async -> Bool {
-    let end = ContinuousClock.now + deadline
-    while ContinuousClock.now < end {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
+    await eventually(within: deadline, condition)
 }

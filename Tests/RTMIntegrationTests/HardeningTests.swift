@@ -23,22 +23,11 @@ struct HardeningTests {
         let silent = try await RawPeer.connect(port: harness.port)
         // 2. Slowloris: the upgrade request one byte every 50 ms (it would take seconds).
         let slow = try await RawPeer.connect(port: harness.port)
-        let trickle = Task {
-            for byte in RawPeer.upgradeRequest().utf8 where !slow.isClosed {
-                try? await slow.write(ByteBuffer(bytes: [byte]))
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-        }
+        let trickle = slow.trickle(ByteBuffer(string: RawPeer.upgradeRequest()), every: .milliseconds(50))
         // 3. Upgraded, pinging (WebSocket pings and JSON pings), never logging in.
         let pinger = try await RawPeer.connect(port: harness.port)
         try await pinger.write(RawPeer.upgradeRequest())
-        let pinging = Task {
-            while !pinger.isClosed {
-                try? await pinger.write(RawPeer.frame(opcode: 0x9, Array("p".utf8)))
-                try? await pinger.write(RawPeer.text(#"{"type":"ping"}"#))
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-        }
+        let pinging = pinger.keepWriting([RawPeer.frame(opcode: 0x9, Array("p".utf8)), RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(50))
         // 4. A malformed HTTP request: answered 400 (nobody used to close the socket).
         let garbage = try await RawPeer.connect(port: harness.port)
         try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
@@ -89,18 +78,8 @@ struct HardeningTests {
         }
         // A 200-byte text frame, sent a byte every 100 ms (it would take 20 s), never finished.
         let frame = RawPeer.text(String(repeating: "x", count: 200))
-        let trickle = Task {
-            for index in 0..<(frame.readableBytes - 1) where !trickler.isClosed {
-                try? await trickler.write(frame.getSlice(at: frame.readerIndex + index, length: 1)!)
-                try? await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        let pinging = Task {
-            while !pinger.isClosed {
-                try? await pinger.write(RawPeer.text(#"{"type":"ping"}"#))
-                try? await Task.sleep(for: .milliseconds(200))
-            }
-        }
+        let trickle = trickler.trickle(frame.getSlice(at: frame.readerIndex, length: frame.readableBytes - 1) ?? ByteBuffer(), every: .milliseconds(100))
+        let pinging = pinger.keepWriting([RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(200))
         let started = ContinuousClock.now
         #expect(await trickler.waitForClose(within: .seconds(4)), "the trickler is still open")
         #expect(ContinuousClock.now - started < .seconds(3))
@@ -131,12 +110,10 @@ struct HardeningTests {
 
     /// Waits until every closed connection's handler is freed and left the deadline sweeps.
     static func settled(_ server: RTMServer) async throws -> (handlers: Int, watched: Int, open: Int) {
-        let end = ContinuousClock.now + .seconds(10)
         var last = (handlers: -1, watched: -1, open: -1)
-        while ContinuousClock.now < end {
+        _ = try await eventually(within: .seconds(10), every: .milliseconds(20)) {
             last = (server.liveConnectionHandlers, try await server.watchedConnections(), server.connectionCount)
-            if last == (0, 0, 0) { break }
-            try await Task.sleep(for: .milliseconds(20))
+            return last == (0, 0, 0)
         }
         return last
     }
@@ -190,7 +167,7 @@ struct HardeningTests {
                 let start = ContinuousClock.now
                 _ = try await healthy.publish(channel: "calm", message: "\(tag)-\(i)")
                 latencies.append(ContinuousClock.now - start)
-                try await Task.sleep(for: .milliseconds(25))
+                try await Task.sleep(for: .milliseconds(25))   // pacing the load at ~40/s, under the limit
             }
             return latencies.sorted()
         }
@@ -327,6 +304,7 @@ struct SocketBudgetTests {
         for _ in 0..<3 { connected.append(try await RawPeer.connect(port: harness.port)) }
         let peers = connected
         #expect(await waitUntil { peers.contains(where: \.isClosed) })
+        // A window in which nothing more may happen (the rule: exactly one closed, the others not).
         try await Task.sleep(for: .milliseconds(300))
         #expect(peers.filter(\.isClosed).count == 1)
         // The logged-in client is untouched.

@@ -48,6 +48,23 @@ struct Harness {
         try? await server.shutdown()
     }
 
+    /// Starts a server, runs `body` with it and stops it whatever happens: an expectation that
+    /// throws part way does not leave the server (its port, threads and timers) running.
+    static func with<Result>(
+        _ configure: (inout ServerConfiguration) -> Void = { _ in },
+        _ body: (Harness) async throws -> Result
+    ) async throws -> Result {
+        let harness = try await start(configure)
+        do {
+            let result = try await body(harness)
+            await harness.stop()
+            return result
+        } catch {
+            await harness.stop()
+            throw error
+        }
+    }
+
     static func token(_ user: String, expiresIn: Int = 3600) -> String {
         AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: user,
                                      privilegeExpireTimestamp: UInt32(clamping: Int(Date().timeIntervalSince1970) + expiresIn))

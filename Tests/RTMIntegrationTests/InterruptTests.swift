@@ -1,5 +1,6 @@
 import Foundation
 import RTMProtocol
+import RTMTestSupport
 import Testing
 @testable import RTMClient
 
@@ -24,10 +25,7 @@ struct InterruptTests {
     /// is still running.
     static func interrupt(_ process: RTMProcess, within bound: Duration = .seconds(3)) async -> Int32? {
         process.signal(SIGINT)
-        let end = ContinuousClock.now + bound
-        while process.process.isRunning && ContinuousClock.now < end {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await eventually(within: bound, every: .milliseconds(20)) { !process.process.isRunning }
         return process.process.isRunning ? nil : process.process.terminationStatus
     }
 
@@ -82,11 +80,7 @@ struct InterruptTests {
 
         let status = await Self.interrupt(watcher)
         #expect(status == 0 || status == 130, "still running or failed (\(String(describing: status))): \(watcher.output)")
-        let end = ContinuousClock.now + soon
-        while harness.server.connectionCounters.message != 0 && ContinuousClock.now < end {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(harness.server.connectionCounters.message == 0)
+        #expect(await eventually(within: soon, every: .milliseconds(20)) { harness.server.connectionCounters.message == 0 })
         await harness.stop()
     }
 }

@@ -43,17 +43,16 @@ struct InvitationRestartTests {
         /// Waits for a frame whose text satisfies `match` (pinging meanwhile, so that a long wait
         /// is not silence); nil after `timeout`.
         func frame(within timeout: Duration, after skip: Int = 0, where match: (String) -> Bool) async -> String? {
-            let end = ContinuousClock.now + timeout
             var lastPing = ContinuousClock.now
-            repeat {
+            // Polling the raw socket's frames.
+            return await firstValue(within: timeout) {
                 if let found = peer.frames().dropFirst(skip).map(\.text).first(where: match) { return found }
                 if ContinuousClock.now - lastPing > .seconds(1) {
                     try? await peer.write(RawPeer.text(#"{"type":"ping"}"#))
                     lastPing = ContinuousClock.now
                 }
-                try? await Task.sleep(for: .milliseconds(10))   // polling the raw socket's frames
-            } while ContinuousClock.now < end
-            return nil
+                return nil
+            }
         }
 
         /// The request id a reply answers.

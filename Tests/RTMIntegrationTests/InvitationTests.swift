@@ -148,10 +148,8 @@ struct InvitationTests {
         var hello = ByteBuffer(string: RawPeer.upgradeRequest())
         hello.writeImmutableBuffer(RawPeer.text(#"{"type":"login","id":1,"appId":"\#(Harness.appId)","userId":"bob","token":"\#(Harness.token("bob"))","heartbeatInterval":5}"#))
         try await bob.write(hello)
-        let deadline = ContinuousClock.now + soon
-        while bob.frames().first?.text.contains(#""type":"ok""#) != true, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))   // polling the raw socket's frames for the login reply
-        }
+        // The raw socket's frames polled for the login reply.
+        _ = await eventually(within: soon) { bob.frames().first?.text.contains(#""type":"ok""#) == true }
         #expect(try await alice.queryPeersOnlineStatus(["bob"]).first?.state == .online)
         let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "hello?")
         let failed = await aliceEvents.first(within: soon, where: Self.local(sent.id, .failure))
@@ -257,10 +255,8 @@ struct InvitationTests {
         #expect(await aliceEvents.first(within: soon) { $0.link?.operation == .reconnected } != nil)
         #expect(await bobEvents.first(within: soon) { $0.link?.operation == .reconnected } != nil)
         // The new server knows it again once alice's SDK has re-sent it; bob's SDK acknowledges it.
-        var accepted = false
-        let end = ContinuousClock.now + soon
-        while !accepted, ContinuousClock.now < end {
-            do { try await bob.acceptRemoteInvitation(sent.id); accepted = true } catch { try await Task.sleep(for: .milliseconds(20)) }
+        let accepted = await eventually(within: soon, every: .milliseconds(20)) {
+            (try? await bob.acceptRemoteInvitation(sent.id)) != nil
         }
         #expect(accepted)
         #expect(await aliceEvents.first(within: soon, where: Self.local(sent.id, .acceptedByRemote)) != nil)

@@ -52,13 +52,10 @@ struct JSONPublishTests {
 
         /// Waits until `done` holds for the frames received (2 s at most).
         func waitFor(_ done: ([(opcode: UInt8, payload: ByteBuffer)]) -> Bool) async throws -> [(opcode: UInt8, payload: ByteBuffer)] {
-            let deadline = ContinuousClock.now + .seconds(2)
-            while ContinuousClock.now < deadline {
+            await firstValue(within: .seconds(2), every: .milliseconds(5)) {
                 let frames = frames()
-                if done(frames) { return frames }
-                try await Task.sleep(for: .milliseconds(5))
-            }
-            return frames()
+                return done(frames) ? frames : nil
+            } ?? frames()
         }
     }
 

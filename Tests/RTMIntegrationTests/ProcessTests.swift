@@ -11,8 +11,10 @@ import Testing
 final class RTMProcess: Sendable {
     let process: Process
     private let lines = NIOLockedValueBox<[String]>([])
-    /// Its output has ended (the pipe's end was read).
-    private let outputEnded = NIOLockedValueBox(false)
+    /// Signalled once its output has ended (the pipe's end was read).
+    private let outputEnded = DispatchSemaphore(value: 0)
+    /// Signalled once the process has exited.
+    private let exited = DispatchSemaphore(value: 0)
 
     /// The `rtm` binary under test: `RTM_BINARY` when set (CI runs the process tests a second
     /// time against the release build users run), else the one built next to the test bundle.
@@ -63,7 +65,7 @@ final class RTMProcess: Sendable {
                     return buffer
                 }
                 if !last.isEmpty { lines.withLockedValue { $0.append(last) } }
-                outputEnded.withLockedValue { $0 = true }
+                outputEnded.signal()
                 return
             }
             let chunk = String(decoding: data, as: UTF8.self)
@@ -75,6 +77,8 @@ final class RTMProcess: Sendable {
             }
             if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
         }
+        let exited = self.exited
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
     }
 
@@ -85,19 +89,16 @@ final class RTMProcess: Sendable {
     /// miss its last lines).
     func waitUntilExit() {
         process.waitUntilExit()
-        let deadline = ContinuousClock.now + .seconds(5)
-        while !outputEnded.withLockedValue({ $0 }), ContinuousClock.now < deadline { usleep(1_000) }
+        // Bounded; signalled again so that a second call does not wait.
+        if outputEnded.wait(timeout: .now() + 5) == .success { outputEnded.signal() }
     }
 
     /// Waits until a printed line contains `text`; returns its index, or nil after `timeout`.
     func waitForLine(containing text: String, after start: Int = 0, within timeout: Duration = soon) async -> Int? {
-        let end = ContinuousClock.now + timeout
-        repeat {
+        await firstValue(within: timeout) {
             let current = output
-            if start < current.count, let index = current[start...].firstIndex(where: { $0.contains(text) }) { return index }
-            try? await Task.sleep(for: .milliseconds(10))
-        } while ContinuousClock.now < end
-        return nil
+            return start < current.count ? current[start...].firstIndex(where: { $0.contains(text) }) : nil
+        }
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
@@ -107,16 +108,13 @@ final class RTMProcess: Sendable {
     /// False if it is not stopped within `timeout`.
     func pause(within timeout: Duration = .seconds(5)) async -> Bool {
         signal(SIGSTOP)
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        // Polling the kernel's view of the process: there is no event for it.
+        return await eventually(within: timeout, every: .milliseconds(2)) {
             // The state follows the command name's closing parenthesis: "PID (comm) S …".
-            if let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-               let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T") {
-                return true
-            }
-            try? await Task.sleep(for: .milliseconds(2))   // polling the kernel's view of the process
+            guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
         }
-        return false
     }
 
     func stop() {
@@ -124,8 +122,7 @@ final class RTMProcess: Sendable {
         signal(SIGCONT)
         process.terminate()
         // Bounded: a server that does not stop on SIGTERM fails the test instead of hanging it.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
+        if exited.wait(timeout: .now() + 30) == .success { exited.signal() }
         if process.isRunning {
             Issue.record("the process did not stop within 30 s of SIGTERM; killed. Last output:\n\(output.suffix(20).joined(separator: "\n"))")
             signal(SIGKILL)
@@ -220,7 +217,7 @@ struct ProcessTests {
         // 2. A long stop: the server has given up on the connection meanwhile. On resume the
         //    client notices at once and is connected again within about one round trip.
         listener.signal(SIGSTOP)
-        try await Task.sleep(for: .milliseconds(3500))
+        try await Task.sleep(for: .milliseconds(3500))   // the length of the fault, not a wait for a result
         let resumeMark = listener.output.count
         let resumed = ContinuousClock.now
         listener.signal(SIGCONT)

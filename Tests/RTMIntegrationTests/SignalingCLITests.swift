@@ -1,5 +1,6 @@
 import Foundation
 import RTMProtocol
+import RTMTestSupport
 import Testing
 @testable import RTMClient
 
@@ -13,8 +14,7 @@ struct SignalingCLITests {
     }
 
     static func waitForExit(_ process: RTMProcess, within timeout: Duration = soon) async -> Int32? {
-        let end = ContinuousClock.now + timeout
-        while process.process.isRunning, ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually(within: timeout) { !process.process.isRunning }
         return process.process.isRunning ? nil : process.process.terminationStatus
     }
 

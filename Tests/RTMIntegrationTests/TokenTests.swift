@@ -80,7 +80,8 @@ struct TokenTests {
         proxy.setRefuseNew(true)
         proxy.cutAll()
         #expect(await events.first(within: soon) { $0.classic == .reconnecting } != nil)
-        // Let the reconnection reach the server only once the token has expired.
+        // Let the reconnection reach the server only once the token has expired (the wall
+        // clock passing its expiry is the rule under test; a negative wait returns at once).
         try await Task.sleep(until: .now + .seconds(Double(expiry) - Date().timeIntervalSince1970 + 0.2), clock: .continuous)
         await events.clear()
         proxy.setRefuseNew(false)

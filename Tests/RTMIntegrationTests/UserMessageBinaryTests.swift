@@ -113,10 +113,7 @@ struct UserMessageBinaryTests {
                 }
             }
             group.addTask {
-                let end = ContinuousClock.now + soon
-                while acknowledged.withLockedValue({ $0.count }) < 40, ContinuousClock.now < end {
-                    try await Task.sleep(for: .milliseconds(1))
-                }
+                _ = await eventually(within: soon, every: .milliseconds(1)) { acknowledged.withLockedValue { $0.count } >= 40 }
                 // Killed while the rest are in flight (no shutdown code runs), then started again:
                 // the sender's SDK reconnects and resends what was not answered.
                 let snapshot = killed.withLockedValue { killed in
@@ -132,12 +129,9 @@ struct UserMessageBinaryTests {
         }
         #expect(acknowledgedAtKill.count >= 40)
         let (bob, bobEvents) = try await Harness.client("bob", port: port)
-        let deadline = ContinuousClock.now + .seconds(10)
-        var received: Set<String> = []
-        while !acknowledgedAtKill.isSubset(of: received), ContinuousClock.now < deadline {
-            received = Set(await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap { $0.messageEvent?.text })
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let userTexts = { Set(await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap { $0.messageEvent?.text }) }
+        _ = await eventually(within: .seconds(10), every: .milliseconds(20)) { acknowledgedAtKill.isSubset(of: await userTexts()) }
+        let received = await userTexts()
         #expect(acknowledgedAtKill.subtracting(received).isEmpty, "lost: \(acknowledgedAtKill.subtracting(received).sorted())")
         // M-3: what was stored before the kill but not answered is resent by the SDK after it;
         // the store recognises the resends, so nothing arrives twice (and no duplicate pushes

@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import NIOPosix
 import NIOWebSocket
+import RTMTestSupport
 import RTMWebSocket
 import Testing
 @testable import RTMClient
@@ -121,12 +122,7 @@ struct ServerCloseHandshakeTests {
         bytes.writeImmutableBuffer(frames)
         try await channel.writeAndFlush(bytes)
         // The server closes the connection itself (RFC 6455 §7.1.1); waiting on that is the test.
-        let closed = try? await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { try await channel.closeFuture.get(); return true }
-            group.addTask { try await Task.sleep(for: soon); return false }
-            defer { group.cancelAll() }
-            return try await group.next() ?? false
-        }
+        let closed = await withDeadline(soon) { try await channel.closeFuture.get(); return true }
         try? await channel.close()
         await harness.stop()
         #expect(closed == true, "the server closed the connection")

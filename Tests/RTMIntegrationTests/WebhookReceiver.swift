@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import RTMServer
+import RTMTestSupport
 
 /// A tiny real HTTP server that takes webhook POSTs: it checks each signature
 /// (HMAC-SHA256 of the body with the shared secret) and records the events in arrival order.
@@ -65,12 +66,7 @@ final class WebhookReceiver: Sendable {
 
     /// Waits until `condition` holds for what was received; false after `timeout`.
     func wait(within timeout: Duration, until condition: ([Received]) -> Bool) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            if condition(received) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition(received)
+        await eventually(within: timeout) { condition(received) }
     }
 }
 

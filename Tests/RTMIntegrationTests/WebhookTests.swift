@@ -160,12 +160,11 @@ struct WebhookTests {
         #expect(allSigned)
         // The receiver has every event; the server counts each delivery when the answer to its
         // POST arrives, a moment later: wait for the counts (bounded), then check them.
-        let deadline = ContinuousClock.now + .seconds(5)
-        var after = try #require(harness.server.webhookStats)
-        while (after.delivered < expected || after.queued > 0) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-            after = try #require(harness.server.webhookStats)
+        let server = harness.server
+        _ = await eventually(within: .seconds(5)) {
+            server.webhookStats.map { $0.delivered >= expected && $0.queued == 0 } ?? false
         }
+        let after = try #require(harness.server.webhookStats)
         #expect(after.delivered >= expected)
         #expect(after.queued == 0)
         #expect(after.receiverUp && after.lastFailure == nil && after.oldestQueuedSeconds == nil)

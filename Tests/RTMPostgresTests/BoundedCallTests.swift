@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import RTMTestSupport
 import Synchronization
 import Testing
 @testable import RTMPostgres
@@ -22,6 +23,9 @@ struct BoundedCallTests {
                 if released { continuation.resume(returning: 0) }
             }
         }
+
+        /// Calls waiting now.
+        var waiting: Int { state.withLock { $0.waiting.count } }
 
         func release() {
             let waiting = state.withLock { state in
@@ -52,7 +56,7 @@ struct BoundedCallTests {
         let stuck = Stuck()
         defer { stuck.release() }
         let waiting = Task { try await BoundedCall.run("a lost query", timeout: .seconds(3600)) { await stuck.call() } }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(await eventually(within: .seconds(5)) { stuck.waiting == 1 })   // the call is under way
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
         // Cancelled before it starts: at once too.

@@ -60,7 +60,8 @@ extension PostgresChannelLogTests {
             try await zombie.register(newRun: true)
             #expect(try await survivor.fence("b") == false)   // its lease runs: not declared dead
             try await zombie.ensureLease()
-            // The zombie is paused past its lease (no renewal; by the database's clock and its own).
+            // The zombie is paused past its lease (no renewal; by the database's clock and its own):
+            // the lease running out is the rule under test.
             try await Task.sleep(nanoseconds: 300_000_000)
             #expect(try await survivor.fence("b") == true)
             #expect(try await survivor.fence("b") == true)   // another survivor: declared already

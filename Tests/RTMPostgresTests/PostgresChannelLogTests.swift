@@ -139,7 +139,7 @@ struct PostgresChannelLogTests {
             #expect(try await n1.messages(appId: "app", channel: "b", after: 0, limit: 10).count == 1)
             // Outside the window (a first copy published before it): a new message.
             let short = PostgresChannelLog(client: clients[1], resendWindow: .milliseconds(1), logger: Self.logger)
-            try await Task.sleep(nanoseconds: 5_000_000)
+            try await Task.sleep(nanoseconds: 5_000_000)   // the 1 ms window passing is the rule under test
             #expect(try await short.append([message("a", "4", msgId: 10, millis: now + 10)], node: "n2").map(\.seq) == [4])
             // Two nodes committing one id at once: one stores it, the other gets its number.
             for round in 0..<20 {
@@ -206,11 +206,12 @@ struct PostgresChannelLogTests {
                     var ordering = ChannelLogOrdering(applied: start.applied)
                     var cursor = start.cursor
                     var seen = 0
-                    while seen < 2 * 4 * 50 * 3 {
+                    // Bounded: a message never readable fails the expectation instead of hanging.
+                    _ = try await eventually(within: .seconds(60), every: .milliseconds(2)) {
                         let (entries, next) = try await reader.read(after: cursor, limit: 50)
                         cursor = next
                         seen += ordering.accept(entries, nowMillis: 0).ready.count
-                        if entries.isEmpty { try await Task.sleep(nanoseconds: 2_000_000) }
+                        return seen >= 2 * 4 * 50 * 3
                     }
                     #expect(seen == 2 * 4 * 50 * 3 && ordering.heldCount == 0)
                     return ordering.applied
@@ -223,7 +224,7 @@ struct PostgresChannelLogTests {
             var total = 0
             for channel in channels {
                 let stored = try await reader.messages(appId: "app", channel: channel, after: 0, limit: 10_000)
-                #expect(stored.map(\.seq) == Array(1...Int64(stored.count)))
+                #expect(stored.map(\.seq) == Array(stride(from: 1, through: Int64(stored.count), by: 1)))   // no range to trap on an empty read
                 #expect(applied[ChannelLogKey(appId: "app", channel: channel)] == Int64(stored.count))
                 total += stored.count
             }
@@ -317,9 +318,9 @@ struct PostgresChannelLogTests {
             try server.stop()
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "down" }) != nil)
             try server.start()
-            var sent = false
-            for _ in 0..<100 where !sent {
-                do { _ = try await writer.append([message("a", "z")]); sent = true } catch { try await Task.sleep(nanoseconds: 50_000_000) }
+            // Refused until the database is back: retried (bounded).
+            let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
+                (try? await writer.append([message("a", "z")])) != nil
             }
             #expect(sent)
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "a#2" }) != nil)
@@ -416,8 +417,7 @@ struct ChannelLogNoticeTests {
 
     /// Everything recorded once there are `count` events (or after 10 s).
     private func events(_ recorder: AsyncRecorder<String>, count: Int) async throws -> [String] {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while await recorder.all.count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually(within: .seconds(10)) { await recorder.all.count >= count }
         return await recorder.all
     }
 
@@ -461,7 +461,8 @@ struct ChannelLogNoticeTests {
             _ = try await log.append([item("room", 7)], node: "n2")
             try await follower.follow([ChannelLogFollow(key: lobby, generation: 2)])
             _ = try await writer.append([item("lobby", 1)])
-            // Polls came and went (200 ms): nothing of room or other.
+            // Polls came and went (200 ms): nothing of room or other. A window in which nothing
+            // may happen: the rule is a negative.
             try await Task.sleep(for: .milliseconds(500))
             #expect(await recorder.all == ["started", "following room#2 1", "room#3 n1", "room#4 n2", "room#5 n1",
                                            "following lobby#0 0", "lobby#1 n1"])
@@ -484,8 +485,7 @@ struct ChannelLogNoticeTests {
             #expect(try await events(recorder, count: 4) == ["started", "room#1 n1", "room#2 n2", "room#3 n1"])
             // Nothing twice: the poll's reads of 1–3 deliver nothing more.
             let reads = follower.reads
-            let deadline = ContinuousClock.now + .seconds(10)
-            while follower.reads < reads + 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            _ = await eventually(within: .seconds(10)) { follower.reads >= reads + 2 }
             _ = try await writer.append([item("room", 4)])
             #expect(try await events(recorder, count: 5) == ["started", "room#1 n1", "room#2 n2", "room#3 n1", "room#4 n1"])
         }
@@ -496,8 +496,9 @@ struct ChannelLogNoticeTests {
         try await withFollower(pollInterval: .milliseconds(50), quietPollInterval: .seconds(3600)) { log, writer, follower, recorder in
             _ = try await writer.append([item("room", 1)])
             #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
-            // Listening, nothing missing: no reads (at 50 ms there would be about ten).
             let quiet = follower.reads
+            // Listening, nothing missing: no reads (at 50 ms there would be about ten). A window
+            // in which nothing may happen: the rule is a negative.
             try await Task.sleep(for: .milliseconds(500))
             #expect(follower.reads - quiet <= 1, "reads while quiet: \(follower.reads - quiet)")
             // Number 2 from a node that died before its NOTIFY, number 3 announced: 3 is held,
@@ -578,9 +579,11 @@ struct ChannelLogNoticeTests {
                 }
             }
             // Bounded: a notification that never comes fails the test instead of hanging it.
-            let watchdog = Task { try await Task.sleep(for: .seconds(20)); task.cancel() }
-            defer { watchdog.cancel() }
-            try await task.value
+            let outcome = await withDeadline(.seconds(20)) {
+                await withTaskCancellationHandler { await task.result } onCancel: { task.cancel() }
+            }
+            guard let outcome else { Issue.record("a notification did not come within 20 s"); return }
+            try outcome.get()
         }
     }
 

@@ -18,7 +18,7 @@ struct PostgresListenerTests {
                 try? await listener.listen(on: channel, logger: Self.logger) { notifications in
                     for try await notification in notifications { received.withLockedValue { $0.append(notification.payload) } }
                 }
-                try? await Task.sleep(for: .milliseconds(20))
+                try? await Task.sleep(for: .milliseconds(20))   // the retry loop's pause, as the node's followers have
             }
         }
     }
@@ -31,12 +31,7 @@ struct PostgresListenerTests {
 
     /// Polls `condition` for up to 10 s.
     private func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return try condition()
+        try await RTMTestSupport.eventually(within: .seconds(10), condition)
     }
 
     @Test("Three channels' listeners share one database connection; after it is killed they all listen again on one new one")

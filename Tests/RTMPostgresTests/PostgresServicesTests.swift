@@ -84,17 +84,9 @@ struct PostgresServicesTests {
         let acquire = Task { try await services.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "alice") }
         // Waited for at most 10 s: without the bound the call would never end while frozen, so
         // then the database is thawed (which lets the call end) and the test fails.
-        let ended = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { _ = await acquire.result; return true }
-            group.addTask {
-                guard (try? await Task.sleep(for: .seconds(10))) != nil else { return true }
-                try? server.thaw()
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let ended = await withDeadline(.seconds(10)) {
+            await withTaskCancellationHandler { _ = await acquire.result; return true } onCancel: { try? server.thaw() }
+        } ?? false
         let waited = ContinuousClock.now - started
         try server.thaw()
         #expect(ended, "the lock call was still waiting after 10 s")
@@ -146,17 +138,16 @@ struct PostgresServicesTests {
             let deadline = ContinuousClock.now + .milliseconds(1_500)
             while ContinuousClock.now < deadline {
                 #expect(try await a.sweep().isEmpty)
-                try await Task.sleep(for: .milliseconds(100))
+                try await Task.sleep(for: .milliseconds(100))   // sweeps across a window in which nothing may be released
             }
             #expect(try await b.locks(appId: "app", channel: "doc") == [held])
             try await a.nodeDied("b")
             let declared = ContinuousClock.now
             #expect(try await a.sweep().isEmpty)   // due only after the TTL
-            var released: [SharedLockChange] = []
-            while released.isEmpty, ContinuousClock.now < declared + .seconds(5) {
-                released = try await a.sweep()
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let released = try await firstValue(within: .seconds(5), every: .milliseconds(20)) { () async throws -> [SharedLockChange]? in
+                let changes = try await a.sweep()
+                return changes.isEmpty ? nil : changes
+            } ?? []
             #expect(ContinuousClock.now - declared >= .milliseconds(900))
             #expect(released == [SharedLockChange(appId: "app", channel: "doc", kind: .lockReleased, detail: LockDetail(lockName: "L", ttl: 1))])
             guard case .done(let next, _) = try await b.perform(.acquire, appId: "app", channel: "doc", name: "L", user: "bob") else {
@@ -175,11 +166,10 @@ struct PostgresServicesTests {
             let restarted = PostgresServices(location: a.location, node: "a", logger: Self.logger)
             try await restarted.start()
             let started = ContinuousClock.now
-            var released: [SharedLockChange] = []
-            while released.isEmpty, ContinuousClock.now < started + .seconds(5) {
-                released = try await b.sweep()
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let released = try await firstValue(within: .seconds(5), every: .milliseconds(20)) { () async throws -> [SharedLockChange]? in
+                let changes = try await b.sweep()
+                return changes.isEmpty ? nil : changes
+            } ?? []
             #expect(released.map(\.detail.lockName) == ["L"] && ContinuousClock.now - started >= .milliseconds(900))
             await restarted.stop()
         }

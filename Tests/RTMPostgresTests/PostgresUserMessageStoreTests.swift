@@ -79,10 +79,10 @@ struct PostgresUserMessageStoreTests {
             b.follow { receivers in if let receivers { seenByB.withLockedValue { $0 += receivers } } }
             a.follow { receivers in if let receivers { seenByA.withLockedValue { $0 += receivers } } }
             // Commits until B has heard one (its LISTEN may start after the first).
-            let deadline = ContinuousClock.now + .seconds(5)
-            while seenByB.withLockedValue({ $0.isEmpty }), ContinuousClock.now < deadline {
+            _ = try await eventually(within: .seconds(5), every: .milliseconds(50)) {
+                if !seenByB.withLockedValue({ $0.isEmpty }) { return true }
                 _ = try await call { try a.commit([message(to: "bob", "x")], acknowledgements: [], cap: 100, resendsSince: 0) }
-                try await Task.sleep(for: .milliseconds(50))
+                return false
             }
             #expect(!seenByB.withLockedValue { $0 }.isEmpty)
             #expect(seenByB.withLockedValue { $0 }.allSatisfy { $0 == UserMessageReceiver(appId: "app", userId: "bob") })

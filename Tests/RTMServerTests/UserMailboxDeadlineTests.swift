@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import RTMTestSupport
 import Testing
 @testable import RTMServer
 
@@ -15,6 +16,8 @@ struct UserMailboxDeadlineTests {
         private let durations: [TimeAmount]
         private let honoursDue: Bool
         private let calls = NIOLockedValueBox(0)
+        /// Commits begun so far.
+        var begun: Int { calls.withLockedValue { $0 } }
 
         init(durations: [TimeAmount], honoursDue: Bool) {
             self.durations = durations
@@ -72,7 +75,7 @@ struct UserMailboxDeadlineTests {
         let mailbox = Self.mailbox(store, deadline: .milliseconds(300))
         let answers = NIOLockedValueBox<[(String, Outcome)]>([])
         Self.send(mailbox, "first", into: answers)
-        try await Task.sleep(for: .milliseconds(50))   // "first" is being committed
+        #expect(await Self.waitUntil(.seconds(5)) { store.begun == 1 })   // "first" is being committed
         Self.send(mailbox, "second", into: answers)
         #expect(await Self.waitUntil(.seconds(5)) { answers.withLockedValue { $0.count } == 2 })
         // Answered by their deadlines, before the hung commit ends: "first" would otherwise
@@ -96,12 +99,7 @@ struct UserMailboxDeadlineTests {
 
     /// Polls `condition` until it holds or `within` passes.
     private static func waitUntil(_ within: Duration, _ condition: @Sendable () -> Bool) async -> Bool {
-        let end = ContinuousClock.now + within
-        while ContinuousClock.now < end {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return condition()
+        await eventually(within: within, every: .milliseconds(5), condition)
     }
 
     @Test("M-1: a store that honours the deadline is given only what the oldest message of the commit has left")

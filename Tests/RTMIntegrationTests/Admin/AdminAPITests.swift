@@ -2,6 +2,7 @@ import Foundation
 import RTMAuth
 import RTMProtocol
 import RTMServer
+import RTMTestSupport
 import Testing
 @testable import RTMClient
 
@@ -192,7 +193,7 @@ struct AdminAPITests {
         let left = await bobEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteLeave && $0.presenceEvent?.userId == "alice" }
         #expect(left != nil)
         #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
-        // Never back by itself: the session stays gone.
+        // Never back by itself: the session stays gone (a window in which nothing may happen).
         try await Task.sleep(for: .milliseconds(500))
         #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
         let sessions = try await admin.call("GET", "/v1/sessions")
@@ -223,11 +224,15 @@ struct AdminAPITests {
             #expect(error.reason.contains("is banned for"))
             #expect(error.reason.contains("cooling off"))
         }
-        // The ban ends by itself.
-        try await Task.sleep(for: .milliseconds(1100))
-        let (later, _) = try await Harness.client("alice", port: admin.port, login: false)
-        defer { Task { await later.logout() } }
-        try await later.login(token: Harness.token("alice"))
+        // The ban ends by itself (after its 1 s): a login is admitted again.
+        let later = try await firstValue(within: soon, every: .milliseconds(100)) { () async throws -> RTMClient? in
+            let (client, _) = try await Harness.client("alice", port: admin.port, login: false)
+            if (try? await client.login(token: Harness.token("alice"))) != nil { return client }
+            await client.logout()
+            return nil
+        }
+        #expect(later != nil, "the ban did not end")
+        defer { if let later { Task { await later.logout() } } }
         // And it can be lifted early.
         _ = try await admin.call("POST", "/v1/ban", body: ["user": "carol", "seconds": 600])
         let lifted = try await admin.call("POST", "/v1/unban", body: ["user": "carol"])
@@ -317,11 +322,12 @@ struct AdminAPITests {
 
     /// History is written after the publish's reply: waits until it shows.
     private func waitForHistory(_ admin: AdminHarness, channel: String) async throws -> (status: Int, json: [String: Any]) {
-        let deadline = ContinuousClock.now + soon
-        while true {
-            let page = try await admin.call("GET", "/v1/history?channel=\(channel)&count=10")
-            if !((page.json["messages"] as? [Any]) ?? []).isEmpty || ContinuousClock.now > deadline { return page }
-            try await Task.sleep(for: .milliseconds(20))
+        let query = "/v1/history?channel=\(channel)&count=10"
+        let shown = try await firstValue(within: soon, every: .milliseconds(20)) {
+            let page = try await admin.call("GET", query)
+            return ((page.json["messages"] as? [Any]) ?? []).isEmpty ? nil : page
         }
+        if let shown { return shown }
+        return try await admin.call("GET", query)
     }
 }
