@@ -135,10 +135,7 @@ struct ClusterFailoverStreamTests {
                     if case .message(let m) = event, m.channelType == .user { m.text } else { nil }
                 }
             }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline, !expected.isSubset(of: Set(await userTexts(bobEvents))) {
-                try? await Task.sleep(for: .milliseconds(50))
-            }
+            _ = await eventually(within: .seconds(30), every: .milliseconds(50)) { expected.isSubset(of: Set(await userTexts(bobEvents))) }
             outcome.deliveredLive = await userTexts(bobEvents)
             outcome.droppedLive = await bobEvents.all.reduce(0) { sum, event in
                 if case .userMessagesDropped(let count) = event { sum + count } else { sum }
@@ -148,10 +145,7 @@ struct ClusterFailoverStreamTests {
             if !outcome.lost.isEmpty {
                 let (late, lateEvents) = try await Harness.client("bob", port: c.port, configure: release)
                 let missing = Set(outcome.lost)
-                let end = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < end, !missing.isSubset(of: Set(await userTexts(lateEvents))) {
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
+                _ = await eventually(within: .seconds(10), every: .milliseconds(50)) { missing.isSubset(of: Set(await userTexts(lateEvents))) }
                 outcome.deliveredAtEnd = await userTexts(lateEvents)
                 outcome.droppedAtEnd = await lateEvents.all.reduce(0) { sum, event in
                     if case .userMessagesDropped(let count) = event { sum + count } else { sum }

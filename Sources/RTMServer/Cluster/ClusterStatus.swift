@@ -262,8 +262,9 @@ public protocol DatabaseTimeout: Error, CustomStringConvertible {}
 /// the statement may have reached the database, so that the message may be stored (M-3: the
 /// client resends with the same msgId and the resend is recognised).
 public enum ClusterCommitFailure {
-    /// What a failed commit was, for the node's log: in our words where we know them (a commit
-    /// abandoned with the link, a deadline), else the driver's full description.
+    /// What a failed store call was, for the node's log: in our words where we know them (a
+    /// commit abandoned with the link, a deadline), else the driver's full description (the
+    /// PostgreSQL driver's plain description hides the cause).
     public static func logDescription(_ error: any Error) -> String {
         if error is CancellationError { return "abandoned when the database link was lost" }
         if error is DatabaseLinkDown { return "refused: the database link is down" }

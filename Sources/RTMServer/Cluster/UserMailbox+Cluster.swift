@@ -43,7 +43,7 @@ extension UserMailbox {
             do {
                 newest = try shared.newest(keys.map { UserMessageReceiver(appId: $0.0.appId, userId: $0.0.userId) })
             } catch {
-                logger.debug("checking for other nodes' user messages failed", metadata: ["error": "\(error)"])
+                logger.debug("checking for other nodes' user messages failed", metadata: ["error": "\(ClusterCommitFailure.logDescription(error))"])
                 return
             }
             queue.async { [self] in
@@ -78,7 +78,7 @@ extension UserMailbox {
                 case .success(let waiting):
                     if online[key]?.connection === connection { deliverShared(waiting, key: key) }
                 case .failure(let error):
-                    logger.warning("reading a receiver's user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+                    logger.warning("reading a receiver's user messages failed", metadata: ["user": "\(key.userId)", "error": "\(ClusterCommitFailure.logDescription(error))"])
                 }
                 if syncAgain.remove(key) != nil { sync(key) }
             }

@@ -230,7 +230,7 @@ final class UserMailbox: @unchecked Sendable {
                 deliver(waiting + held.filter { $0.id > last }, to: receiver)
             }
         case .failure(let error):
-            logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(error)"])
+            logger.error("reading waiting user messages failed", metadata: ["user": "\(key.userId)", "error": "\(ClusterCommitFailure.logDescription(error))"])
             deliver(held, to: receiver)
         }
     }
@@ -426,7 +426,7 @@ final class UserMailbox: @unchecked Sendable {
             let stored = committed.lazy.filter { !$0.isResend }.count
             storedCount.withLockedValue { $0 &+= UInt64(stored) }
         case .failure(let error):
-            logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(error)"])
+            logger.error("storing user messages failed", metadata: ["count": "\(batch.count)", "error": "\(ClusterCommitFailure.logDescription(error))"])
             guard !answered else { return }
             // The store says whether the commit may still have happened (M-3: the sender then
             // resends with the same msgId). A store call that ran out of time ran out of the
