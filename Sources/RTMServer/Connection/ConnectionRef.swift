@@ -18,6 +18,9 @@ final class ConnectionRef: Sendable, Hashable {
     nonisolated(unsafe) var bytesOut = 0
     nonisolated(unsafe) var messagesIn = 0
     nonisolated(unsafe) var messagesOut = 0
+    /// The highest user-message id written to this connection, confined to the mailbox's queue
+    /// (`UserMailbox`, its only reader and writer): an `ackUser` on it counts up to here.
+    nonisolated(unsafe) var highestUserMessageSent: Int64 = 0
     /// The client's `User-Agent` at the upgrade (the SDK sends `swift-rtm/VERSION`).
     nonisolated(unsafe) var userAgent: String?
     /// The connection's handler, set by it on its loop and read only there: where pre-encoded

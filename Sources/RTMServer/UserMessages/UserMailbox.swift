@@ -55,9 +55,6 @@ final class UserMailbox: @unchecked Sendable {
         var delivered: Int64 = 0
         /// Shared store: the mailbox epoch of `delivered` (ids are dense within one epoch).
         var deliveredEpoch: String?
-        /// The highest id written to this connection: its acknowledgements count up to here,
-        /// never further (an `ackUser` naming a higher id cannot delete what it was not sent).
-        var sent: Int64 = 0
     }
 
     private struct Pending {
@@ -171,20 +168,19 @@ final class UserMailbox: @unchecked Sendable {
     /// attached acknowledges nothing (its messages come again on the one that is, SPEC M-1).
     func acknowledge(_ key: UserKey, upTo id: Int64, on connection: ConnectionRef) {
         queue.async { [self] in
-            guard let receiver = online[key], receiver.connection === connection else { return }
-            let upTo = min(id, receiver.sent)
+            guard online[key]?.connection === connection else { return }
+            let upTo = min(id, connection.highestUserMessageSent)
             guard upTo > 0 else { return }
             acks[key] = max(acks[key] ?? 0, upTo)
             scheduleFlush()
         }
     }
 
-    /// Records that `messages` are being written to `connection` (`Receiver.sent`). On `queue`.
+    /// Records that `messages` are being written to `connection`
+    /// (`ConnectionRef.highestUserMessageSent`, confined to `queue`). On `queue`.
     private func noteSent(_ messages: some Sequence<StoredUserMessage>, to connection: ConnectionRef) {
-        for message in messages {
-            let key = UserKey(appId: message.appId, userId: message.receiver)
-            guard let receiver = online[key], receiver.connection === connection, message.id > receiver.sent else { continue }
-            online[key]!.sent = message.id
+        for message in messages where message.id > connection.highestUserMessageSent {
+            connection.highestUserMessageSent = message.id
         }
     }
 
