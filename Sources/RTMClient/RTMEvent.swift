@@ -17,7 +17,9 @@ public enum RTMEvent: Sendable {
     /// (SPEC M-2): the application knows its view of the channel has a hole.
     case gap(GapEvent)
     /// User messages waiting for this user were dropped before delivery (per-receiver cap or
-    /// age limit, SPEC M-1).
+    /// age limit, SPEC M-1): after a login, for those dropped since the last one; in a cluster
+    /// also at any time, for those dropped while this client was online before its server could
+    /// read them (its node cut off from the database while others stored messages for it).
     case userMessagesDropped(count: Int)
     /// User messages now come from a new mailbox epoch (a new store, or in a cluster the
     /// database failed over to a standby): messages sent to this user just before may have

@@ -39,7 +39,7 @@ struct ClusterUserDropTests {
             toDatabase.cutAll()
             toDatabase.setMode(.pass)
 
-            #expect(await bobEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "m11" } != nil)
+            #expect(await bobEvents.first(within: .seconds(30)) { $0.messageEvent?.text == "m11" } != nil)   // generous: the pool reconnects after its backoff
             let seen = await bobEvents.all.compactMap { event -> String? in
                 switch event {
                 case .userMessagesDropped(let count): "dropped \(count)"
