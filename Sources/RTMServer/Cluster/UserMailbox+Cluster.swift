@@ -92,10 +92,7 @@ extension UserMailbox {
         guard var receiver = online[key] else { return }
         var out = waiting.filter { $0.id > receiver.delivered }
         let lost = Self.skipped(out, after: receiver.delivered, epoch: receiver.deliveredEpoch, storeEpoch: store.epoch)
-        if let last = out.last {
-            receiver.delivered = last.id
-            receiver.deliveredEpoch = last.epoch ?? store.epoch
-        }
+        if let last = out.last { receiver.markDelivered(last, storeEpoch: store.epoch) }
         var gap = false
         for message in held where message.id > receiver.delivered {
             guard message.id == receiver.delivered + 1 else {
@@ -103,8 +100,7 @@ extension UserMailbox {
                 break
             }
             out.append(message)
-            receiver.delivered = message.id
-            receiver.deliveredEpoch = message.epoch ?? store.epoch
+            receiver.markDelivered(message, storeEpoch: store.epoch)
         }
         online[key] = receiver
         if lost > 0 { reportDroppedWhileOnline(key, count: lost, to: receiver) }

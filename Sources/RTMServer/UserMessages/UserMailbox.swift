@@ -55,6 +55,12 @@ final class UserMailbox: @unchecked Sendable {
         var delivered: Int64 = 0
         /// Shared store: the mailbox epoch of `delivered` (ids are dense within one epoch).
         var deliveredEpoch: String?
+
+        /// Shared store: `message` is the last delivered to this connection.
+        mutating func markDelivered(_ message: StoredUserMessage, storeEpoch: String) {
+            delivered = message.id
+            deliveredEpoch = message.epoch ?? storeEpoch
+        }
     }
 
     private struct Pending {
@@ -468,7 +474,7 @@ final class UserMailbox: @unchecked Sendable {
                     // Cluster: only the next id in the receiver's order; a gap is another
                     // node's message, read (with this one) from the store.
                     if id == receiver.delivered + 1 {
-                        online[key]!.delivered = id
+                        online[key]!.markDelivered(message, storeEpoch: store.epoch)
                         deliveries.append((receiver, message))
                     } else {
                         sync(key)
