@@ -15,8 +15,11 @@ filter+='|Cluster[A-Za-z]*Tests|UserMessageBinaryTests|CommitDelayTests|SQLiteUs
 filter+='|DeliveryTests|MessageBatchTests|MessagingTests|FaultTests|ConnectionTests'
 filter+='|EndToEndProcessTests'
 # Left to the ordinary run: ClusterPublishOrderTests publishes flat out for throughput, which
-# the sanitizer's slowdown (5-10x) turns into disconnections, not into a finding.
-skip='ClusterPublishOrderTests'
+# the sanitizer's slowdown (5-10x) turns into disconnections, not into a finding; and
+# ClusterFailoverStreamTests, a 15 s failover scenario whose pass condition (every message
+# delivered although the receiver's node stalls) is about time, which the slowdown stretches
+# past the per-receiver cap (its code paths run in the other cluster suites here).
+skip='ClusterPublishOrderTests|ClusterFailoverStreamTests'
 log=$(mktemp)
 status=0
 # SWIFT_BACKTRACE=enable=no: after a report the sanitizer aborts, and the Swift runtime's
