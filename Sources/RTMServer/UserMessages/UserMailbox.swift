@@ -363,9 +363,9 @@ final class UserMailbox: @unchecked Sendable {
                 inFlight = nil
                 switch ticket.expire() {
                 case .abandoned:
-                    refuse(batch, reason: "the message store did not take the message within \(Self.seconds(deadline)) s: nothing was stored; retry")
+                    refuse(batch, reason: notTakenInTime)
                 case .answeredRunning:
-                    refuse(batch, reason: "the message store did not answer within \(Self.seconds(deadline)) s: the outcome is unknown; resend with the same msgId")
+                    refuse(batch, reason: unansweredInTime)
                 case .alreadyDone:
                     break
                 }
@@ -382,7 +382,7 @@ final class UserMailbox: @unchecked Sendable {
         let count = pending.prefix { $0.due <= now }.count
         let late = Array(pending.prefix(count))
         pending.removeFirst(count)
-        refuse(late, reason: "the message store did not take the message within \(Self.seconds(deadline)) s: nothing was stored; retry")
+        refuse(late, reason: notTakenInTime)
     }
 
     /// While a commit runs, wakes when the oldest waiting message's time runs out (one wake-up
@@ -413,6 +413,13 @@ final class UserMailbox: @unchecked Sendable {
         }
     }
 
+    /// The refusal of a message whose commit had not begun by its deadline (it never will).
+    private var notTakenInTime: String { "the message store did not take the message within \(Self.seconds(deadline)) s: nothing was stored; retry" }
+    /// The refusal of a message whose commit ran past its deadline (M-3: a resend is recognised).
+    private var unansweredInTime: String {
+        "the message store did not answer within \(Self.seconds(deadline)) s: the outcome is unknown; resend with the same msgId"
+    }
+
     private static func seconds(_ amount: TimeAmount) -> String {
         let value = Double(amount.nanoseconds) / 1e9
         return value == value.rounded() ? String(Int(value)) : String(value)
@@ -434,7 +441,7 @@ final class UserMailbox: @unchecked Sendable {
             // resends with the same msgId). A store call that ran out of time ran out of the
             // message's: the reason names the message's deadline, not what was left of it.
             refuse(batch, reason: error is any DatabaseTimeout
-                ? "the message store did not answer within \(Self.seconds(deadline)) s: the outcome is unknown; resend with the same msgId"
+                ? unansweredInTime
                 : store.refusalReason(for: error))
             return
         }
