@@ -55,8 +55,8 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
     private var queue = ClusterPublishQueue<Run>()
     /// Runs not answered yet, in arrival order (answered ones leave when they reach the front).
     private var open = CircularBuffer<Run>()
-    /// Set while `open` is not empty: at the first open run's deadline.
-    private var deadlineTimer: Scheduled<Void>?
+    /// A wake-up is scheduled at the first open run's deadline (while `open` is not empty).
+    private var deadlineArmed = false
 
     init(backplane: any ChannelBackplane, status: ClusterStatus) {
         self.backplane = backplane
@@ -68,7 +68,7 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
                  context: ChannelHandlerContext, completion: @escaping PublishCompletion) -> PublishNumbers? {
         let entry = Run(messages: run, completion: completion, due: .now() + backplane.publishDeadline)
         open.append(entry)
-        if deadlineTimer == nil { armDeadline(handler: handler, context: context) }
+        if !deadlineArmed { armDeadline(handler: handler, context: context) }
         if let runs = queue.add(entry, channel: channel) {
             commit(runs, channel: channel, publisher: publisher, handler: handler, context: context)
         }
@@ -129,12 +129,13 @@ final class BackplaneConnectionPublisher: ConnectionPublisher {
     private func armDeadline(handler: ConnectionHandler, context: ChannelHandlerContext) {
         dropAnswered()
         guard let first = open.first else {
-            deadlineTimer = nil
+            deadlineArmed = false
             return
         }
+        deadlineArmed = true
         let bound = NIOLoopBound((self, handler, context), eventLoop: context.eventLoop)
         let seconds = Double(backplane.publishDeadline.nanoseconds) / 1e9
-        deadlineTimer = context.eventLoop.scheduleTask(deadline: first.due) {
+        context.eventLoop.scheduleTask(deadline: first.due) {
             let (publisherSelf, handler, context) = bound.value
             let now = NIODeadline.now()
             for run in publisherSelf.open where !run.answered && run.due <= now {
