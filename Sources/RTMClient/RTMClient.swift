@@ -289,8 +289,8 @@ public final class RTMClient: Sendable {
             return core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
         }
         let reply = try await Self.wait(future, operation: "publish")
-        return UserMessageReceipt(receiverOnline: reply.receiverOnline ?? false, stored: reply.stored ?? false,
-                                  messageId: reply.msgId ?? 0)
+        return UserMessageReceipt(receiverOnline: reply.receiverOnline ?? false, receiverStatusKnown: reply.receiverOnline != nil,
+                                  stored: reply.stored ?? false, messageId: reply.msgId ?? 0)
     }
 
     // MARK: helpers

@@ -84,8 +84,12 @@ public struct PublishReceipt: Sendable, Equatable {
 /// The server's receipt for a user message (SPEC M-1).
 public struct UserMessageReceipt: Sendable, Equatable {
     /// The receiver had a connection when the message was stored; otherwise it waits for the
-    /// receiver (the reference's -11035 "receiver offline but message stored").
+    /// receiver (the reference's -11035 "receiver offline but message stored"). False too when
+    /// the server does not tell (`receiverStatusKnown`).
     public let receiverOnline: Bool
+    /// Whether the server told if the receiver was online: it does only when the session may
+    /// see the receiver's status (a `status` grant on it, or no capability restrictions).
+    public var receiverStatusKnown: Bool = true
     /// The message is stored until the receiver's SDK acknowledges it.
     public let stored: Bool
     /// The server's id of the message.
