@@ -45,11 +45,13 @@ struct SessionAccessTests {
         #expect(Self.roomOnly.refusal(for: Self.frame(.publishTopic), streamChannel: "room.a") == nil)
     }
 
-    @Test("each grant is its own: subscribe alone does not give publish; withPresence (the default) needs presence, withMetadata metadata.read, withLock lock")
+    @Test("each grant is its own: subscribe alone does not give publish nor show the members (presence); withMetadata needs metadata.read, withLock lock")
     func grantsAreSeparate() {
         let access = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": [.subscribe]]), namespaces: [])
-        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withPresence = false }) == nil)
-        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a"))?.reason.contains("does not grant presence") == true)
+        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a")) == nil)
+        #expect(!access.reveals(.membership(channel: "room.a")))
+        #expect(access.refusal(toKeep: .subscription(channel: "room.a", features: .presence))?.reason.contains("does not grant presence") == true)
+        #expect(access.refusal(toKeep: .subscription(channel: "room.a", features: [])) == nil)
         #expect(access.refusal(for: Self.frame(.publish, channel: "room.a"))?.reason.contains("publish") == true)
         #expect(access.refusal(for: .batchedPublish(channel: "room.a")) != nil)
         #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withPresence = false; $0.withMetadata = true })?.reason.contains("metadata.read") == true)
@@ -101,7 +103,7 @@ struct SessionAccessTests {
         // A token granting the private channel opens it; what it does not grant stays closed.
         let granted = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["private.a": [.subscribe]]),
                                     namespaces: Self.namespaces("private.*:private"))
-        #expect(granted.refusal(for: Self.frame(.subscribe, channel: "private.a")) == nil)
+        #expect(granted.refusal(for: Self.frame(.subscribe, channel: "private.a") { $0.withPresence = false }) == nil)
         #expect(granted.refusal(for: Self.frame(.subscribe, channel: "public.a"))?.code == .notPermitted)
     }
 

@@ -112,10 +112,11 @@ struct SessionAccess: Sendable, Equatable {
     func refusal(toKeep watch: Watch) -> RequestRefusal? {
         switch watch {
         case .subscription(let channel, let features):
-            var frame = Frame(type: .subscribe, channel: channel, withPresence: features.contains(.presence))
+            var frame = Frame(type: .subscribe, channel: channel, withPresence: false)
             frame.withMetadata = features.contains(.metadata)
             frame.withLock = features.contains(.lock)
-            return refusal(for: .json(.subscribe, frame))
+            // Its presence part: kept only where the session may see the members.
+            return refusal(for: .json(.subscribe, frame)) ?? (features.contains(.presence) && !isUnrestricted ? check(.presence, channel) : nil)
         case .userMetadata(let user):
             return refusal(for: .json(.subscribeMetadata, Frame(type: .subscribeMetadata, userId: user)))
         case .peerStatus(let user):
@@ -148,13 +149,12 @@ struct SessionAccess: Sendable, Equatable {
         }
     }
 
-    /// A subscribe with `features`: `subscribe`, and the grant of each part it asks for
-    /// (presence, metadata.read, lock). A namespace without presence takes the presence part
-    /// away instead (its members join quietly), so it needs no grant there.
+    /// A subscribe with `features`: `subscribe`, and the grant of each opt-in part it asks for
+    /// (metadata.read, lock). Its presence part (on by default) needs no grant to be asked for:
+    /// without `presence` there (or in a namespace without presence) the subscription is made
+    /// without it (`reveals(.membership)`; the reply says `withPresence: false`).
     private func subscribeRefusal(_ channel: String?, features: ChannelFeatures) -> RequestRefusal? {
-        let presence = features.contains(.presence) && namespaces.namespace(of: channel ?? "")?.presence != false
-        return check(.subscribe, channel)
-            ?? (presence ? check(.presence, channel) : nil)
+        check(.subscribe, channel)
             ?? (features.contains(.metadata) ? check(.metadataRead, channel) : nil)
             ?? (features.contains(.lock) ? check(.lock, channel) : nil)
     }

@@ -237,6 +237,10 @@ extension ConnectionHandler {
             // No presence in the namespace: members join quietly and get no presence events.
             features.remove(.presence)
             quiet = true
+        } else if let access, !access.reveals(.membership(channel: channel)) {
+            // No `presence` grant there: the subscription has no presence part (the session does
+            // not see the members), though the member itself is seen as any other.
+            features.remove(.presence)
         }
         switch hub.subscribe(connection, channel: channel, quiet: quiet, features: features, maxMembers: namespace?.maxMembers) {
         case .rejected(let refusal):
@@ -253,7 +257,9 @@ extension ConnectionHandler {
             replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
             send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
                        users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.count,
-                       states: snapshot.states.isEmpty ? nil : snapshot.states, page: snapshot.nextPage), context: context)
+                       states: snapshot.states.isEmpty ? nil : snapshot.states,
+                       withPresence: (frame.withPresence ?? true) && !features.contains(.presence) ? false : nil, page: snapshot.nextPage),
+                 context: context)
             sendServiceSnapshots(channel: channel, features: features, key: key, context: context)
         }
     }
