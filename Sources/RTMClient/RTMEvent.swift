@@ -47,6 +47,41 @@ public enum RTMEvent: Sendable {
     /// The server ended a subscription: a renewed capability token no longer grants it. The
     /// channel is no longer subscribed (nor restored after a reconnection).
     case unsubscribed(SubscriptionEndedEvent)
+    /// The server ended a watch short of a whole subscription (a part of a subscription, a
+    /// user's metadata or online status, a stream topic): the session's grants no longer allow
+    /// it. The watch is forgotten (not renewed after a reconnection).
+    case watchEnded(WatchEndedEvent)
+}
+
+/// A watch the server ended (`RTMEvent.watchEnded`).
+public struct WatchEndedEvent: Sendable, Equatable {
+    /// What was watched.
+    public enum Kind: String, Sendable {
+        /// The presence events (and member lists) of a subscription (`channelName`).
+        case presence
+        /// The storage events of a subscription or a stream channel (`channelName`).
+        case metadata
+        /// The lock events of a subscription or a stream channel (`channelName`).
+        case lock
+        /// A user's metadata (`userId`, `subscribeUserMetadata`).
+        case userMetadata
+        /// A user's online status (`userId`, `subscribePeersOnlineStatus`).
+        case peerStatus
+        /// A stream channel's topic this client published to (`channelName`, `topic`).
+        case topic
+    }
+    /// What was watched; nil: a kind this SDK does not know (a newer server).
+    public let kind: Kind?
+    /// The channel, for a channel's part or a topic.
+    public let channelName: String?
+    /// The user, for a user's metadata or status.
+    public let userId: String?
+    /// The topic, for a topic.
+    public let topic: String?
+    /// Why: `RTMErrorCode.notPermitted` (-10104).
+    public let code: RTMErrorCode
+    /// The server's reason, naming the grant that is missing.
+    public let reason: String
 }
 
 /// A subscription the server ended (`RTMEvent.unsubscribed`).
@@ -195,6 +230,8 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent)
     /// The server ended a subscription (a renewed capability token no longer grants it).
     func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent)
+    /// `RTMEvent.watchEnded`.
+    func rtmClient(_ client: RTMClient, watchEnded event: WatchEndedEvent)
 }
 
 extension RTMClientDelegate {
@@ -230,4 +267,5 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent) {}
+    public func rtmClient(_ client: RTMClient, watchEnded event: WatchEndedEvent) {}
 }
