@@ -80,11 +80,13 @@ extension ClientCore {
     func watchEnded(_ frame: Frame) {
         let kind = frame.event.flatMap(WatchEndedEvent.Kind.init(rawValue:))
         switch (kind, frame.channel, frame.userId) {
-        case (.presence?, let channel?, _) where frame.channelType != "stream":
+        case (_, _, _) where frame.channelType == "stream":
+            break   // its STREAM connection forgot it (StreamCore)
+        case (.presence?, let channel?, _):
             subscriptionOptions[channel, default: SubscribeOptions()].withPresence = false
-        case (.metadata?, let channel?, _) where frame.channelType != "stream":
+        case (.metadata?, let channel?, _):
             subscriptionOptions[channel]?.withMetadata = false
-        case (.lock?, let channel?, _) where frame.channelType != "stream":
+        case (.lock?, let channel?, _):
             subscriptionOptions[channel]?.withLock = false
         case (.userMetadata?, _, let user?):
             metadataWatches.remove(user)
