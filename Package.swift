@@ -42,6 +42,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // `rtm serve`'s settings: command line, environment and JSON or YAML file, one declaration
+        // per setting (`ServeSettingDeclarations`). YAML through Yams, which the trait brings in;
+        // Yams is also named here because the settings reader lists a YAML file's keys itself.
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),
         // `swift package generate-documentation --target RTMClient` (the DocC catalog; CI builds it).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -151,6 +156,9 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "Configuration", package: "swift-configuration"),
+            .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // A command-line chat with presence on the public SDK API only (`rtm-chat-example`).
         .executableTarget(name: "rtm-chat-example", dependencies: ["RTMClient"], path: "Examples/ChatExample",
