@@ -157,6 +157,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            // `rtm admin` over https with its own trust roots (`--ca-file`).
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Configuration", package: "swift-configuration"),
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),

@@ -17,13 +17,13 @@ struct AdminCommand: AsyncParsableCommand {
     struct Info: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Node info: version, uptime, connections, sessions, channels, counters.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/info") }
+        func run() async throws { try await admin.call(.GET, "/v1/info") }
     }
 
     struct Channels: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The channels the server knows, with member counts.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/channels") }
+        func run() async throws { try await admin.call(.GET, "/v1/channels") }
     }
 
     struct Channel: AsyncParsableCommand {
@@ -32,14 +32,14 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "Channel name.") var channel: String
         func run() async throws {
             let name = channel.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? channel
-            try await admin.call("GET", "/v1/channels/\(name)")
+            try await admin.call(.GET, "/v1/channels/\(name)")
         }
     }
 
     struct Sessions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Sessions: connected users and users within their grace window.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/sessions") }
+        func run() async throws { try await admin.call(.GET, "/v1/sessions") }
     }
 
     struct Publish: AsyncParsableCommand {
@@ -51,7 +51,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Custom message type.") var customType: String?
         @Flag(help: "Also store it in the channel's history.") var store = false
         func run() async throws {
-            try await admin.call("POST", "/v1/publish", body: ["channel": channel, "message": message, "publisher": publisher,
+            try await admin.call(.POST, "/v1/publish", body: ["channel": channel, "message": message, "publisher": publisher,
                                                                 "customType": customType, "storeInHistory": store])
         }
     }
@@ -65,7 +65,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Custom message type.") var customType: String?
         @Flag(help: "Also store it in the conversation's history.") var store = false
         func run() async throws {
-            try await admin.call("POST", "/v1/send", body: ["user": user, "message": message, "from": from,
+            try await admin.call(.POST, "/v1/send", body: ["user": user, "message": message, "from": from,
                                                              "customType": customType, "storeInHistory": store])
         }
     }
@@ -77,7 +77,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Flag(help: "Include each member's temporary state.") var includeState = false
         @Option(help: "The previous answer's nextPage.") var page: String?
         func run() async throws {
-            try await admin.call("GET", "/v1/presence/whonow", query: ["channel": channel, "includeState": includeState ? "true" : nil, "page": page])
+            try await admin.call(.GET, "/v1/presence/whonow", query: ["channel": channel, "includeState": includeState ? "true" : nil, "page": page])
         }
     }
 
@@ -85,7 +85,7 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "wherenow", abstract: "Which channels a user is in.")
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
-        func run() async throws { try await admin.call("GET", "/v1/presence/wherenow", query: ["user": user]) }
+        func run() async throws { try await admin.call(.GET, "/v1/presence/wherenow", query: ["user": user]) }
     }
 
     struct History: AsyncParsableCommand {
@@ -96,7 +96,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Messages per page [1, 100].") var count = 100
         @Option(help: "Only messages older than this (ms; the previous answer's newStart).") var start: Int64?
         func run() async throws {
-            try await admin.call("GET", "/v1/history", query: ["channel": channel, "channelType": userConversation ? "user" : "message",
+            try await admin.call(.GET, "/v1/history", query: ["channel": channel, "channelType": userConversation ? "user" : "message",
                                                               "count": "\(count)", "start": start.map { "\($0)" }])
         }
     }
@@ -108,7 +108,7 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
         @Option(help: "Reason the client sees.") var reason: String?
-        func run() async throws { try await admin.call("POST", "/v1/disconnect", body: ["user": user, "reason": reason]) }
+        func run() async throws { try await admin.call(.POST, "/v1/disconnect", body: ["user": user, "reason": reason]) }
     }
 
     struct Kick: AsyncParsableCommand {
@@ -119,7 +119,7 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "User id.") var user: String
         @Option(help: "Reason the client sees.") var reason: String?
         @Option(help: "Also ban the user for this many seconds.") var ban: Double?
-        func run() async throws { try await admin.call("POST", "/v1/kick", body: ["user": user, "reason": reason, "banSeconds": ban]) }
+        func run() async throws { try await admin.call(.POST, "/v1/kick", body: ["user": user, "reason": reason, "banSeconds": ban]) }
     }
 
     struct Ban: AsyncParsableCommand {
@@ -128,20 +128,20 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "User id.") var user: String
         @Argument(help: "Seconds.") var seconds: Double
         @Option(help: "Reason the client sees.") var reason: String?
-        func run() async throws { try await admin.call("POST", "/v1/ban", body: ["user": user, "seconds": seconds, "reason": reason]) }
+        func run() async throws { try await admin.call(.POST, "/v1/ban", body: ["user": user, "seconds": seconds, "reason": reason]) }
     }
 
     struct Unban: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Lift a ban.")
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
-        func run() async throws { try await admin.call("POST", "/v1/unban", body: ["user": user]) }
+        func run() async throws { try await admin.call(.POST, "/v1/unban", body: ["user": user]) }
     }
 
     struct Bans: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List active bans.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/bans") }
+        func run() async throws { try await admin.call(.GET, "/v1/bans") }
     }
 
     struct Revoke: AsyncParsableCommand {
@@ -155,6 +155,6 @@ struct AdminCommand: AsyncParsableCommand {
         func validate() throws {
             guard (user == nil) != (token == nil) else { throw ValidationError("give exactly one of --user and --token") }
         }
-        func run() async throws { try await admin.call("POST", "/v1/revoke", body: ["user": user, "token": token, "reason": reason]) }
+        func run() async throws { try await admin.call(.POST, "/v1/revoke", body: ["user": user, "token": token, "reason": reason]) }
     }
 }
