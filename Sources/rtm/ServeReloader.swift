@@ -6,7 +6,7 @@ import UnixSignals
 
 /// What `rtm serve` reloads on `SIGHUP`, until graceful shutdown: the TLS certificates (when
 /// it serves TLS), and, from its settings read again (`ServeSettingsReader`: the configuration
-/// file is read anew), the log level, the namespaces, the per-connection rates (publish rate,
+/// file is read anew), the log level, the namespaces and the default capability, the per-connection rates (publish rate,
 /// error replies) and the webhook URL and secret. Settings that cannot be used are logged, in
 /// the settings' one error form, and the current ones stay.
 @available(macOS 15, iOS 18, *)
@@ -26,9 +26,12 @@ struct ServeReloader: Service, CustomStringConvertible {
             do {
                 let values = try ServeSettingsReader(arguments: arguments, environment: ProcessInfo.processInfo.environment).read()
                 let namespaces = try values.namespaces()
+                let defaultCapabilities = try values.defaultCapabilities()
                 reloadLogLevel(values.logLevel)
-                try await server.reloadNamespaces(namespaces)
-                logger.notice("SIGHUP: namespaces", metadata: ["namespaces": "\(values.strings(.namespace))"])
+                try await server.reloadAccessRules(namespaces: namespaces, defaultCapabilities: defaultCapabilities)
+                logger.notice("SIGHUP: namespaces and default capability", metadata: [
+                    "namespaces": "\(values.strings(.namespace))", "default-capability": "\(values.string(.defaultCapability) ?? "none")",
+                ])
                 let limits = values.connectionLimits()
                 try await server.reloadLimits(limits)
                 switch (values.string(.webhookUrl), server.webhookStats != nil) {

@@ -3,7 +3,7 @@
 /// authorization hook, the admin API and the cluster have their own files.
 extension ServeSetting {
     static let all: [ServeSetting] = [
-        config, host, port, dataDir, appId, appCertificate, namespace, heartbeatSlack, publishRate, loginRate, loginDeadline,
+        config, host, port, dataDir, appId, appCertificate, namespace, defaultCapability, heartbeatSlack, publishRate, loginRate, loginDeadline,
         memoryTrimInterval, errorReplyRate, errorReplyBurst, maxConnections, threads, drainRate, drainTimeout, drainReconnectSpread,
         tlsCert, tlsKey, webhookUrl, webhookSecret, webhookMaxQueued, logLevel,
     ] + store + authHook + admin + cluster + testing
@@ -27,6 +27,11 @@ extension ServeSetting {
         no-presence, no-history, max-members=N, hook-subscribe / hook-publish (ask auth-hook), hook-fail-open, \
         replay-window=SECONDS and replay-max=N (instead of channel-replay-window / channel-replay-max). \
         E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'. SIGHUP reloads them.
+        """)
+    static let defaultCapability = ServeSetting("default-capability", .text(default: nil, shape: "a capability token's rtm claim as JSON"), help: """
+        What a session whose login brought no capability token may do, as a capability token's rtm claim: \
+        '{"channels":{"lobby":["subscribe","presence"]},"users":{"*":["send"]}}'. Without it such a session may do anything \
+        outside the private namespaces (set it whenever the app gives its users capability tokens). SIGHUP reloads it.
         """)
     static let heartbeatSlack = ServeSetting("heartbeat-slack", .number(default: 10, range: 0.1...3600),
                                              help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).")

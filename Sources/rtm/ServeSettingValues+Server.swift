@@ -14,6 +14,7 @@ extension ServeSettingValues {
         config.dataDirectory = text(.dataDir)
         guard !text(.dataDir).isEmpty else { throw invalid(.dataDir) }
         config.namespaces = try namespaces()
+        config.defaultCapabilities = try defaultCapabilities()
         config.heartbeatSlack = Self.seconds(number(.heartbeatSlack))
         config.loginRatePerSecond = number(.loginRate)
         config.loginDeadline = Self.seconds(number(.loginDeadline))

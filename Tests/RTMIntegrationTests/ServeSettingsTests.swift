@@ -99,6 +99,8 @@ struct ServeSettingsTests {
             (["--publish-rate", "fast"], [:], "invalid setting publish-rate from flag --publish-rate: got \"fast\", allowed a number in 0…1000000"),
             (["--port", "0"], ["RTM_LOG_LEVEL": "loud"], "invalid setting log-level from variable RTM_LOG_LEVEL: got \"loud\", allowed one of trace, debug, info, notice, warning, error"),
             (["--port", "0", "--admin-key", "k", "--admin-listen", "nowhere"], [:], "invalid setting admin-listen from flag --admin-listen: got \"nowhere\", allowed host:port"),
+            (["--port", "0"], ["RTM_DEFAULT_CAPABILITY": "{"], "invalid setting default-capability from variable RTM_DEFAULT_CAPABILITY: got \"{\", allowed a capability token's rtm claim as JSON (this is not JSON)"),
+            (["--port", "0", "--default-capability", #"{"channels":{"lobby":["fly"]}}"#], [:], "invalid setting default-capability from flag --default-capability: got"),
             (["--config", secretFile], [:], "invalid setting admin-key from file \(secretFile):admin-key: got a secret value, allowed a string"),
         ]
         try await Self.expectRefused(cases, dataDir: scratch.path, never: ["987654321"])

@@ -41,8 +41,8 @@ final class Hub: Sendable {
     let webhooks: WebhookDispatcher?
     /// The app's backend, asked about logins, subscribes and publishes, when configured.
     let authorizationHook: AuthorizationHook?
-    /// The namespaces, as configured or last reloaded.
-    let namespaces: NamespaceRules
+    /// The namespaces and the default capability, as configured or last reloaded.
+    let accessRules: AccessRules
     /// Where channel messages get their numbers: at once on one node, through the backplane in
     /// a cluster (`PublishPath`).
     let publishing: any PublishPath
@@ -66,7 +66,7 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.authorizationHook = authorizationHook
-        self.namespaces = NamespaceRules(configuration.namespaces)
+        self.accessRules = AccessRules(namespaces: configuration.namespaces, defaultCapabilities: configuration.defaultCapabilities)
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore
@@ -315,6 +315,22 @@ final class Hub: Sendable {
     /// Subscribes `watcher` to storage events of `target`'s user metadata.
     func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
         state.withLockedValue { $0.watchMetadata(of: target, watcher: watcher, on: on) }
+    }
+
+    /// The users whose metadata and whose online status `key` watches (its watches to decide
+    /// again when its grants change).
+    func watches(of key: UserKey) -> (metadata: [String], peers: Set<String>) {
+        state.withLockedValue { state in
+            (state.metadataWatchers.compactMap { target, watchers in
+                target.appId == key.appId && watchers.contains(key.userId) ? target.userId : nil
+            }, state.peerStatus.targets(of: key))
+        }
+    }
+
+    /// Ends `key`'s watches of these users' online status (its grants no longer allow them):
+    /// no rate, no reply.
+    func endPeerWatches(_ key: UserKey, users: [String]) {
+        state.withLockedValue { $0.peerStatus.unsubscribe(key, targets: users) }
     }
 
     /// A metadata set changed: channel members that asked for storage events, or the user's
