@@ -127,6 +127,57 @@ struct GateTests {
         }
     }
 
+    /// The reply to request `id` among `peer`'s frames, once it came.
+    static func reply(_ id: Int, on peer: RawPeer) async -> [String: Any]? {
+        await firstValue(within: soon) {
+            peer.frames().lazy.compactMap { frame in
+                (try? JSONSerialization.jsonObject(with: Data(frame.text.utf8))) as? [String: Any]
+            }.first { $0["id"] as? Int == id }
+        }
+    }
+
+    @Test("no going back at a resume: a login resuming a narrowed session with the older, wider capability token (or with none) is refused; with the current one it resumes")
+    func noGoingBackAtResume() async throws {
+        try await Harness.with { harness in
+            let now = UInt32(Date().timeIntervalSince1970)
+            let wide = Self.capability("alice", channels: ["*": Self.all], issuedAt: now - 60)
+            let narrow = Self.capability("alice", channels: ["a": Self.all], issuedAt: now)
+            func login(_ capability: String?, resumeToken: String? = nil) async throws -> (RawPeer, [String: Any]?) {
+                let peer = try await RawPeer.connect(port: harness.port)
+                var frame: [String: Any] = ["type": "login", "id": 1, "appId": Harness.appId, "userId": "alice", "token": Harness.token("alice")]
+                frame["capability"] = capability
+                frame["resumeToken"] = resumeToken
+                var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+                hello.writeImmutableBuffer(RawPeer.text(String(decoding: try JSONSerialization.data(withJSONObject: frame), as: UTF8.self)))
+                try await peer.write(hello)
+                return (peer, await Self.reply(1, on: peer))
+            }
+            let (first, loggedIn) = try await login(wide)
+            let resumeToken = try #require(loggedIn?["resumeToken"] as? String)
+            try await first.write(RawPeer.text(#"{"type":"renewToken","id":2,"token":"\#(Harness.token("alice"))","capability":"\#(narrow)"}"#))
+            #expect(await Self.reply(2, on: first)?["type"] as? String == "ok")
+            await first.close()
+            for older in [wide, nil] {
+                let (peer, refused) = try await login(older, resumeToken: resumeToken)
+                #expect(refused?["code"] as? Int == RTMErrorCode.invalidToken.rawValue, "\(String(describing: refused))")
+                await peer.close()
+            }
+            let (peer, resumed) = try await login(narrow, resumeToken: resumeToken)
+            #expect(resumed?["resumed"] as? Bool == true, "\(String(describing: resumed))")
+            await peer.close()
+        }
+    }
+
+    @Test("the admin API keeps a namespace's rules too: no history stored in a no-history channel (400, -15004), the publish itself allowed")
+    func adminHistoryInNoHistoryNamespace() async throws {
+        let admin = try await AdminHarness.start { $0.namespaces = [try! ChannelNamespace(parsing: "ephemeral.*:no-history")] }
+        let refused = try await admin.call("POST", "/v1/publish", body: ["channel": "ephemeral.a", "message": "x", "storeInHistory": true])
+        #expect(refused.status == 400 && refused.json["code"] as? Int == RTMErrorCode.historyOperationNotPermitted.rawValue, "\(refused)")
+        #expect(try await admin.call("POST", "/v1/publish", body: ["channel": "ephemeral.a", "message": "x"]).status == 200)
+        #expect(try await admin.call("POST", "/v1/publish", body: ["channel": "kept", "message": "x", "storeInHistory": true]).status == 200)
+        await admin.stop()
+    }
+
     @Test("the default capability binds sessions without a capability token, on channels and users alike; reloaded narrower, it ends what it no longer allows")
     func defaultCapability() async throws {
         let lobby = Capabilities(channels: ["lobby": [.subscribe, .publish, .presence]], users: ["bob": [.send]])

@@ -137,6 +137,7 @@ extension ConnectionHandler {
         guard let context, lifecycle.maySend else { return }
         if let key = lifecycle.session {
             connection.sessionAccess = access
+            hub.grantsChanged(key, issuedAt: access.issuedAt)
             // Its STREAM connections take the grants too.
             for stream in hub.streams.connections(of: key) {
                 stream.withHandler { $0.streamGrantsChanged(access) }

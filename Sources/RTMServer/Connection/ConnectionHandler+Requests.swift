@@ -121,7 +121,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
-        let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
+        let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken, grantsIssuedAt: access.issuedAt,
                                               heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence))
         switch decision {
         case .rejected(let refusal):

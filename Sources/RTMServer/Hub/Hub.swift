@@ -214,13 +214,14 @@ final class Hub: Sendable {
 
     /// A login. `confirmed`, in cluster mode for a new session: the login's reply waits for it
     /// (the user's sessions on other nodes have ended first, C-6).
-    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount,
+    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, grantsIssuedAt: UInt32? = nil, heartbeat: TimeAmount,
                presenceTimeout: TimeAmount) -> (decision: HubState.LoginDecision, confirmed: EventLoopFuture<Void>?) {
         let now = NIODeadline.now()
         let loop = connection.channel.eventLoop
         return modify { state in
             let (decision, confirmed, actions) = state.onLogin(
-                key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                key: key, connection: connection, resumeToken: resumeToken, grantsIssuedAt: grantsIssuedAt, heartbeat: heartbeat,
+                presenceTimeout: presenceTimeout,
                 now: now, wallMillis: Self.wallMillis, makePromise: { loop.makePromise(of: Void.self) })
             return ((decision, confirmed), actions)
         }
@@ -315,6 +316,12 @@ final class Hub: Sendable {
     /// Subscribes `watcher` to storage events of `target`'s user metadata.
     func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
         state.withLockedValue { $0.watchMetadata(of: target, watcher: watcher, on: on) }
+    }
+
+    /// `key`'s session has new grants, from a capability token issued then (nil: from none):
+    /// a resume with an older one is refused.
+    func grantsChanged(_ key: UserKey, issuedAt: UInt32?) {
+        state.withLockedValue { $0.sessions[key]?.grantsIssuedAt = issuedAt }
     }
 
     /// The users whose metadata and whose online status `key` watches (its watches to decide
