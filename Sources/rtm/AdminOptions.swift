@@ -1,12 +1,11 @@
 import ArgumentParser
 import Foundation
 import NIOCore
-import NIOHTTP1
-import NIOPosix
-import NIOSSL
-import RTMServer
+import OpenAPIRuntime
+import RTMAdminAPI
 
-/// Options shared by the `rtm admin` verbs, and the one HTTP call they make.
+/// Options shared by the `rtm admin` verbs, and the client they call the API with (generated
+/// from openapi/admin.yaml; `AdminTransport` carries it).
 struct AdminOptions: ParsableArguments {
     @Option(help: "Admin API URL (default: $RTM_ADMIN_URL, else http://127.0.0.1:9601).") var adminURL: String?
     @Option(help: "Admin key (default: $RTM_ADMIN_KEY).") var adminKey: String?
@@ -17,43 +16,33 @@ struct AdminOptions: ParsableArguments {
     /// How long a call may take, connecting included.
     static let timeout = TimeAmount.seconds(30)
 
-    /// Calls the admin API and prints the JSON answer (pretty); a refusal is an error naming
-    /// the server's message (exit 1).
-    func call(_ method: HTTPMethod, _ path: String, query: [String: String?] = [:], body: [String: Any?]? = nil) async throws {
+    /// Calls the API with the generated client and prints the JSON answer (pretty, keys
+    /// sorted). A refusal is an `AdminCallError` naming the server's message; an answer the
+    /// document does not describe is named as such.
+    func call<Answer: Encodable>(_ operation: (Client) async throws -> Answer) async throws {
         let environment = ProcessInfo.processInfo.environment
         let base = adminURL ?? environment["RTM_ADMIN_URL"] ?? "http://127.0.0.1:9601"
         guard let key = adminKey ?? environment["RTM_ADMIN_KEY"], !key.isEmpty else {
             throw ValidationError("no admin key: pass --admin-key or set RTM_ADMIN_KEY")
         }
-        var items = query.compactMap { name, value in value.map { URLQueryItem(name: name, value: $0) } }
-        if method == .GET, let appId { items.append(URLQueryItem(name: "appId", value: appId)) }
-        guard var components = URLComponents(string: base + path) else { throw ValidationError("bad --admin-url '\(base)'") }
-        if !items.isEmpty { components.queryItems = items.sorted { $0.name < $1.name } }
-        guard let url = components.url?.absoluteString, let target = WebhookHTTPClient.Target(url) else {
-            throw ValidationError("bad --admin-url '\(base)': an http:// or https:// URL with a host")
+        guard let url = URL(string: base), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            throw AdminURLError(url: base)
         }
-        var json: Data?
-        if var body {
-            if let appId { body["appId"] = appId }
-            json = try JSONSerialization.data(withJSONObject: body.compactMapValues { $0 })
-        }
-        let trust = try AdminTrust(caFile: caFile, environment: environment)
-        let client = try WebhookHTTPClient(target: target, timeout: Self.timeout, group: MultiThreadedEventLoopGroup.singleton,
-                                           trustRoots: trust.roots, maxResponseBytes: 64 << 20)
-        let reply: WebhookHTTPClient.Reply
+        let transport = AdminTransport(trust: try AdminTrust(caFile: caFile, environment: environment), timeout: Self.timeout, key: key)
+        let answer: Answer
         do {
-            reply = try await client.send(method, body: json, headers: [("Authorization", "Bearer \(key)")], userAgent: "rtm-admin").get()
-        } catch let error as WebhookDeliveryError {
-            throw AdminConnectionError(target: target, error: error, trust: trust)
+            answer = try await operation(Client(serverURL: url, transport: transport))
+        } catch let error as ClientError {
+            switch error.underlyingError {
+            case let ours as AdminCallError: throw ours
+            case let ours as AdminConnectionError: throw ours
+            case let ours as AdminURLError: throw ours
+            default: throw AdminAnswerError(operation: error.operationID, reason: "\(error.underlyingError)")
+            }
         }
-        let data = Data(reply.body.readableBytesView)
-        let answer = try? JSONSerialization.jsonObject(with: data)
-        guard (200..<300).contains(reply.status.code) else {
-            let message = (answer as? [String: Any])?["message"] as? String ?? String(decoding: data, as: UTF8.self)
-            throw AdminCallError(status: Int(reply.status.code), message: message)
-        }
-        let pretty = answer.flatMap { try? JSONSerialization.data(withJSONObject: $0, options: [.prettyPrinted, .sortedKeys]) } ?? data
-        FileHandle.standardOutput.write(pretty + Data("\n".utf8))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        FileHandle.standardOutput.write(try encoder.encode(answer) + Data("\n".utf8))
     }
 }
 
@@ -62,4 +51,11 @@ struct AdminCallError: Error, CustomStringConvertible {
     let status: Int
     let message: String
     var description: String { "admin API answered \(status): \(message)" }
+}
+
+/// An answer the admin API's document (openapi/admin.yaml) does not describe.
+struct AdminAnswerError: Error, CustomStringConvertible {
+    let operation: String
+    let reason: String
+    var description: String { "the admin API's answer to \(operation) does not match openapi/admin.yaml: \(reason)" }
 }

@@ -56,9 +56,10 @@ package struct WebhookHTTPClient: Sendable {
         tls = target.secure ? try NIOSSLContext(configuration: configuration) : nil
     }
 
-    /// A complete response: its status and (up to `maxResponseBytes`) body.
+    /// A complete response: its status, headers and (up to `maxResponseBytes`) body.
     package struct Reply: Sendable {
         package let status: HTTPResponseStatus
+        package let headers: HTTPHeaders
         package let body: ByteBuffer
     }
 
@@ -167,7 +168,7 @@ package struct WebhookDeliveryError: Error, CustomStringConvertible {
 private final class ResponseStatusHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
     private let promise: EventLoopPromise<WebhookHTTPClient.Reply>
-    private var status: HTTPResponseStatus?
+    private var head: HTTPResponseHead?
     private var body = ByteBuffer()
 
     private let maxResponseBytes: Int
@@ -179,7 +180,7 @@ private final class ResponseStatusHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let head): status = head.status
+        case .head(let head): self.head = head
         case .body(var chunk):
             guard body.readableBytes + chunk.readableBytes <= maxResponseBytes else {
                 promise.fail(WebhookDeliveryError(reason: "the response body is longer than \(maxResponseBytes) bytes", tls: nil))
@@ -188,7 +189,7 @@ private final class ResponseStatusHandler: ChannelInboundHandler {
             }
             body.writeBuffer(&chunk)
         case .end:
-            if let status { promise.succeed(WebhookHTTPClient.Reply(status: status, body: body)) }
+            if let head { promise.succeed(WebhookHTTPClient.Reply(status: head.status, headers: head.headers, body: body)) }
         }
     }
 
