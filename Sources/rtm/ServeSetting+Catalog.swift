@@ -22,8 +22,8 @@ extension ServeSetting {
                                     help: "App id to serve (with app-certificate); default: the data directory's development app.")
     static let appCertificate = ServeSetting("app-certificate", .text(default: nil, shape: "a string"), help: "Certificate of app-id.", secret: true)
     static let namespace = ServeSetting("namespace", .texts(shape: "PATTERN:OPTION,…"), help: """
-        A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a capability token's \
-        grant opens it, see `rtm token --capability`), no-client-publish (the backend publishes, through the admin API), \
+        A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a grant opens it: a \
+        capability token's, see `rtm token --capability`, or the default capability's), no-client-publish (the backend publishes, through the admin API), \
         no-presence, no-history, max-members=N, hook-subscribe / hook-publish (ask auth-hook), hook-fail-open, \
         replay-window=SECONDS and replay-max=N (instead of channel-replay-window / channel-replay-max). \
         E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'. SIGHUP reloads them.
