@@ -53,16 +53,18 @@ struct GateEmbeddedTests {
         try bob.send(Self.json(["type": "subscribe", "id": 2, "channel": "c", "withMetadata": true, "withLock": true]))
         try bob.send(Self.json(["type": "subscribeMetadata", "id": 3, "userId": "bob"]))
         try bob.send(Self.json(["type": "subscribePeersOnlineStatus", "id": 4, "users": ["mallory"]]))
-        // Every reply and snapshot in before the checks (the metadata is read off the loop).
-        var pending: Set<Int> = [2, 3, 4]
-        var snapshot = false
+        // Every reply and snapshot in before the checks (metadata and locks are read off the
+        // loop): the three replies, c's lock and metadata snapshots, bob's metadata snapshot.
+        var pending: Set<String> = ["id 2", "id 3", "id 4", "lock c", "storage c", "storage bob"]
         #expect(await eventually(within: .seconds(10)) {
             for frame in (try? bob.receivedJSON()) ?? [] {
-                if let id = frame["id"] as? Int { pending.remove(id) }
-                if frame["type"] as? String == "storage", frame["userId"] as? String == "bob" { snapshot = true }
+                if let id = frame["id"] as? Int { pending.remove("id \(id)") }
+                if let type = frame["type"] as? String, let subject = (frame["channel"] ?? frame["userId"]) as? String {
+                    pending.remove("\(type) \(subject)")
+                }
             }
-            return pending.isEmpty && snapshot
-        })
+            return pending.isEmpty
+        }, "still waiting for \(pending)")
         // mallory has a capability token granting nothing; her STREAM connection may join s only.
         let mallory = try server.connect()
         try Self.login(mallory, "mallory", capability: Self.capability("mallory", Capabilities()))
@@ -97,7 +99,8 @@ struct GateEmbeddedTests {
                 #expect(reply.count == 1 && reply.first?["type"] as? String == "error", "\(kind) (\(need.words)): \(reply)")
                 #expect(reply.first?["id"] as? Int == id, "\(kind)")
                 #expect(reply.first?["code"] as? Int == RTMErrorCode.notPermitted.rawValue, "\(kind) (\(need.words)): \(reply)")
-                #expect(try bob.received().isEmpty, "\(kind) (\(need.words)) reached bob")
+                let seen = try bob.received()
+                #expect(seen.isEmpty, "\(kind) (\(need.words)) reached bob: \(seen.map(\.text))")
             }
         }
         // The binary forms: a publish (0x01) and a sendUser (0x03).
