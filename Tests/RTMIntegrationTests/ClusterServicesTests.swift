@@ -36,7 +36,7 @@ struct ClusterServicesTests {
         try await withDatabaseAndCluster(callTimeout: .seconds(1)) { database, a, _ in
             let (alice, _) = try await Harness.client("alice", port: a.port)
             _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v0")]))
-            try database.stop()
+            try await database.stop()
             do {
                 _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v1")]))
                 Issue.record("a metadata write with the database down succeeded")
@@ -51,7 +51,7 @@ struct ClusterServicesTests {
                 #expect(error.code == .storageOperationFailed && error.reason.hasPrefix("the store could not be read: "), "\(error)")
                 #expect(!error.reason.contains("PSQLError") && !error.reason.contains("outcome"), "\(error)")
             }
-            try database.start()
+            try await database.start()
             await alice.logout()
         }
     }

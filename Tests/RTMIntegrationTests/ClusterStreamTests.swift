@@ -183,7 +183,7 @@ struct ClusterStreamTests {
             #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "carol")) != nil)
             let (erin, _) = try await Harness.client("erin", port: a.port)
 
-            try database.stop()
+            try await database.stop()
             #expect(await StreamTests.eventually { !a.server.hub.cluster.databaseUp })
             await carolGame.leave()   // announced into the void
             let erinGame = try erin.createStreamChannel("game")
@@ -191,7 +191,7 @@ struct ClusterStreamTests {
             try await erinGame.joinTopic("moves", options: JoinTopicOptions(meta: "m"))
             #expect(await bobEvents.matching(Self.presence(.remoteLeave, "carol")).isEmpty)
 
-            try database.start()
+            try await database.start()
             #expect(await bobEvents.first(within: .seconds(15), where: Self.presence(.remoteLeave, "carol")) != nil)
             #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "erin")) != nil)
             #expect(await bobEvents.first(within: soon, where: Self.topicEvent(.remoteJoinTopic, "erin", meta: "m")) != nil)

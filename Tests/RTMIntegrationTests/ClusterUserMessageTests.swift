@@ -20,7 +20,7 @@ struct ClusterUserMessageTests {
 
     /// Two nodes (channel backplane and user-message store) on one fresh database.
     private func withCluster(_ body: (Node, Node) async throws -> Void) async throws {
-        let (database, location, logger) = try ClusterTests.database(label: "test.cluster.user")
+        let (database, location, logger) = try await ClusterTests.database(label: "test.cluster.user")
         defer { database.destroy() }
         func node(_ name: String) async throws -> Node {
             let store = try await PostgresUserMessageStore.open(location: location, node: name, pollInterval: .milliseconds(50), logger: logger)

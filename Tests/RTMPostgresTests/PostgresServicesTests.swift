@@ -73,7 +73,7 @@ struct PostgresServicesTests {
 
     @Test("§2.12: a lock request to a database that stopped answering (frozen with SIGSTOP) is refused at callTimeout instead of waiting for ever; once it answers again, locks work")
     func lockCallBoundedWhenDatabaseHangs() async throws {
-        let server = try PostgresTestServer.start()
+        let server = try await PostgresTestServer.start()
         defer { server.destroy() }
         let location = try PostgresLocation(url: server.url + "?sslmode=disable")
         let services = PostgresServices(location: location, node: "a", callTimeout: .seconds(1), logger: Self.logger)

@@ -9,7 +9,7 @@ import Testing
 extension ClusterTests {
     @Test("admin in a cluster: /v1/info lists every node (this one, the others alive, with their sessions; a node started later learns the ones without sessions) and /v1/sessions every node's sessions with their node; the answers match openapi/admin.yaml")
     func adminShowsEveryNode() async throws {
-        let (database, location, logger) = try Self.database()
+        let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
         func node(_ name: String) async throws -> AdminHarness {
             try await AdminHarness.start {
