@@ -8,15 +8,15 @@ import Testing
                              "the openssl and curl commands are needed (certificates; an outside HTTPS client)"))
 struct AdminTLSTests {
     /// curl's status line and body for `url`, with the admin key; `options` before the URL.
-    static func curl(_ url: String, _ options: [String] = []) throws -> (status: Int32, output: String) {
+    static func curl(_ url: String, _ options: [String] = []) async throws -> (status: Int32, output: String) {
         let curl = try #require(program(named: "curl"))
-        return try runProgram(curl, ["-sS", "--max-time", "10", "-H", "Authorization: Bearer \(AdminHarness.key)",
+        return try await runProgram(curl, ["-sS", "--max-time", "10", "-H", "Authorization: Bearer \(AdminHarness.key)",
                                      "-w", "\nstatus=%{http_code}\n"] + options + [url])
     }
 
     @Test("admin over HTTPS: a client trusting the CA gets the API and the console; one that does not is refused; plain HTTP gets a 400 naming https://; a reload serves the new certificate")
     func adminOverHTTPS() async throws {
-        let certificates = try TestCertificates.make("admin")
+        let certificates = try await TestCertificates.make("admin")
         defer { certificates.remove() }
         let admin = try await AdminHarness.start {
             $0.adminTLSCertificatePath = certificates.certificateFile
@@ -24,27 +24,27 @@ struct AdminTLSTests {
         }
         defer { Task { await admin.stop() } }
         let base = "https://127.0.0.1:\(admin.adminPort)"
-        let info = try Self.curl(base + "/v1/info", ["--cacert", certificates.caFile])
+        let info = try await Self.curl(base + "/v1/info", ["--cacert", certificates.caFile])
         #expect(info.status == 0 && info.output.contains("status=200") && info.output.contains("\"sessions\""), "\(info.output)")
         // The system trust store does not know the test CA.
-        let untrusted = try Self.curl(base + "/v1/info")
+        let untrusted = try await Self.curl(base + "/v1/info")
         #expect(untrusted.status != 0 && untrusted.output.contains("status=000"), "\(untrusted.output)")
-        let plain = try Self.curl("http://127.0.0.1:\(admin.adminPort)/v1/info")
+        let plain = try await Self.curl("http://127.0.0.1:\(admin.adminPort)/v1/info")
         #expect(plain.output.contains("status=400") && plain.output.contains("this port requires TLS: connect with https://"), "\(plain.output)")
         // A rotated certificate (another CA) is served to new connections after a reload.
-        let next = try TestCertificates.make("admin-next")
+        let next = try await TestCertificates.make("admin-next")
         defer { next.remove() }
         try next.install(over: certificates)
         try admin.harness.server.reloadTLSCertificate()
-        #expect(try Self.curl(base + "/v1/info", ["--cacert", next.caFile]).output.contains("status=200"))
-        #expect(try Self.curl(base + "/v1/info", ["--cacert", certificates.caFile]).status != 0)
+        #expect(try await Self.curl(base + "/v1/info", ["--cacert", next.caFile]).output.contains("status=200"))
+        #expect(try await Self.curl(base + "/v1/info", ["--cacert", certificates.caFile]).status != 0)
     }
 
     @Test("a reload rotates each listener on its own: a broken client certificate does not keep the admin listener's new one from being served")
     func reloadEachListener() async throws {
-        let client = try TestCertificates.make("client-side")
-        let adminFirst = try TestCertificates.make("admin-first")
-        let adminNext = try TestCertificates.make("admin-second")
+        let client = try await TestCertificates.make("client-side")
+        let adminFirst = try await TestCertificates.make("admin-first")
+        let adminNext = try await TestCertificates.make("admin-second")
         defer { client.remove(); adminFirst.remove(); adminNext.remove() }
         let admin = try await AdminHarness.start {
             $0.tlsCertificatePath = client.certificateFile
@@ -57,7 +57,7 @@ struct AdminTLSTests {
         try adminNext.install(over: adminFirst)
         #expect(throws: (any Error).self) { try admin.harness.server.reloadTLSCertificate() }
         let base = "https://127.0.0.1:\(admin.adminPort)"
-        let rotated = try Self.curl(base + "/v1/info", ["--cacert", adminNext.caFile])
+        let rotated = try await Self.curl(base + "/v1/info", ["--cacert", adminNext.caFile])
         #expect(rotated.output.contains("status=200"), "\(rotated.output)")
     }
 
@@ -69,7 +69,7 @@ struct AdminTLSTests {
         let loopback = try await AdminHarness.start()
         #expect(!loopback.logs.contains(.warning, "admin key crosses it in clear"))
         await loopback.stop()
-        let certificates = try TestCertificates.make("admin-open")
+        let certificates = try await TestCertificates.make("admin-open")
         defer { certificates.remove() }
         let secure = try await AdminHarness.start {
             $0.adminHost = "0.0.0.0"
@@ -92,7 +92,7 @@ struct AdminTLSTests {
     func consoleHeaders() async throws {
         let admin = try await AdminHarness.start()
         defer { Task { await admin.stop() } }
-        let page = try Self.curl("http://127.0.0.1:\(admin.adminPort)/console", ["-D", "-"])
+        let page = try await Self.curl("http://127.0.0.1:\(admin.adminPort)/console", ["-D", "-"])
         let lines = page.output.split(separator: "\r\n").map(String.init)
         func header(_ name: String) -> String? {
             lines.first { $0.lowercased().hasPrefix(name.lowercased() + ":") }.map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
@@ -109,7 +109,7 @@ struct AdminTLSTests {
         try Data(body[start..<end].utf8).write(to: script)
         defer { try? FileManager.default.removeItem(at: script) }
         let openssl = try #require(program(named: "openssl"))
-        let digest = try runProgram("/bin/sh", ["-c", "\(openssl) dgst -sha256 -binary '\(script.path)' | \(openssl) base64 -A"])
+        let digest = try await runProgram("/bin/sh", ["-c", "\(openssl) dgst -sha256 -binary '\(script.path)' | \(openssl) base64 -A"])
         #expect(digest.status == 0 && policy.contains("script-src 'sha256-\(digest.output.trimmingCharacters(in: .whitespacesAndNewlines))'"),
                 "\(policy) vs \(digest.output)")
     }

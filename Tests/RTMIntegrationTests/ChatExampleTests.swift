@@ -30,7 +30,7 @@ struct ChatExampleTests {
         #expect(await chat.waitForLine(containing: "2 online: alice, bob") != nil, "\(chat.output)")
         type("/quit")
         #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteLeave && $0.presenceEvent?.userId == "alice" } != nil)
-        chat.waitUntilExit()
+        await chat.waitUntilExit()
         #expect(chat.process.terminationStatus == 0, "\(chat.output)")
         await bob.logout()
     }

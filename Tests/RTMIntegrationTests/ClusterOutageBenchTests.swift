@@ -14,7 +14,7 @@ struct ClusterOutageBenchTests {
         let bench = try RTMProcess(arguments: ["bench", "cluster-outage", "--case", "failover", "--publishers", "2", "--subs", "1",
                                                "--rate", "10", "--before", "1", "--after", "1", "--deadline", "30", "--settle", "30",
                                                "--base-port", "\(try LoopbackPort.freeRange(8))", "--json"])
-        await Task.detached { bench.waitUntilExit() }.value
+        await bench.waitUntilExit()
         let output = bench.output
         #expect(bench.process.terminationStatus == 0, "\(output.suffix(20).joined(separator: "\n"))")
         guard let line = output.last(where: { $0.hasPrefix("{") }),

@@ -290,7 +290,7 @@ struct ClusterServicesTests {
             try await bob.setLock(channel: "doc", lockName: "L", ttl: 2)
             let held = try await bob.acquireLock(channel: "doc", lockName: "L")
             #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
-            nodes[1].process.kill9()
+            await nodes[1].process.kill9()
             let killed = ContinuousClock.now
             // Declared dead within lease + renewal interval (0.6 s), then the TTL (2 s) runs.
             #expect(await aliceEvents.next(within: .milliseconds(1_500), where: Self.lock(.lockReleased)) == nil)

@@ -284,11 +284,11 @@ struct ClusterTests {
             await talker.logout()
 
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", "mysql://nobody@localhost/db"])
-            refused.waitUntilExit()
+            await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
             let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
-            badLease.waitUntilExit()
+            await badLease.waitUntilExit()
             #expect(badLease.process.terminationStatus != 0)
             #expect(await badLease.waitForLine(containing: "--lease-seconds must be at least 0.5", within: .seconds(2)) != nil)
         }

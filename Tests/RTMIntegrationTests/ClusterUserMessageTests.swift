@@ -182,7 +182,7 @@ struct ClusterUserMessageTests {
                 _ = try await alice.publish(toUser: "bob", message: "k\(i)")
                 _ = try await alice.publish(toUser: "erin", message: "e\(i)")
             }
-            nodes[0].process.kill9()
+            await nodes[0].process.kill9()
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "k10" } != nil)
             #expect(await Self.userMessages(bobEvents).compactMap(\.text) == (1...10).map { "k\($0)" })
             let (erin, erinEvents) = try await Harness.client("erin", port: nodes[1].port)

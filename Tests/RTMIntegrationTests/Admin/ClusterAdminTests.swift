@@ -44,7 +44,7 @@ extension ClusterTests {
             let exchanges = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-admin-cluster-\(UUID()).json").path
             try b.exchanges.write(to: exchanges)
             defer { try? FileManager.default.removeItem(atPath: exchanges) }
-            let result = try runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges, "--partial"])
+            let result = try await runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges, "--partial"])
             #expect(result.status == 0 && result.output.contains("0 failures"), "\(result.output)")
         }
         for node in [a, idle, b] { await node.stop() }
