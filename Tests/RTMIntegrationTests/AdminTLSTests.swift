@@ -4,7 +4,7 @@ import Testing
 
 /// The admin listener over HTTPS (`adminTLSCertificatePath`), checked with curl, a client we
 /// did not write; and the console's browser protections.
-@Suite(.serialized, .enabled(if: runsWhen(program(named: "openssl") != nil && program(named: "curl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
+@Suite(.realTime, .serialized, .enabled(if: runsWhen(program(named: "openssl") != nil && program(named: "curl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
                              "the openssl and curl commands are needed (certificates; an outside HTTPS client)"))
 struct AdminTLSTests {
     /// curl's status line and body for `url`, with the admin key; `options` before the URL.

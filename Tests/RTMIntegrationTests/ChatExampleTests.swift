@@ -4,7 +4,7 @@ import Testing
 
 /// The example app (`rtm-chat-example`, public SDK API only) chats with an SDK
 /// client and shows presence.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ChatExampleTests {
     @Test("Example app: rtm-chat-example shows who is online, publishes typed lines, prints messages, /who, and leaves on /quit")
     func chat() async throws {

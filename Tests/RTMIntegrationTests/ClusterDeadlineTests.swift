@@ -12,7 +12,7 @@ import Testing
 /// database stopped. Raw clients pipeline their requests in one write and time each answer
 /// (SPEC M-1, M-3; the deadlines are `callTimeout` for publishes, `userMessageDeadline` for
 /// user messages).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterDeadlineTests {
     /// How late an answer may be past its deadline on a busy machine (the old behaviour was a
     /// whole second deadline late).

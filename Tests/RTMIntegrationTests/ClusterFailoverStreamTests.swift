@@ -16,7 +16,7 @@ import Testing
 /// first node sending to a receiver online on the second at 40 messages a second. The primary
 /// gets `SIGKILL`, the standby is promoted 2 s later and the address moved to it. Every message
 /// answered `ok` must reach the receiver: live, or at a fresh login on the third node at the end.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterFailoverStreamTests {
     /// How many times the scenario runs in one test (`RTM_FAILOVER_RUNS`, default 1): the loss
     /// it guards against showed in about one run of ten.

@@ -13,7 +13,7 @@ import Testing
 /// TCP forwarder standing in for a virtual IP), the primary killed with `SIGKILL`, the replica
 /// promoted and the address moved to it. Real SDK clients publish, subscribe, send and receive
 /// throughout (SPEC M-1, M-2).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterFailoverTests {
     private struct Node {
         let harness: Harness

@@ -10,7 +10,7 @@ import Testing
 
 /// Metadata CAS, storage events, history and locks (fencing tokens, waiters,
 /// TTL after a node's death) across two real nodes sharing a real PostgreSQL, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterServicesTests {
     /// Two nodes with shared services (timers shrunk) on one fresh database.
     private func withCluster(options: PostgresBackplaneOptions = ClusterTests.options(),

@@ -9,7 +9,7 @@ import Testing
 
 /// Stream channels across nodes over a real PostgreSQL, two real servers and
 /// real SDK clients. Topic messages cross nodes through the backplane's log.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterStreamTests {
     /// The texts of the topic messages `events` received from `publisher`, in arrival order.
     static func topicTexts(_ events: AsyncRecorder<RTMEvent>, from publisher: String) async -> [String] {

@@ -10,7 +10,7 @@ import Testing
 
 /// Channel messages across nodes over a real PostgreSQL (started by the
 /// test), two real servers on loopback, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
     /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
     /// `configure` adds to each node's configuration (its name, the database, the logger).

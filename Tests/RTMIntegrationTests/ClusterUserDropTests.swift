@@ -9,7 +9,7 @@ import Testing
 
 /// An online receiver is told at once when messages for it were dropped before its node could
 /// read them (SPEC M-1: "the loss is reported, never silent"), not only at its next login.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterUserDropTests {
     @Test("M-1: the receiver's node cannot read the store while another node commits past the cap for it: once it reads again, the online receiver gets a dropped event with the count, then the messages kept")
     func onlineReceiverToldOfDrops() async throws {

@@ -10,7 +10,7 @@ import Testing
 
 /// User messages across nodes over a real PostgreSQL (started by
 /// the test), two real servers on loopback sharing it, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterUserMessageTests {
     private struct Node {
         let harness: Harness

@@ -10,7 +10,7 @@ import Testing
 /// rest against the debug build, and CI runs it once more against the release binary the
 /// README tells users to build (`RTM_BINARY`, see `RTMProcess.binary`): the optimiser must not
 /// change what users see.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct EndToEndProcessTests {
     // MARK: single node
 

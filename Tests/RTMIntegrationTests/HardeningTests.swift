@@ -8,7 +8,7 @@ import Testing
 
 /// A hostile world: peers that never log in, trickle bytes, send garbage, flood, or
 /// connect and disconnect thousands of times, against a real server over real sockets.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct HardeningTests {
     /// A login frame as a raw client sends it.
     static func loginFrame(_ user: String, id: UInt64 = 1, heartbeat: Double = 5, presenceTimeout: Double = 5) -> ByteBuffer {
@@ -286,6 +286,7 @@ struct HardeningTests {
 }
 
 /// A flood of connections past the process's open-file budget (`maxConnections`).
+@Suite(.realTime)
 struct SocketBudgetTests {
     @Test("T-9: sockets past maxConnections are closed at once (admission control), the node keeps serving, and a freed place is taken again")
     func socketsPastTheBudgetAreClosed() async throws {

@@ -9,6 +9,7 @@ import Testing
 
 /// Channel messages travel in `message` frames that hold consecutive messages (PROTOCOL.md
 /// §2.3): encoded once per publisher read, the same bytes for every subscriber.
+@Suite(.realTime)
 struct MessageBatchTests {
     static let key = ChannelKey(appId: "app", name: "room")
     static let alice = UserKey(appId: "app", userId: "alice")
@@ -102,6 +103,7 @@ struct MessageBatchTests {
 
 /// The load generator against a real server: it reads batched frames, and its loss counter
 /// works (a message the server deliberately drops is reported as lost).
+@Suite(.realTime)
 struct BenchCounterTests {
     /// A 0.1 s warm-up and 0.3 s measured run against the test server, quiet.
     static func shortRun(port: Int) -> LoadOptions {

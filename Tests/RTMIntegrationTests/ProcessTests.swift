@@ -196,7 +196,7 @@ final class DurableServer: @unchecked Sendable {
     }
 }
 
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ProcessTests {
     @Test("T-11: a client process stopped (SIGSTOP) and resumed (SIGCONT) keeps a healthy link, and is back within a round trip after a long stop")
     func suspendedProcess() async throws {

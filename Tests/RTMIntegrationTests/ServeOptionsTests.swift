@@ -5,7 +5,7 @@ import Testing
 
 /// `rtm serve`'s durability and retention flags reach the server (a real process), and a bad
 /// value is refused by name before anything listens.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ServeOptionsTests {
     @Test("M-1: `rtm serve --user-message-cap 2`: the third waiting message drops the oldest and the receiver is told; `--user-message-cap 0`, `--user-message-resend-window 0.5` and `--publish-resend-window 0` are refused by name")
     func storeFlags() async throws {

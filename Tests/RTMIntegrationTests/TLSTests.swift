@@ -8,7 +8,7 @@ import Testing
 /// `wss://` with a certificate made at test time; a plain client to the TLS
 /// port and a client that does not trust the CA fail at once with a typed error; a reload swaps
 /// the certificate for new connections only.
-@Suite(.serialized, .enabled(if: runsWhen(program(named: "openssl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
+@Suite(.realTime, .serialized, .enabled(if: runsWhen(program(named: "openssl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
                              "the openssl command is not installed (it makes the test certificates)"))
 struct TLSTests {
     static func start(_ certificates: TestCertificates) async throws -> Harness {

@@ -9,7 +9,7 @@ import RTMTestSupport
 import Testing
 
 /// The channel log on a real PostgreSQL started for the test (initdb + pg_ctl on a free port).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresChannelLogTests {
     static let logger = Logger(label: "test.postgres")
 
@@ -379,7 +379,7 @@ struct PostgresChannelLogTests {
 }
 
 /// The messages a node's `NOTIFY` carries (`ChannelLogNotice`).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ChannelLogNoticeTests {
     /// A fresh database, its log, node "n1"'s writer and a follower of the log whose events are
     /// recorded: "channel#seq node" for each message, "gap" for each gap, "started".

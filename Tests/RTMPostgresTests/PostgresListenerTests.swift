@@ -6,7 +6,7 @@ import RTMTestSupport
 import Testing
 
 /// A node's one listening connection (`PostgresListener`) on a real PostgreSQL started for the test.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresListenerTests {
     private static let logger = Logger(label: "test.postgres.listener")
 

@@ -9,7 +9,7 @@ import Testing
 
 /// The cluster's metadata, history and locks store on a real PostgreSQL
 /// started for the test, used by two nodes at once.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresServicesTests {
     private static let logger = Logger(label: "test.postgres.services")
 

@@ -2,7 +2,7 @@ import RTMTestSupport
 import Testing
 
 /// The test harness itself: a server that starts, stops, starts again and goes away.
-@Suite(.enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresTestServerTests {
     @Test("a throwaway PostgreSQL starts on a free port, restarts, and is removed")
     func startsAndStops() async throws {

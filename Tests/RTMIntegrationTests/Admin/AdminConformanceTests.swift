@@ -5,7 +5,7 @@ import Testing
 @testable import RTMClient
 
 /// The admin API against its OpenAPI document (`openapi/admin.yaml`), and the `rtm admin` CLI.
-@Suite("Admin API conformance", .serialized)
+@Suite("Admin API conformance", .realTime, .serialized)
 struct AdminConformanceTests {
     @Test("admin: the OpenAPI document validates, and every endpoint's real answers (2xx and errors) validate against it",
           .enabled(if: runsWhen(pythonHas(["yaml", "openapi_schema_validator", "openapi_spec_validator"]), orRequiredBy: "RTM_PYTHON_CHECKS"),

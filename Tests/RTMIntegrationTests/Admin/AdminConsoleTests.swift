@@ -12,7 +12,7 @@ private let chromium: String? = ["chromium", "chromium-browser", "google-chrome"
 /// The admin web console in a real headless browser. Runs when Chromium and the Python
 /// DevTools client (`websocket-client`) are installed, and always in CI (`RTM_CONSOLE_TEST=1`,
 /// where a missing one is a failure); elsewhere it is skipped, with the reason.
-@Suite("Admin console", .serialized)
+@Suite("Admin console", .realTime, .serialized)
 struct AdminConsoleTests {
     @Test("console: loads in headless Chromium, takes the key, shows a published message and a connected user, draws the chart",
           .enabled(if: runsWhen(chromium != nil && pythonHas(["websocket"]), orRequiredBy: "RTM_CONSOLE_TEST"),
