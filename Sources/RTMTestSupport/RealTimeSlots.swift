@@ -9,7 +9,8 @@ import NIOConcurrencyHelpers
 /// machine leave every timer late: a client with a 100 ms heartbeat is declared lost because
 /// its thread did not run for 300 ms. At most `width` of them run at a time (the environment's
 /// `RTM_REAL_TIME_TESTS`, else 4); the others wait for a slot, first come first served, before
-/// they start anything.
+/// they start anything. A test that measures the whole process (its memory, its threads, a
+/// latency percentile) takes every slot (`.realTimeAlone`).
 public final class RealTimeSlots: Sendable {
     /// The slots of this test process.
     public static let shared = RealTimeSlots(width: {
@@ -17,47 +18,53 @@ public final class RealTimeSlots: Sendable {
         return 4
     }())
 
+    /// How many slots there are.
+    public let width: Int
+
+    private struct Waiter {
+        let slots: Int
+        let continuation: CheckedContinuation<Void, Never>
+    }
     private struct State {
         var free: Int
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        var waiting: [Waiter] = []
+
+        /// Takes the slots of the waiters at the head of the queue that now fit, in order (a
+        /// waiter for every slot is not overtaken by later waiters for one).
+        mutating func admit() -> [CheckedContinuation<Void, Never>] {
+            var admitted: [CheckedContinuation<Void, Never>] = []
+            while let first = waiting.first, first.slots <= free {
+                free -= first.slots
+                admitted.append(waiting.removeFirst().continuation)
+            }
+            return admitted
+        }
     }
     private let state: NIOLockedValueBox<State>
 
     /// `width` slots.
     public init(width: Int) {
+        self.width = width
         state = NIOLockedValueBox(State(free: width))
     }
 
-    /// Runs `body` holding a slot, waiting for one first.
-    public func withSlot<Result>(_ body: () async throws -> Result) async rethrows -> Result {
-        await acquire()
-        defer { release() }
-        return try await body()
-    }
-
-    private func acquire() async {
+    /// Runs `body` holding `slots` slots (at most `width`), waiting for them first.
+    public func withSlots<Result>(_ slots: Int = 1, _ body: () async throws -> Result) async rethrows -> Result {
+        let slots = min(max(slots, 1), width)
         await withCheckedContinuation { continuation in
-            let granted = state.withLockedValue { state in
-                guard state.free > 0 else {
-                    state.waiting.append(continuation)
-                    return false
-                }
-                state.free -= 1
-                return true
+            let admitted = state.withLockedValue { state in
+                state.waiting.append(Waiter(slots: slots, continuation: continuation))
+                return state.admit()
             }
-            if granted { continuation.resume() }
+            for waiter in admitted { waiter.resume() }
         }
-    }
-
-    private func release() {
-        // The slot goes straight to the first waiter, if any.
-        let next = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
-            if state.waiting.isEmpty {
-                state.free += 1
-                return nil
+        defer {
+            let admitted = state.withLockedValue { state in
+                state.free += slots
+                return state.admit()
             }
-            return state.waiting.removeFirst()
+            for waiter in admitted { waiter.resume() }
         }
-        next?.resume()
+        return try await body()
     }
 }

@@ -9,7 +9,7 @@ import Testing
 /// Graceful drain: `/ready` goes false, new WebSocket upgrades are refused, every
 /// client gets `goaway` in paced batches, sessions keep their grace window, and SDK clients land
 /// on another endpoint by themselves.
-@Suite(.realTime, .serialized)
+@Suite(.realTimeAlone, .serialized)
 struct DrainTests {
     /// Logs in `count` lean raw clients (an upgrade and a login in one write each).
     static func rawClients(_ count: Int, port: Int) async throws -> [RawPeer] {

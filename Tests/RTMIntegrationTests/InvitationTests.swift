@@ -124,19 +124,19 @@ struct InvitationTests {
 
     @Test("§1.8: a callee that logs out ends its invitations at once: the caller hears remoteOffline long before any timer (expiry 60 s here)")
     func calleeLogoutEndsTheInvitation() async throws {
-        let harness = try await Harness.start { $0.invitationExpiry = .seconds(60) }
-        let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
-        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-        let sent = try await alice.sendLocalInvitation(calleeId: "bob")
-        #expect(await bobEvents.first(within: soon, where: Self.remote(sent.id, .invitationReceived)) != nil)
-        #expect(await aliceEvents.first(within: soon, where: Self.local(sent.id, .receivedByRemote)) != nil)
-        let loggedOut = ContinuousClock.now
-        await bob.logout()
-        let failed = await aliceEvents.first(within: .seconds(5), where: Self.local(sent.id, .failure))
-        #expect(ContinuousClock.now - loggedOut < .seconds(5))
-        if case .call(.local(let local))? = failed { #expect(local.error == .remoteOffline) } else { Issue.record("the caller still rings") }
-        await alice.logout()
-        await harness.stop()
+        try await Harness.with({ $0.invitationExpiry = .seconds(60) }) { harness in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
+            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+            let sent = try await alice.sendLocalInvitation(calleeId: "bob")
+            #expect(await bobEvents.first(within: soon, where: Self.remote(sent.id, .invitationReceived)) != nil)
+            #expect(await aliceEvents.first(within: soon, where: Self.local(sent.id, .receivedByRemote)) != nil)
+            let loggedOut = ContinuousClock.now
+            await bob.logout()
+            let failed = await aliceEvents.first(within: .seconds(5), where: Self.local(sent.id, .failure))
+            #expect(ContinuousClock.now - loggedOut < .seconds(5))
+            if case .call(.local(let local))? = failed { #expect(local.error == .remoteOffline) } else { Issue.record("the caller still rings") }
+            await alice.logout()
+        }
     }
 
     @Test("§1.8: a callee online whose SDK never acknowledges → remoteNoResponse at 30 s (scaled)")
