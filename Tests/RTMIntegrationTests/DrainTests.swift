@@ -62,7 +62,7 @@ struct DrainTests {
         let closedAt = peers.compactMap(\.closedAt).sorted()
         #expect(closedAt.count == count)
         // Paced: 500 a second in 100 ms batches of 50 → the last goes ~3.9 s after the first.
-        let span = closedAt.last! - closedAt.first!
+        let span = try #require(closedAt.last) - (try #require(closedAt.first))
         #expect(span >= .milliseconds(3_300) && span <= .seconds(8), "span \(span)")
         // Never a spike: at most ~one second's share (500, plus a batch at each window edge) in any second.
         var busiest = 0
