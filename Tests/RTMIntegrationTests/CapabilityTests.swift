@@ -267,38 +267,38 @@ struct CapabilityTests {
 
     @Test("namespaces: no client publishes (the admin API publishes), no presence (quiet members, no presence events or requests), no history, at most N members")
     func namespaceRules() async throws {
-        let harness = try await Harness.start {
+        try await Harness.with({
             $0.namespaces = ["news.*:no-client-publish", "quiet.*:no-presence", "ephemeral.*:no-history", "small.*:max-members=2"]
                 .map { try! ChannelNamespace(parsing: $0) }
+        }) { harness in
+            let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
+            let (bob, _) = try await Harness.client("bob", port: harness.port)
+            let (carol, _) = try await Harness.client("carol", port: harness.port)
+            // news.*: subscribing works, publishing is the backend's.
+            _ = try await alice.subscribe("news.today")
+            #expect(await Self.code { _ = try await bob.publish(channel: "news.today", message: "x") } == .notPermitted)
+            // quiet.*: nobody is listed or announced.
+            _ = try await alice.subscribe("quiet.a")
+            let mark = await aliceEvents.mark()
+            let members = try await bob.subscribe("quiet.a")
+            #expect(members.isEmpty)
+            #expect(await Self.code { _ = try await bob.whoNow(channel: "quiet.a") } == .notPermitted)
+            _ = try await bob.publish(channel: "quiet.a", message: "hello")
+            #expect(await aliceEvents.first(since: mark, within: soon) { $0.messageEvent?.text == "hello" } != nil)
+            #expect(await aliceEvents.matching { $0.presenceEvent?.channelName == "quiet.a" && $0.presenceEvent?.userId == "bob" }.isEmpty)
+            // ephemeral.*: live messages only.
+            _ = try await alice.publish(channel: "ephemeral.a", message: "live")
+            #expect(await Self.code { _ = try await alice.publish(channel: "ephemeral.a", message: "kept", storeInHistory: true) } == .historyOperationNotPermitted)
+            #expect(await Self.code { _ = try await alice.getMessages(channel: "ephemeral.a") } == .historyOperationNotPermitted)
+            // small.*: the third member is refused; a member leaving makes room.
+            _ = try await alice.subscribe("small.room")
+            _ = try await bob.subscribe("small.room")
+            _ = try await bob.subscribe("small.room")   // subscribing again is not a new member
+            #expect(await Self.code { _ = try await carol.subscribe("small.room") } == .channelSubscribeFailed)
+            try await bob.unsubscribe("small.room")
+            _ = try await carol.subscribe("small.room")
+            for client in [alice, bob, carol] { await client.logout() }
         }
-        let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
-        let (bob, _) = try await Harness.client("bob", port: harness.port)
-        let (carol, _) = try await Harness.client("carol", port: harness.port)
-        // news.*: subscribing works, publishing is the backend's.
-        _ = try await alice.subscribe("news.today")
-        #expect(await Self.code { _ = try await bob.publish(channel: "news.today", message: "x") } == .notPermitted)
-        // quiet.*: nobody is listed or announced.
-        _ = try await alice.subscribe("quiet.a")
-        let mark = await aliceEvents.mark()
-        let members = try await bob.subscribe("quiet.a")
-        #expect(members.isEmpty)
-        #expect(await Self.code { _ = try await bob.whoNow(channel: "quiet.a") } == .notPermitted)
-        _ = try await bob.publish(channel: "quiet.a", message: "hello")
-        #expect(await aliceEvents.first(since: mark, within: soon) { $0.messageEvent?.text == "hello" } != nil)
-        #expect(await aliceEvents.matching { $0.presenceEvent?.channelName == "quiet.a" && $0.presenceEvent?.userId == "bob" }.isEmpty)
-        // ephemeral.*: live messages only.
-        _ = try await alice.publish(channel: "ephemeral.a", message: "live")
-        #expect(await Self.code { _ = try await alice.publish(channel: "ephemeral.a", message: "kept", storeInHistory: true) } == .historyOperationNotPermitted)
-        #expect(await Self.code { _ = try await alice.getMessages(channel: "ephemeral.a") } == .historyOperationNotPermitted)
-        // small.*: the third member is refused; a member leaving makes room.
-        _ = try await alice.subscribe("small.room")
-        _ = try await bob.subscribe("small.room")
-        _ = try await bob.subscribe("small.room")   // subscribing again is not a new member
-        #expect(await Self.code { _ = try await carol.subscribe("small.room") } == .channelSubscribeFailed)
-        try await bob.unsubscribe("small.room")
-        _ = try await carol.subscribe("small.room")
-        for client in [alice, bob, carol] { await client.logout() }
-        await harness.stop()
     }
 
     @Test("a bad capability token fails the login: another user's, another certificate's, expired")

@@ -153,37 +153,37 @@ struct PresenceTests {
 
     @Test("Interval mode: above the threshold, changes come aggregated per interval; a rejoin within the debounce cancels the leave")
     func intervalMode() async throws {
-        let harness = try await Harness.start {
+        try await Harness.with({
             $0.presenceIntervalThreshold = 3
             $0.presenceInterval = .milliseconds(300)
             $0.presenceDebounce = .milliseconds(200)
+        }) { harness in
+            let (watcher, watcherEvents) = try await Harness.client("watcher", port: harness.port)
+            try await watcher.subscribe("room")
+            var others: [RTMClient] = []
+            for name in ["m1", "m2", "m3", "m4", "m5"] {
+                let (client, _) = try await Harness.client(name, port: harness.port)
+                try await client.subscribe("room")
+                others.append(client)
+            }
+            try await others[0].unsubscribe("room")
+            try await others[0].subscribe("room")   // leave then rejoin within the interval: nothing to report
+            try await others[4].unsubscribe("room")
+            let interval = await watcherEvents.first(within: soon) { $0.presenceEvent?.kind == .interval }
+            let event = try #require(interval?.presenceEvent)
+            // m1, m2 were announced one by one (≤ 3 members); m3 took it over the threshold.
+            let individual = await watcherEvents.matching { $0.presenceEvent?.kind == .remoteJoin }.compactMap { $0.presenceEvent?.userId }
+            #expect(individual == ["m1", "m2"])
+            #expect(event.members == ["m3", "m4"])   // m5 joined and left within the interval
+            #expect(event.left.isEmpty)
+            #expect(event.memberCount == 5)
+            // A leave is reported once the debounce has passed without a rejoin.
+            let left = await watcherEvents.mark()
+            try await others[1].unsubscribe("room")
+            let later = await watcherEvents.first(since: left, within: soon) { $0.presenceEvent?.kind == .interval && $0.presenceEvent?.left.isEmpty == false }
+            #expect(later?.presenceEvent?.left == ["m2"])
+            for client in others { await client.logout() }
+            await watcher.logout()
         }
-        let (watcher, watcherEvents) = try await Harness.client("watcher", port: harness.port)
-        try await watcher.subscribe("room")
-        var others: [RTMClient] = []
-        for name in ["m1", "m2", "m3", "m4", "m5"] {
-            let (client, _) = try await Harness.client(name, port: harness.port)
-            try await client.subscribe("room")
-            others.append(client)
-        }
-        try await others[0].unsubscribe("room")
-        try await others[0].subscribe("room")   // leave then rejoin within the interval: nothing to report
-        try await others[4].unsubscribe("room")
-        let interval = await watcherEvents.first(within: soon) { $0.presenceEvent?.kind == .interval }
-        let event = try #require(interval?.presenceEvent)
-        // m1, m2 were announced one by one (≤ 3 members); m3 took it over the threshold.
-        let individual = await watcherEvents.matching { $0.presenceEvent?.kind == .remoteJoin }.compactMap { $0.presenceEvent?.userId }
-        #expect(individual == ["m1", "m2"])
-        #expect(event.members == ["m3", "m4"])   // m5 joined and left within the interval
-        #expect(event.left.isEmpty)
-        #expect(event.memberCount == 5)
-        // A leave is reported once the debounce has passed without a rejoin.
-        let left = await watcherEvents.mark()
-        try await others[1].unsubscribe("room")
-        let later = await watcherEvents.first(since: left, within: soon) { $0.presenceEvent?.kind == .interval && $0.presenceEvent?.left.isEmpty == false }
-        #expect(later?.presenceEvent?.left == ["m2"])
-        for client in others { await client.logout() }
-        await watcher.logout()
-        await harness.stop()
     }
 }
