@@ -76,10 +76,19 @@ public enum CapabilityToken {
         if let nbf = (claims["nbf"] as? NSNumber)?.doubleValue, nbf > Double(now) {
             throw TokenError(.malformed, "the capability token is not valid before \(Int(nbf))")
         }
+        // When it was issued orders a session's capability tokens: an older one never widens a
+        // narrowed session again (a renewal or a stream join with it is refused).
+        guard let iat = claims["iat"] else {
+            throw TokenError(.malformed, "the capability token has no iat claim (when it was issued, Unix seconds): it is required")
+        }
+        guard let issued = (iat as? NSNumber)?.doubleValue, issued.isFinite, issued >= 0 else {
+            throw TokenError(.malformed, "the capability token's iat claim is not a number of seconds")
+        }
         guard let grants = claims["rtm"] as? [String: Any] else {
             throw TokenError(.malformed, "the capability token has no 'rtm' claim (its grants)")
         }
-        return VerifiedCapabilities(capabilities: try capabilities(grants), expiresAt: expiresAt)
+        return VerifiedCapabilities(capabilities: try capabilities(grants), expiresAt: expiresAt,
+                                    issuedAt: UInt32(clamping: Int(issued)))
     }
 
     /// Grants in the JSON form of the token's `rtm` claim (`{"channels": {"room.*":
@@ -166,4 +175,7 @@ public struct VerifiedCapabilities: Sendable, Equatable {
     /// When it stops being accepted (Unix seconds); nil = never. The session it was given to
     /// ends then, as at its login token's expiry, unless a renewal brings a new one.
     public var expiresAt: UInt32?
+    /// When it was issued (its `iat` claim, Unix seconds): a session's grants never go back to
+    /// those of a token issued before its current one.
+    public var issuedAt: UInt32
 }

@@ -74,6 +74,32 @@ extension ClientCore {
                                                   reason: frame.reason ?? "the server ended the subscription")))
     }
 
+    /// The server ended a watch short of a subscription: forgotten (a subscription's part is
+    /// not asked for again after a reconnection, a user's watch not renewed), and the
+    /// application told.
+    func watchEnded(_ frame: Frame) {
+        let kind = frame.event.flatMap(WatchEndedEvent.Kind.init(rawValue:))
+        switch (kind, frame.channel, frame.userId) {
+        case (_, _, _) where frame.channelType == "stream":
+            break   // its STREAM connection forgot it (StreamCore)
+        case (.presence?, let channel?, _):
+            subscriptionOptions[channel, default: SubscribeOptions()].withPresence = false
+        case (.metadata?, let channel?, _):
+            subscriptionOptions[channel]?.withMetadata = false
+        case (.lock?, let channel?, _):
+            subscriptionOptions[channel]?.withLock = false
+        case (.userMetadata?, _, let user?):
+            metadataWatches.remove(user)
+        case (.peerStatus?, _, let user?):
+            peerWatch.remove([user])
+        default:
+            break
+        }
+        emit(.watchEnded(WatchEndedEvent(kind: kind, channelName: frame.channel, userId: frame.userId, topic: frame.topic,
+                                         code: RTMErrorCode(rawValue: frame.code ?? RTMErrorCode.notPermitted.rawValue),
+                                         reason: frame.reason ?? "the server ended the watch")))
+    }
+
     /// Forgets a subscription (an unsubscribe, or the server ending it): not restored after a
     /// reconnection, and its presence state cleared (P-4).
     func forgetSubscription(_ channel: String) {

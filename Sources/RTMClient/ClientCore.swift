@@ -186,6 +186,7 @@ final class ClientCore: @unchecked Sendable {
         case .peersOnlineStatus(let s): delegate.rtmClient(owner, peersOnlineStatusChanged: s)
         case .call(let c): delegate.rtmClient(owner, didReceiveCallEvent: c)
         case .unsubscribed(let e): delegate.rtmClient(owner, subscriptionEnded: e)
+        case .watchEnded(let e): delegate.rtmClient(owner, watchEnded: e)
         }
     }
 
@@ -334,6 +335,8 @@ final class ClientCore: @unchecked Sendable {
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server", now: .now()))
         case .unsubscribed:
             subscriptionEnded(frame)
+        case .watchEnded:
+            watchEnded(frame)
         case .goAway:
             // The server drains or shuts down: the link is lost with that reason, and the next
             // attempt goes to the next endpoint after the spread the server asked for (T-12).

@@ -204,7 +204,7 @@ final class ClientFrameHandler: ChannelInboundHandler {
                     for reply in replies {
                         // The JSON reply's fields: -11035 in `code` when the receiver is offline.
                         onFrame(Frame(type: .ok, id: reply.requestID, receiverOnline: reply.receiverOnline,
-                                      code: reply.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
+                                      code: reply.receiverOnline == false ? RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue : nil,
                                       msgId: reply.msgId, stored: true), nil)
                     }
                 case .userMessages(let epoch, let messages):

@@ -150,14 +150,17 @@ public final class RTMClient: Sendable {
         let core = self.core
         let future: EventLoopFuture<Frame> = core.loop.flatSubmit {
             core.token = token
-            if let capability { core.capability = capability }
             if core.machine.isConnected {
                 return core.request(Frame(type: .renewToken, token: token).with { $0.capability = capability },
                                     operation: "renewToken").map { reply in
+                    // Kept for later logins and stream joins only once the server took it (a
+                    // refused one, say older than the session's, must not replace it).
+                    if let capability { core.capability = capability }
                     core.scheduleTokenWarning(expiresAt: reply.expiresAt, serverNow: reply.ts)
                     return reply
                 }
             }
+            if let capability { core.capability = capability }
             core.run(core.machine.tokenRenewed(now: .now()))
             return core.loop.makeSucceededFuture(Frame(type: .ok))
         }
@@ -289,8 +292,8 @@ public final class RTMClient: Sendable {
             return core.request(frame, operation: "publish", timeoutCode: .channelPublishMessageTimeout)
         }
         let reply = try await Self.wait(future, operation: "publish")
-        return UserMessageReceipt(receiverOnline: reply.receiverOnline ?? false, stored: reply.stored ?? false,
-                                  messageId: reply.msgId ?? 0)
+        return UserMessageReceipt(receiverOnline: reply.receiverOnline ?? false, receiverStatusKnown: reply.receiverOnline != nil,
+                                  stored: reply.stored ?? false, messageId: reply.msgId ?? 0)
     }
 
     // MARK: helpers

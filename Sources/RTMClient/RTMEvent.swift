@@ -47,6 +47,41 @@ public enum RTMEvent: Sendable {
     /// The server ended a subscription: a renewed capability token no longer grants it. The
     /// channel is no longer subscribed (nor restored after a reconnection).
     case unsubscribed(SubscriptionEndedEvent)
+    /// The server ended a watch short of a whole subscription (a part of a subscription, a
+    /// user's metadata or online status, a stream topic): the session's grants no longer allow
+    /// it. The watch is forgotten (not renewed after a reconnection).
+    case watchEnded(WatchEndedEvent)
+}
+
+/// A watch the server ended (`RTMEvent.watchEnded`).
+public struct WatchEndedEvent: Sendable, Equatable {
+    /// What was watched.
+    public enum Kind: String, Sendable {
+        /// The presence events (and member lists) of a subscription (`channelName`).
+        case presence
+        /// The storage events of a subscription or a stream channel (`channelName`).
+        case metadata
+        /// The lock events of a subscription or a stream channel (`channelName`).
+        case lock
+        /// A user's metadata (`userId`, `subscribeUserMetadata`).
+        case userMetadata
+        /// A user's online status (`userId`, `subscribePeersOnlineStatus`).
+        case peerStatus
+        /// A stream channel's topic this client published to (`channelName`, `topic`).
+        case topic
+    }
+    /// What was watched; nil: a kind this SDK does not know (a newer server).
+    public let kind: Kind?
+    /// The channel, for a channel's part or a topic.
+    public let channelName: String?
+    /// The user, for a user's metadata or status.
+    public let userId: String?
+    /// The topic, for a topic.
+    public let topic: String?
+    /// Why: `RTMErrorCode.notPermitted` (-10104).
+    public let code: RTMErrorCode
+    /// The server's reason, naming the grant that is missing.
+    public let reason: String
 }
 
 /// A subscription the server ended (`RTMEvent.unsubscribed`).
@@ -84,8 +119,12 @@ public struct PublishReceipt: Sendable, Equatable {
 /// The server's receipt for a user message (SPEC M-1).
 public struct UserMessageReceipt: Sendable, Equatable {
     /// The receiver had a connection when the message was stored; otherwise it waits for the
-    /// receiver (the reference's -11035 "receiver offline but message stored").
+    /// receiver (the reference's -11035 "receiver offline but message stored"). False too when
+    /// the server does not tell (`receiverStatusKnown`).
     public let receiverOnline: Bool
+    /// Whether the server told if the receiver was online: it does only when the session may
+    /// see the receiver's status (a `status` grant on it, or no capability restrictions).
+    public var receiverStatusKnown: Bool = true
     /// The message is stored until the receiver's SDK acknowledges it.
     public let stored: Bool
     /// The server's id of the message.
@@ -191,6 +230,8 @@ public protocol RTMClientDelegate: AnyObject, Sendable {
     func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent)
     /// The server ended a subscription (a renewed capability token no longer grants it).
     func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent)
+    /// `RTMEvent.watchEnded`.
+    func rtmClient(_ client: RTMClient, watchEnded event: WatchEndedEvent)
 }
 
 extension RTMClientDelegate {
@@ -226,4 +267,5 @@ extension RTMClientDelegate {
     public func rtmClient(_ client: RTMClient, didReceiveCallEvent event: CallEvent) {}
     /// Does nothing.
     public func rtmClient(_ client: RTMClient, subscriptionEnded event: SubscriptionEndedEvent) {}
+    public func rtmClient(_ client: RTMClient, watchEnded event: WatchEndedEvent) {}
 }

@@ -180,6 +180,16 @@ final class StreamCore: @unchecked Sendable {
             run(machine.kicked(attempt: attempt, reason: reason, message: frame.reason ?? "kicked by the server"))
         case .goAway:
             connection?.channel?.close(promise: nil)
+        case .watchEnded:
+            // The grants no longer allow a part of the membership: forgotten (not asked for
+            // again at a rejoin), and the application told.
+            switch frame.event.flatMap(WatchEndedEvent.Kind.init(rawValue:)) {
+            case .metadata?: joinOptions.withMetadata = false
+            case .lock?: joinOptions.withLock = false
+            case .topic?: if let topic = frame.topic { topics[topic] = nil }
+            default: break
+            }
+            client.watchEnded(frame)
         default:
             break
         }

@@ -14,6 +14,9 @@ extension BinaryFrame {
 
     /// Flag of a `sendUser` reply: the receiver had a connection when the message was stored.
     public static let receiverOnlineFlag: UInt8 = 0x01
+    /// Flag of a `sendUser` reply: whether the receiver is online is not told (the sender has no
+    /// `status` grant on it); `receiverOnlineFlag` is then clear.
+    public static let receiverStatusUntoldFlag: UInt8 = 0x02
 
     /// A decoded binary `sendUser`. The receiver's id is a view into the frame.
     public struct SendUser {
@@ -40,11 +43,12 @@ extension BinaryFrame {
         public var requestID: UInt64
         /// The store's id of the message (the JSON reply's `msgId`).
         public var msgId: UInt64
-        /// Whether the receiver was online (false: the JSON reply's code -11035).
-        public var receiverOnline: Bool
+        /// Whether the receiver was online (false: the JSON reply's code -11035); nil: not told
+        /// (the sender has no `status` grant on the receiver).
+        public var receiverOnline: Bool?
 
         /// A reply.
-        public init(requestID: UInt64, msgId: UInt64, receiverOnline: Bool) {
+        public init(requestID: UInt64, msgId: UInt64, receiverOnline: Bool?) {
             self.requestID = requestID; self.msgId = msgId; self.receiverOnline = receiverOnline
         }
     }
@@ -121,7 +125,7 @@ extension BinaryFrame {
         for reply in replies {
             buffer.writeInteger(reply.requestID, endianness: .little)
             buffer.writeInteger(reply.msgId, endianness: .little)
-            buffer.writeInteger(reply.receiverOnline ? receiverOnlineFlag : 0)
+            buffer.writeInteger(reply.receiverOnline.map { $0 ? receiverOnlineFlag : 0 } ?? receiverStatusUntoldFlag)
         }
     }
 
@@ -159,7 +163,8 @@ extension BinaryFrame {
                   let flags: UInt8 = b.readInteger() else {
                 throw FrameDecodingError(reason: "binary sendUser reply is truncated")
             }
-            replies.append(SendUserReply(requestID: id, msgId: msgId, receiverOnline: flags & receiverOnlineFlag != 0))
+            replies.append(SendUserReply(requestID: id, msgId: msgId,
+                                         receiverOnline: flags & receiverStatusUntoldFlag != 0 ? nil : flags & receiverOnlineFlag != 0))
         }
         return replies
     }

@@ -127,6 +127,13 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// The server ended a subscription (`channel`, `code`, `reason`): a renewed capability
     /// token no longer grants it. The client forgets the channel (it does not resubscribe).
     public static let unsubscribed = FrameType(rawValue: "unsubscribed")
+    /// The server ended a watch the session's grants no longer allow, short of a whole
+    /// subscription (`event`: `presence`, `metadata` or `lock` for that part of the subscription
+    /// to `channel`, or of the stream channel with `channelType` `stream`; `userMetadata` or
+    /// `peerStatus` for the watch of `userId`; `topic` for the stream channel's joined `topic`),
+    /// with `code` -10104 and the `reason`. The client forgets the watch (it does not renew it
+    /// after a reconnection).
+    public static let watchEnded = FrameType(rawValue: "watchEnded")
     /// The server is going away (shutdown); reconnect with backoff.
     public static let goAway = FrameType(rawValue: "goaway")
 }

@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import RTMAuth
 import RTMProtocol
 import ServiceLifecycle
 
@@ -204,17 +205,25 @@ public final class RTMServer: Service, Sendable {
         if let firstFailure { throw firstFailure }
     }
 
-    /// Replaces the channel namespaces while the server runs (`rtm serve` on SIGHUP). New
-    /// sessions take them at once and so do open ones: what they no longer allow ends as a
-    /// narrower capability token's would (subscriptions with an `unsubscribed` event, STREAM
-    /// connections closed). A channel keeps the replay limits it was created with. Returns once
+    /// Replaces the channel namespaces while the server runs (`rtm serve` on SIGHUP), keeping
+    /// the default capability. See `reloadAccessRules`.
+    public func reloadNamespaces(_ namespaces: [ChannelNamespace]) async throws(AuthorizationHookConfigurationError) {
+        try await reloadAccessRules(namespaces: namespaces, defaultCapabilities: hub.accessRules.current.defaultCapabilities)
+    }
+
+    /// Replaces the channel namespaces and the default capability of sessions without a
+    /// capability token while the server runs (`rtm serve` on SIGHUP). New sessions take them
+    /// at once and so do open ones: every watch of a session is decided again, and what the new
+    /// rules no longer allow ends as a narrower capability token's would (a subscription with an
+    /// `unsubscribed` event, a part of one or another watch with `watchEnded`, a STREAM
+    /// connection closed). A channel keeps the replay limits it was created with. Returns once
     /// every open connection has them. Throws, changing nothing, when a namespace asks the
     /// authorization hook and none is configured.
-    public func reloadNamespaces(_ namespaces: [ChannelNamespace]) async throws(AuthorizationHookConfigurationError) {
+    public func reloadAccessRules(namespaces: [ChannelNamespace], defaultCapabilities: Capabilities?) async throws(AuthorizationHookConfigurationError) {
         if hub.authorizationHook == nil, let hooked = namespaces.first(where: { !$0.hooks.isEmpty }) {
             throw AuthorizationHookConfigurationError("namespace '\(hooked.pattern)' asks the authorization hook, but none is configured (--auth-hook)")
         }
-        try? await hub.reloadNamespaces(namespaces).get()
+        try? await hub.reloadAccessRules(.init(namespaces: namespaces, defaultCapabilities: defaultCapabilities)).get()
     }
 
     /// Replaces the per-connection rates while the server runs (`rtm serve` on SIGHUP): the

@@ -1,4 +1,5 @@
 import NIOCore
+import RTMAuth
 import RTMProtocol
 
 /// Everything the server reads from configuration. Every timer has the SPEC's default; tests
@@ -19,6 +20,10 @@ public struct ServerConfiguration: Sendable {
     /// namespaces say which subscribes and publishes); nil: never asked.
     /// `rtm serve --auth-hook URL --auth-hook-secret S`.
     public var authorizationHook: AuthorizationHookConfiguration?
+    /// What a session whose login brought no capability token may do (channels and other
+    /// users alike), as a capability token would grant it; nil: anything outside the private
+    /// namespaces. `rtm serve --default-capability JSON`.
+    public var defaultCapabilities: Capabilities?
     /// The redundancy added to a client's heartbeat interval before the server declares it lost
     /// (SPEC H-2: `heartbeatInterval + 10 s`).
     public var heartbeatSlack: TimeAmount = .seconds(10)

@@ -107,6 +107,9 @@ enum EventPrinter {
                 + (i.state == .invitationReceived ? " content=\(i.content)\(i.channelId.map { " channel=\($0)" } ?? "")" : "")
                 + (i.error.map { " error=\($0)(\($0.rawValue))" } ?? "")
         case .unsubscribed(let e): line = "unsubscribed #\(e.channelName) by the server: \(e.reason) (\(e.code.rawValue))"
+        case .watchEnded(let e):
+            let subject = [e.channelName.map { "#\($0)" }, e.userId, e.topic.map { "topic \($0)" }].compactMap { $0 }.joined(separator: " ")
+            line = "watch ended (\(e.kind?.rawValue ?? "unknown") \(subject)) by the server: \(e.reason) (\(e.code.rawValue))"
         case .peersOnlineStatus(let statuses):
             line = "online    " + statuses.map { "\($0.userId)=\($0.state)(\($0.state.rawValue))" }.joined(separator: " ")
         }

@@ -25,6 +25,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "App id to serve (with --app-certificate); default: the data directory's development app.") var appId: String?
     @Option(help: "Certificate of --app-id.") var appCertificate: String?
     @Option(help: "A channel namespace, PATTERN:OPTION,… (repeatable; the first matching pattern wins): private (only a capability token's grant opens it, see `rtm token --capability`), no-client-publish (the backend publishes, through the admin API), no-presence, no-history, max-members=N, hook-subscribe / hook-publish (ask --auth-hook), hook-fail-open, replay-window=SECONDS and replay-max=N (instead of --channel-replay-window / --channel-replay-max). E.g. 'private.*:private', 'news.*:no-client-publish,no-presence'.") var namespace: [String] = []
+    @Option(help: "What a session whose login brought no capability token may do, as a capability token's rtm claim: '{\"channels\":{\"lobby\":[\"subscribe\",\"presence\"]},\"users\":{\"*\":[\"send\"]}}'. Without it such a session may do anything outside the private namespaces (set it whenever the app gives its users capability tokens). SIGHUP reloads it.")
+    var defaultCapability: String?
     @Option(help: "Seconds added to a client's heartbeat interval before it counts as lost (SPEC H-2).") var heartbeatSlack: Double = 10
     @Option(help: "Publishes per second per client (0 = unlimited).") var publishRate: Double = 60
     @Option(help: "Logins admitted per second (0 = unlimited).") var loginRate: Double = 2000
@@ -91,6 +93,7 @@ struct Serve: AsyncParsableCommand {
         config.namespaces = try namespace.map { text in
             do throws(NamespaceError) { return try ChannelNamespace(parsing: text) } catch { throw ValidationError("--namespace: \(error)") }
         }
+        config.defaultCapabilities = try Self.defaultCapabilities(defaultCapability)
         config.loginRatePerSecond = loginRate
         if let maxConnections {
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be > 0, got \(maxConnections)") }

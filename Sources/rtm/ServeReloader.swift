@@ -44,8 +44,9 @@ struct ServeReloader: Service {
         let namespaces = try serve.namespace.map { text in
             do throws(NamespaceError) { return try ChannelNamespace(parsing: text) } catch { throw ValidationError("--namespace: \(error)") }
         }
-        try await server.reloadNamespaces(namespaces)
-        logger.notice("SIGHUP: namespaces", metadata: ["namespaces": "\(serve.namespace)"])
+        try await server.reloadAccessRules(namespaces: namespaces, defaultCapabilities: try Serve.defaultCapabilities(serve.defaultCapability))
+        logger.notice("SIGHUP: namespaces and default capability", metadata: ["namespaces": "\(serve.namespace)",
+                                                                              "default-capability": "\(serve.defaultCapability ?? "none")"])
     }
 
     private func reloadLogLevel(_ serve: Serve) {

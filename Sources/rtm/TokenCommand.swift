@@ -17,7 +17,8 @@ struct TokenCommand: ParsableCommand {
             """)
 
     @Option(help: "User id the token is for.") var user: String
-    @Option(help: "Seconds until the login privilege expires (0 = never).") var expire: UInt32 = 24 * 3600
+    @Option(help: "Seconds until the token expires (0 = never). Default: 86400 (a day) for a login token, 3600 (an hour) for a capability token: grants are short-lived, renewed by the app's backend (renewToken) as it decides.")
+    var expire: UInt32?
     @Option(help: "App id (default: the data directory's development app).") var appId: String?
     @Option(help: "App certificate (default: the data directory's development app).") var appCertificate: String?
     @Option(help: "Data directory holding the development app.") var dataDir = "rtm-data"
@@ -32,10 +33,12 @@ struct TokenCommand: ParsableCommand {
         guard let certificate else { throw ValidationError("no app certificate: give --app-certificate") }
         let now = UInt32(Date().timeIntervalSince1970)
         if !channelGrants.isEmpty || !userGrants.isEmpty {
+            let expire = self.expire ?? 3600
             print(CapabilityToken.mint(try capabilities(), appId: appId, userId: user, appCertificate: certificate,
                                        issuedAt: now, expiresAt: expire == 0 ? nil : now + expire))
             return
         }
+        let expire = self.expire ?? 24 * 3600
         switch version {
         case "006": break
         case "007":

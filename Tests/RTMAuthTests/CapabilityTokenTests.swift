@@ -8,9 +8,9 @@ struct CapabilityTokenTests {
     static let certificate = "fedcba9876543210fedcba9876543210"
     static let now: UInt32 = 1_800_000_000
 
-    /// Minted by Python's hmac and base64 modules (no code of ours): `aud` a list, `nbf`,
+    /// Minted by Python's hmac and base64 modules (no code of ours): `aud` a list, `iat`, `nbf`,
     /// `exp` in 2100, `room.*` subscribe+publish, `lobby` everything, user `bob` send.
-    static let independent = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJhdWQiOlsiMDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYiLCJvdGhlciJdLCJzdWIiOiJhbGljZSIsImV4cCI6NDEwMjQ0NDgwMCwibmJmIjoxNzAwMDAwMDAwLCJydG0iOnsiY2hhbm5lbHMiOnsicm9vbS4qIjpbInN1YnNjcmliZSIsInB1Ymxpc2giXSwibG9iYnkiOlsiKiJdfSwidXNlcnMiOnsiYm9iIjpbInNlbmQiXX19fQ.DVj4P6AFhiBoFltZK_LQxVA4IWfb2-UdJQBEWJlMWVY"
+    static let independent = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJhdWQiOlsiMDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYiLCJvdGhlciJdLCJzdWIiOiJhbGljZSIsImlhdCI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJuYmYiOjE3MDAwMDAwMDAsInJ0bSI6eyJjaGFubmVscyI6eyJyb29tLioiOlsic3Vic2NyaWJlIiwicHVibGlzaCJdLCJsb2JieSI6WyIqIl19LCJ1c2VycyI6eyJib2IiOlsic2VuZCJdfX19.HhQzBtT0uQn6W8RH1VcummdKFYbDVE_ZDS_60TMz4tU"
 
     static func verify(_ token: String, user: String = "alice", certificate: String? = certificate) throws(TokenError) -> VerifiedCapabilities {
         try CapabilityToken.verify(token, appId: appId, userId: user, appCertificate: certificate, now: now)
@@ -20,6 +20,7 @@ struct CapabilityTokenTests {
     func independentToken() throws {
         let verified = try Self.verify(Self.independent)
         #expect(verified.expiresAt == 4_102_444_800)
+        #expect(verified.issuedAt == 1_700_000_000)
         let caps = verified.capabilities
         #expect(caps.allows(.subscribe, channel: "room.a"))
         #expect(caps.allows(.publish, channel: "room."))
@@ -80,19 +81,24 @@ struct CapabilityTokenTests {
             }
             return "\(b64(header)).\(b64(claims))."
         }
-        let claims = #"{"aud":"\#(Self.appId)","sub":"alice","rtm":{"channels":{"*":["subscribe"]}}}"#
+        let claims = #"{"aud":"\#(Self.appId)","sub":"alice","iat":1700000000,"rtm":{"channels":{"*":["subscribe"]}}}"#
         func reason(_ token: String, certificate: String? = Self.certificate) -> String {
             do { _ = try Self.verify(token, certificate: certificate); return "accepted" } catch { return error.reason }
         }
         #expect(reason(unsigned(header: #"{"alg":"none"}"#, claims: claims)).contains("only HS256"))
         #expect(reason(unsigned(header: #"{"alg":"RS256"}"#, claims: claims)).contains("'RS256'"))
         #expect(reason("abc.def").contains("three base64url parts"))
-        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","rtm":{"channels":{"*":["fly"]}}}"#),
+        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","iat":1,"rtm":{"channels":{"*":["fly"]}}}"#),
                        certificate: nil).contains("unknown operation 'fly'"))
-        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","rtm":{"channels":{"a*b":["publish"]}}}"#),
+        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","iat":1,"rtm":{"channels":{"a*b":["publish"]}}}"#),
                        certificate: nil).contains("before its end"))
-        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice"}"#),
+        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","iat":1}"#),
                        certificate: nil).contains("no 'rtm' claim"))
+        // When it was issued orders a session's tokens: required.
+        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","rtm":{}}"#),
+                       certificate: nil).contains("no iat claim"))
+        #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: #"{"aud":"\#(Self.appId)","sub":"alice","iat":"soon","rtm":{}}"#),
+                       certificate: nil).contains("iat claim is not a number"))
         // Without a certificate (an app whose logins need no token) the grants apply unsigned.
         #expect(reason(unsigned(header: #"{"alg":"HS256"}"#, claims: claims), certificate: nil) == "accepted")
     }

@@ -191,7 +191,7 @@ struct ServerConnectionStateMachineTests {
         let membership = StreamMembership(channel: ChannelKey(appId: "app", name: "s"), userId: "alice")
         s.joined(membership, access: Self.access, readTimeout: .seconds(2))
         #expect(s.membership == membership)
-        #expect(s.admit(.publish) == .allowed)
+        #expect(s.admit(.publishTopic) == .allowed)
         s.read(at: Self.t0)
         #expect(s.deadline == Self.t0 + .seconds(2))
         #expect(s.deadlinePassed(now: Self.t0 + .seconds(2)) == .dropConnection)
@@ -259,7 +259,9 @@ extension ServerConnectionStateMachineTests {
         #expect(m.admit(.join) == .allowed)
         m.joined(Self.room, access: Self.access, readTimeout: .seconds(2))
         #expect(m.session == nil)   // K-3: no session, no PCU: a stream member only
-        #expect(m.admit(.publish) == .allowed)
+        #expect(m.admit(.publishTopic) == .allowed)
+        // A MESSAGE session's requests are not a STREAM connection's, and the reverse.
+        if case .rejected(let refusal) = m.admit(.publish) { #expect(refusal.code == .invalidFrame) } else { Issue.record("publish admitted on a STREAM connection") }
         #expect(m.admit(.ping) == .allowed)
         // H-3: the deadline follows the last read by the stream's short timeout.
         m.read(at: Self.t0 + .seconds(30))

@@ -3,6 +3,13 @@ import RTMProtocol
 import Testing
 @testable import RTMServer
 
+extension SessionAccess {
+    /// The decision on a JSON request.
+    func refusal(for frame: Frame, streamChannel: String? = nil) -> RequestRefusal? {
+        refusal(for: .json(RequestKind(frame.type)!, frame), streamChannel: streamChannel)
+    }
+}
+
 /// Access decisions as values: which request touches which channel or user, and what a
 /// capability token or a private channel pattern allows.
 struct SessionAccessTests {
@@ -18,7 +25,7 @@ struct SessionAccessTests {
         let requests: [Frame] = [
             Self.frame(.subscribe), Self.frame(.publish), Self.frame(.setState), Self.frame(.removeState), Self.frame(.getState),
             Self.frame(.whoNow), Self.frame(.getMessages), Self.frame(.setMetadata), Self.frame(.updateMetadata),
-            Self.frame(.removeMetadata), Self.frame(.replaceMetadata), Self.frame(.getMetadata), Self.frame(.subscribeMetadata),
+            Self.frame(.removeMetadata), Self.frame(.replaceMetadata), Self.frame(.getMetadata),
             Self.frame(.setLock), Self.frame(.acquireLock), Self.frame(.releaseLock), Self.frame(.revokeLock),
             Self.frame(.removeLock), Self.frame(.getLocks), Self.frame(.join), Self.frame(.joinTopic), Self.frame(.publishTopic),
         ]
@@ -38,27 +45,33 @@ struct SessionAccessTests {
         #expect(Self.roomOnly.refusal(for: Self.frame(.publishTopic), streamChannel: "room.a") == nil)
     }
 
-    @Test("each grant is its own: subscribe alone does not give publish, withMetadata needs metadata.read, withLock needs lock")
+    @Test("each grant is its own: subscribe alone does not give publish nor show the members (presence); withMetadata needs metadata.read, withLock lock")
     func grantsAreSeparate() {
         let access = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["room.*": [.subscribe]]), namespaces: [])
         #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a")) == nil)
+        #expect(!access.reveals(.membership(channel: "room.a")))
+        #expect(access.refusal(toKeep: .subscription(channel: "room.a", features: .presence))?.reason.contains("does not grant presence") == true)
+        #expect(access.refusal(toKeep: .subscription(channel: "room.a", features: [])) == nil)
         #expect(access.refusal(for: Self.frame(.publish, channel: "room.a"))?.reason.contains("publish") == true)
-        #expect(access.mayPublish("room.a") != nil)
-        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withMetadata = true })?.reason.contains("metadata.read") == true)
-        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withLock = true })?.reason.contains("lock") == true)
-        #expect(access.check(.subscribe, "room.a") == nil && access.check(.subscribe, "other") != nil)
+        #expect(access.refusal(for: .batchedPublish(channel: "room.a")) != nil)
+        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withPresence = false; $0.withMetadata = true })?.reason.contains("metadata.read") == true)
+        #expect(access.refusal(for: Self.frame(.subscribe, channel: "room.a") { $0.withPresence = false; $0.withLock = true })?.reason.contains("lock") == true)
+        #expect(access.refusal(for: Self.frame(.subscribe, channel: "other") { $0.withPresence = false }) != nil)
     }
 
     @Test("users: send, status, invite and user metadata need a user grant; oneself is always allowed")
     func userOperations() {
         let access = SessionAccess(userId: "alice", capabilities: Capabilities(users: ["bob": [.send]]), namespaces: [])
         #expect(access.refusal(for: Self.frame(.sendUser, user: "bob")) == nil)
-        #expect(access.maySend(to: "bob") == nil && access.maySend(to: "carol")?.code == .notPermitted)
+        #expect(access.refusal(for: .binarySendUser(receiver: "bob")) == nil)
+        #expect(access.refusal(for: .binarySendUser(receiver: "carol"))?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.sendUser, user: "carol"))?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.whereNow, user: "bob"))?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.invite, user: "bob"))?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.queryPeersOnlineStatus) { $0.users = ["bob"] })?.code == .notPermitted)
         #expect(access.refusal(for: Self.frame(.getMetadata, user: "bob") { $0.storageType = "user" })?.code == .notPermitted)
+        // subscribeMetadata is always a user's (no storageType needed).
+        #expect(access.refusal(for: Self.frame(.subscribeMetadata, user: "bob"))?.code == .notPermitted)
         // Oneself: its own metadata, where it is, messages to itself.
         #expect(access.refusal(for: Self.frame(.setMetadata, user: "alice") { $0.storageType = "user" }) == nil)
         #expect(access.refusal(for: Self.frame(.setMetadata) { $0.storageType = "user" }) == nil)
@@ -90,7 +103,7 @@ struct SessionAccessTests {
         // A token granting the private channel opens it; what it does not grant stays closed.
         let granted = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["private.a": [.subscribe]]),
                                     namespaces: Self.namespaces("private.*:private"))
-        #expect(granted.refusal(for: Self.frame(.subscribe, channel: "private.a")) == nil)
+        #expect(granted.refusal(for: Self.frame(.subscribe, channel: "private.a") { $0.withPresence = false }) == nil)
         #expect(granted.refusal(for: Self.frame(.subscribe, channel: "public.a"))?.code == .notPermitted)
     }
 
@@ -101,8 +114,8 @@ struct SessionAccessTests {
         for access in [SessionAccess(userId: "alice", capabilities: nil, namespaces: namespaces),
                        SessionAccess(userId: "alice", capabilities: everything, namespaces: namespaces)] {
             #expect(access.refusal(for: Self.frame(.publish, channel: "news.today"))?.reason.contains("clients may not publish") == true)
-            #expect(access.mayPublish("news.today")?.code == .notPermitted)
-            #expect(access.mayPublish("quiet.a") == nil)
+            #expect(access.refusal(for: .batchedPublish(channel: "news.today"))?.code == .notPermitted)
+            #expect(access.refusal(for: .batchedPublish(channel: "quiet.a")) == nil)
             #expect(access.refusal(for: Self.frame(.subscribe, channel: "news.today")) == nil)
             for type in [FrameType.whoNow, .getState, .setState, .removeState] {
                 #expect(access.refusal(for: Self.frame(type, channel: "quiet.a"))?.reason.contains("has no presence") == true, "\(type)")

@@ -139,6 +139,12 @@ extension AdminAPI {
         let channel = try channelName(body.channel)
         let publisher = try userId(body.publisher ?? "admin", field: "publisher")
         try checkPayload(text: body.message, data: body.data, customType: body.customType)
+        // The namespace's rules bind the backend's history too (the backend may publish where
+        // clients may not, but a no-history channel keeps none).
+        if body.storeInHistory == true, let namespace = hub.accessRules.current.namespaces.namespace(of: channel), !namespace.history {
+            throw AdminFailure.badRequest("channel '\(channel)' keeps no history (namespace '\(namespace.pattern)'): publish it without storeInHistory",
+                                          code: RTMErrorCode.historyOperationNotPermitted.rawValue)
+        }
         let payload = body.message.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: body.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: 0, msgId: nil, customType: body.customType, isText: body.message != nil, payload: payload)
         let hub = self.hub

@@ -39,15 +39,15 @@ extension Hub {
         }
     }
 
-    /// New namespaces: for new sessions, for the channels created from now on (their replay
-    /// limits), and for every open connection (on its loop, one hop per loop). The future
+    /// New namespaces and default capability: for new sessions, for the channels created from
+    /// now on (their replay limits), and for every open connection (on its loop, one hop per loop). The future
     /// completes once every open connection has them.
-    func reloadNamespaces(_ namespaces: [ChannelNamespace]) -> EventLoopFuture<Void> {
-        self.namespaces.replace(namespaces)
-        state.withLockedValue { $0.reload(namespaces: namespaces) }
+    func reloadAccessRules(_ rules: AccessRules.Rules) -> EventLoopFuture<Void> {
+        accessRules.replace(rules)
+        state.withLockedValue { $0.reload(namespaces: rules.namespaces) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
-            fanouts[index].eventLoop.submit { for connection in connections { connection.onLoop { $0.namespacesChanged() } } }
+            fanouts[index].eventLoop.submit { for connection in connections { connection.onLoop { $0.accessRulesChanged() } } }
         }
         return EventLoopFuture.andAllComplete(done, on: fanouts[0].eventLoop)
     }

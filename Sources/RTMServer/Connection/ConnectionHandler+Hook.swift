@@ -11,21 +11,11 @@ enum HeldInput {
     case input(ServerInbound)
 }
 
-/// The authorization hook from the connection's side (`AuthorizationHook`): a request the
-/// backend must decide waits for its answer, and so does everything the client sent after it
-/// (the connection stops reading meanwhile), so that requests still run in the client's order.
-/// A kept decision answers at once, without waiting.
+/// Waiting for the authorization hook's answer from the connection's side (the gate, `pass`,
+/// asks it): a request the backend must decide waits for its answer, and so does everything
+/// the client sent after it (the connection stops reading meanwhile), so that requests still
+/// run in the client's order.
 extension ConnectionHandler {
-    /// Asks the hook about `question`; `then` runs with the verdict on the connection's loop: at
-    /// once when the decision is kept, else when the answer comes (bounded by the hook's
-    /// timeout), unless the connection has closed meanwhile. Then whatever arrived meanwhile runs.
-    func askHook(_ question: HookQuestion, failure: HookFailureMode, context: ChannelHandlerContext,
-                 then: @escaping (HookVerdict) -> Void) {
-        guard let hook = hub.authorizationHook else { return then(.allow(nil)) }
-        if let verdict = hook.cached(question) { return proceed(then, with: verdict, context: context) }
-        hold(until: hook.ask(question, failure: failure, on: context.eventLoop), context: context, then: then)
-    }
-
     /// Runs `then` with `future`'s value on the connection's loop once it comes, unless the
     /// connection has closed meanwhile; whatever the client sends until then waits (the
     /// connection stops reading) and runs after it, in order, behind anything `then` waits for
@@ -81,19 +71,13 @@ extension ConnectionHandler {
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
     }
 
-    /// The hook's question about a publish.
-    func publishQuestion(_ publish: BinaryFrame.Publish, channel: String, key: UserKey) -> HookQuestion {
-        HookQuestion(event: .publish, appId: key.appId, userId: key.userId, channel: channel, channelType: "message",
-                     publish: .init(payload: publish.payload, isText: publish.isText, customType: publish.customType))
-    }
-
-    /// A publish of a batch waits for the hook (`rest`, the batch behind it, waits too): allowed,
-    /// it runs first when the batch goes on (with the backend's payload, if it rewrote it);
-    /// denied, it is answered with the refusal.
-    func askHookAboutPublish(_ pending: PendingPublish, channel: String, rest: ArraySlice<PendingPublish>, mode: HookFailureMode,
-                             key: UserKey, context: ChannelHandlerContext) {
+    /// A publish of a batch waits for the hook's `answer` (`rest`, the batch behind it, waits
+    /// too): allowed, it runs first when the batch goes on (with the backend's payload, if it
+    /// rewrote it); denied, it is answered with the refusal.
+    func awaitHookAboutPublish(_ pending: PendingPublish, answer: EventLoopFuture<HookVerdict>, rest: ArraySlice<PendingPublish>,
+                               context: ChannelHandlerContext) {
         intake.held = (intake.held ?? []) + [.publishes(rest)]
-        askHook(publishQuestion(pending.publish, channel: channel, key: key), failure: mode, context: context) { [self] verdict in
+        hold(until: answer, context: context) { [self] verdict in
             switch verdict {
             case .deny(let refusal):
                 send(.error(id: pending.publish.requestID, refusal.code, refusal.reason), context: context, operation: .publish)
@@ -112,25 +96,6 @@ extension ConnectionHandler {
                 }
                 intake.publishes.insert(cleared, at: 0)
             }
-        }
-    }
-
-    /// The hook's question about a request that `handle` runs (a subscribe, a JSON publish),
-    /// with the namespace's failure mode; nil: the hook is not asked about it.
-    func hookQuestion(for frame: Frame) -> (HookQuestion, HookFailureMode)? {
-        guard hub.authorizationHook != nil, case .loggedIn(let key, _, _) = lifecycle.state, let channel = frame.channel else { return nil }
-        let namespaces = access?.namespaces ?? hub.namespaces.current
-        switch frame.type {
-        case .subscribe:
-            guard let mode = namespaces.hook(.subscribe, on: channel) else { return nil }
-            return (HookQuestion(event: .subscribe, appId: key.appId, userId: key.userId, channel: channel, channelType: "message"), mode)
-        case .publish:
-            guard let mode = namespaces.hook(.publish, on: channel) else { return nil }
-            let payload = frame.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: frame.data ?? Data())
-            return (HookQuestion(event: .publish, appId: key.appId, userId: key.userId, channel: channel, channelType: "message",
-                                 publish: .init(payload: payload, isText: frame.text != nil, customType: frame.customType)), mode)
-        default:
-            return nil
         }
     }
 

@@ -39,21 +39,16 @@ extension ConnectionHandler {
         case .success(let publish):
             // The hot path: one check of the state, the machine's words only for a refusal.
             guard lifecycle.isLoggedIn else {
-                refuseBinary(.publish, requestID: publish.requestID, context: context)
-                return
+                return refuseOutsideSession(.batchedPublish(channel: publish.channel), requestID: publish.requestID, context: context)
             }
             intake.publishes.append(PendingPublish(publish: publish, json: false))
         }
     }
 
-    /// A binary request on a connection without a MESSAGE session: the state machine's refusal
-    /// (before login: notLogin; closing: nothing), or notLogin on a STREAM connection.
-    func refuseBinary(_ type: FrameType, requestID: UInt64?, context: ChannelHandlerContext) {
-        switch lifecycle.admit(type) {
-        case .rejected(let refusal): send(.error(id: requestID, refusal.code, refusal.reason), context: context)
-        case .allowed: send(.error(id: requestID, .notLogin, "binary '\(type)' needs a MESSAGE session (login), not a STREAM connection"), context: context)
-        case .ignored: break
-        }
+    /// A binary request on a connection without a MESSAGE session: the gate's refusal (before
+    /// login: notLogin; on a STREAM connection: not one of its requests; closing: nothing).
+    func refuseOutsideSession(_ request: ClientRequest, requestID: UInt64?, context: ChannelHandlerContext) {
+        if case .refused(let refusal) = pass(request) { send(.error(id: requestID, refusal.code, refusal.reason), context: context) }
     }
 
     /// A JSON text message that is a plain publish (`FrameCodec.readPublish`) of a logged-in
@@ -77,18 +72,10 @@ extension ConnectionHandler {
         var replies: ByteBuffer?
         var run: [Hub.Outgoing] = []
         var runChannel: String?
-        // Access is checked once per run of publishes to one channel, and not at all for a
-        // session without restrictions.
-        let access = self.access
-        let restricted = access.map { !$0.isUnrestricted } ?? false
-        // The authorization hook, where a namespace asks it about publishes: the channel last
-        // looked up and its failure mode, the channel a kept allow covers, and where the batch
-        // stops to ask (the rest waits for the answer).
-        let hooks = access?.hooksPublishes ?? false
-        var hookChannel: String?
-        var hookMode: HookFailureMode?
-        var hookAllowed: String?
-        var askAt: (index: Int, channel: String, mode: HookFailureMode)?
+        // Every publish passes the gate (`pass`); a run of publishes to one channel is decided
+        // once. Where it stops to ask the authorization hook, the rest waits for the answer.
+        intake.passedChannel = nil
+        var askAt: (index: Int, answer: EventLoopFuture<HookVerdict>)?
         func publishRun() {
             guard let channel = runChannel, !run.isEmpty else { return }
             fanout.stats.channelMessagesIn &+= run.count
@@ -119,31 +106,27 @@ extension ConnectionHandler {
                 guard lifecycle.maySend else { break }
                 let publish = UnsafePointer(batch.baseAddress! + pending)
                 guard let channel = publishChannel(publish.pointee.publish, context: context) else { continue }
-                if restricted, channel != runChannel, let refusal = access?.mayPublish(channel) {
-                    publishRun()
-                    guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
-                    continue
-                }
-                if !publish.pointee.cleared,
-                   let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
-                    publishRun()
-                    guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break }
-                    continue
-                }
-                if hooks, !publish.pointee.cleared, channel != hookAllowed {
-                    if channel != hookChannel { (hookChannel, hookMode) = (channel, access?.namespaces.hook(.publish, on: channel)) }
-                    if let mode = hookMode {
-                        switch hub.authorizationHook?.cached(publishQuestion(publish.pointee.publish, channel: channel, key: key)) {
-                        case .allow?:
-                            hookAllowed = channel
-                        case .deny(let refusal)?:
-                            publishRun()
-                            guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break messages }
-                            continue messages
-                        case nil:
-                            askAt = (pending, channel, mode)
-                            break messages
-                        }
+                if !publish.pointee.cleared {
+                    switch pass(.batchedPublish(channel: channel), payload: {
+                        HookQuestion.Publish(payload: publish.pointee.publish.payload, isText: publish.pointee.publish.isText,
+                                             customType: publish.pointee.publish.customType)
+                    }) {
+                    case .passed:
+                        break
+                    case .refused(let refusal):
+                        publishRun()
+                        guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break messages }
+                        continue messages
+                    case .ignored:
+                        break messages
+                    case .awaiting(let answer, _):
+                        askAt = (pending, answer)
+                        break messages
+                    }
+                    if let refusal = payloadProblem(size: publish.pointee.publish.payload.readableBytes, customType: publish.pointee.publish.customType) {
+                        publishRun()
+                        guard appendRefusal(refusal, id: publish.pointee.publish.requestID, to: &replies, expected: batch.count, context: context) else { break messages }
+                        continue messages
                     }
                 }
                 if channel != runChannel { publishRun(); runChannel = channel }
@@ -156,7 +139,7 @@ extension ConnectionHandler {
         writeReplies(&replies, context: context)
         writePublishAcks(acks, context: context)
         if let askAt {
-            askHookAboutPublish(batch[askAt.index], channel: askAt.channel, rest: batch[(askAt.index + 1)...], mode: askAt.mode, key: key, context: context)
+            awaitHookAboutPublish(batch[askAt.index], answer: askAt.answer, rest: batch[(askAt.index + 1)...], context: context)
         }
     }
 
@@ -241,7 +224,7 @@ extension ConnectionHandler {
         return (name, problem)
     }
 
-    /// Payload limits and the publish rate (SPEC §8); the refusal to answer, or nil.
+    /// Payload limits (SPEC §8; the publish rate is the gate's); the refusal to answer, or nil.
     func payloadProblem(size: Int, customType: String?) -> RequestRefusal? {
         let limits = hub.configuration.limits
         if size > limits.maxPayloadBytes {
@@ -249,9 +232,6 @@ extension ConnectionHandler {
         }
         if let customType, customType.count > limits.maxCustomTypeLength {
             return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
-        }
-        if !lifecycle.admitPublish(now: lifecycle.lastRead, lateness: fanout.liveness.ticks.lateness(now: lifecycle.lastRead)) {
-            return lifecycle.budgets.publishRefusal
         }
         return nil
     }

@@ -5,84 +5,92 @@ import RTMAuth
 import RTMProtocol
 
 extension ConnectionHandler {
-    /// Runs one decoded request frame (`asked`: the authorization hook allowed it already).
-    func handle(_ frame: Frame, context: ChannelHandlerContext, asked: Bool = false) {
-        // Which requests the connection's state admits is the state machine's call.
-        switch lifecycle.admit(frame.type) {
-        case .allowed: break
-        case .rejected(let refusal):
+    /// Runs one decoded JSON request: through the gate (`pass`: admission, the access decision,
+    /// the authorization hook), then its handler.
+    func handle(_ frame: Frame, context: ChannelHandlerContext) {
+        guard let kind = RequestKind(frame.type) else {
+            guard lifecycle.maySend else { return }
+            return send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
+        }
+        if kind == .login { lifecycle.loginAttempted() }
+        switch pass(.json(kind, frame)) {
+        case .passed(let pass):
+            run(kind, frame, pass, context: context)
+        case .refused(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-            return
         case .ignored:
-            return
-        }
-        // Which channels and users the session may touch is SessionAccess's call.
-        if let refusal = access?.refusal(for: frame, streamChannel: stream?.channel.name) {
-            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-            return
-        }
-        // Where a namespace says so, the app's backend decides too (the request waits).
-        if !asked, let (question, mode) = hookQuestion(for: frame) {
-            return askHook(question, failure: mode, context: context) { [self] verdict in
+            break
+        case .awaiting(let answer, let pass):
+            // Everything the client sends meanwhile waits for the answer (`hold`).
+            hold(until: answer, context: context) { [self] verdict in
+                intake.operation = frame.type
                 switch verdict {
                 case .deny(let refusal):
-                    intake.operation = frame.type
                     send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
                 case .allow(let rewrite):
-                    intake.operation = frame.type
-                    handle(Self.rewritten(frame, rewrite), context: context, asked: true)
+                    var pass = pass
+                    pass.rewrite = rewrite
+                    run(kind, Self.rewritten(frame, rewrite), pass, context: context)
                 }
+                if kind == .login { noteLoginOutcome() }
             }
         }
-        switch (lifecycle.state, frame.type) {
-        case (_, .ping):
+        // A login waiting for the hook's answer is counted when it comes.
+        if kind == .login, intake.held == nil { noteLoginOutcome() }
+    }
+
+    /// Runs a request the gate passed: one case per request, no `default`.
+    private func run(_ kind: RequestKind, _ frame: Frame, _ pass: GatePass, context: ChannelHandlerContext) {
+        switch kind {
+        case .ping:
             send(Frame(type: .pong, ts: frame.ts), context: context)
-        case (.upgraded, .login):
-            lifecycle.loginAttempted()
-            login(frame, context: context)
-            // A login waiting for the hook's answer is counted when it comes.
-            if intake.held == nil { noteLoginOutcome() }
-        case (.upgraded, .join):
-            joinStream(frame, context: context)
-        case (.joined(let membership, _), _):
+        case .login:
+            login(frame, pass, context: context)
+        case .join:
+            joinStream(frame, pass, context: context)
+        case .renewToken:
+            if let membership = stream { return renewStreamToken(frame, pass, membership: membership, context: context) }
+            guard let key = lifecycle.session else { return }
+            renewToken(frame, pass, key: key, context: context)
+        case .leave, .joinTopic, .leaveTopic, .publishTopic, .subscribeTopic, .unsubscribeTopic:
+            guard let membership = stream else { return }   // admitted on a joined STREAM connection only
             handleStream(frame, membership: membership, context: context)
-        case (.accepted, _), (.upgraded, _), (.awaitingCluster, _), (.ending, _), (.closed, _):
-            preconditionFailure("invalid state: admitted '\(frame.type)' in \(lifecycle.state)")
-        case (.loggedIn(let key, _, _), .subscribe):
-            subscribe(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .unsubscribe):
-            unsubscribe(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .publish):
-            publish(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .sendUser):
-            sendUser(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .setState), (.loggedIn(let key, _, _), .removeState):
-            changeState(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .getState):
-            getState(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .whoNow):
-            whoNow(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .whereNow):
-            whereNow(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .ackUser):
-            ackUser(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .renewToken):
-            renewToken(frame, key: key, context: context)
-        case (.loggedIn(let key, _, _), .logout):
+        case .logout:
+            guard let key = lifecycle.session else { return }
             leaveFanout()
             hub.logout(connection)
             hub.closeStreams(of: key)   // K-4: logout ends the STREAM connections too
             send(Frame(type: .ok, id: frame.id), context: context)
             closeConnection(context: context, code: .normalClosure)
-        case (.loggedIn(let key, _, _), _) where handleService(frame, key: key, context: context):
-            break
-        case (.loggedIn(let key, _, _), _) where handlePeerStatus(frame, key: key, context: context):
-            break
-        default:
-            send(.error(id: frame.id, .invalidFrame, "unknown frame type '\(frame.type)'"), context: context)
+        case .subscribe, .unsubscribe, .publish, .sendUser, .ackUser, .setState, .removeState, .getState, .whoNow, .whereNow:
+            guard let key = lifecycle.session else { return }   // admitted on a MESSAGE session only
+            runChannelRequest(kind, frame, key: key, context: context)
+        case .getMessages, .setMetadata, .replaceMetadata, .updateMetadata, .removeMetadata, .getMetadata, .subscribeMetadata,
+             .unsubscribeMetadata, .setLock, .acquireLock, .releaseLock, .revokeLock, .removeLock, .getLocks:
+            guard let key = lifecycle.session else { return }
+            handleService(frame, key: key, context: context)
+        case .queryPeersOnlineStatus, .subscribePeersOnlineStatus, .unsubscribePeersOnlineStatus, .getChannelMemberCount,
+             .invite, .ackInvitation, .acceptInvitation, .refuseInvitation, .cancelInvitation:
+            guard let key = lifecycle.session else { return }
+            handlePeerStatus(frame, key: key, context: context)
         }
     }
 
+    /// A MESSAGE session's channel, user-message and presence requests.
+    private func runChannelRequest(_ kind: RequestKind, _ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
+        switch kind {
+        case .subscribe: subscribe(frame, key: key, context: context)
+        case .unsubscribe: unsubscribe(frame, key: key, context: context)
+        case .publish: publish(frame, key: key, context: context)
+        case .sendUser: sendUser(frame, key: key, context: context)
+        case .ackUser: ackUser(frame, key: key, context: context)
+        case .setState, .removeState: changeState(frame, key: key, context: context)
+        case .getState: getState(frame, key: key, context: context)
+        case .whoNow: whoNow(frame, key: key, context: context)
+        case .whereNow: whereNow(frame, key: key, context: context)
+        default: preconditionFailure("'\(kind)' is not a channel request")
+        }
+    }
 
     // MARK: login
 
@@ -94,49 +102,17 @@ extension ConnectionHandler {
         }
     }
 
-    /// A login (`connect`: the authorization hook's verdict, once asked).
-    private func login(_ frame: Frame, context: ChannelHandlerContext, connect: HookVerdict? = nil) {
+    /// A login the gate passed: its tokens verified, the authorization hook's answer given (its
+    /// grants, when it sent some, replace the capability token's).
+    private func login(_ frame: Frame, _ pass: GatePass, context: ChannelHandlerContext) {
         let config = hub.configuration
-        guard let appId = frame.appId, let userId = frame.userId else {
-            send(.error(id: frame.id, .invalidParameter, "login needs appId and userId"), context: context)
-            return
-        }
-        guard let entry = config.apps[appId] else {
-            send(.error(id: frame.id, .invalidAppId, "unknown app id '\(appId)'"), context: context)
-            return
-        }
-        if let problem = config.limits.nameProblem(userId, kind: "userId") {
-            send(.error(id: frame.id, .invalidUserId, problem), context: context)
-            return
-        }
-        guard case .success(let tokenExpiry) = verifyToken(frame, appId: appId, userId: userId, certificate: entry, context: context),
-              case .success(let (tokenCapabilities, tokenCapabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
-                                                                                               certificate: entry, context: context) else { return }
-        // The app's backend decides whether the user may log in, and may set its grants.
-        if let mode = config.authorizationHook?.connect, connect == nil {
-            let address = context.channel.remoteAddress?.ipAddress
-            let question = HookQuestion(event: .connect, appId: appId, userId: userId, address: address)
-            return askHook(question, failure: mode, context: context) { [self] verdict in
-                guard case .upgraded = lifecycle.state else { return }
-                let late = intake.held != nil   // answered later: handle() did not count the outcome
-                login(frame, context: context, connect: verdict)
-                if late { noteLoginOutcome() }
-            }
-        }
-        var capabilities = tokenCapabilities
-        var capabilityExpiry = tokenCapabilityExpiry
-        switch connect {
-        case .deny(let refusal)?:
-            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-            return
-        case .allow(let rewrite?)? where rewrite.capabilities != nil:
+        guard let appId = frame.appId, let userId = frame.userId, let credentials = pass.credentials else { return }
+        var access = makeAccess(userId: userId, credentials: credentials)
+        if let granted = pass.rewrite?.capabilities {
             // The backend's grants replace the capability token's (and its expiry).
-            capabilities = rewrite.capabilities
-            capabilityExpiry = nil
-        case .allow?, nil:
-            break
+            access = makeAccess(userId: userId, capabilities: granted, expiry: nil, issuedAt: nil, source: .hook)
         }
-        let expiresAt = Self.earlier(tokenExpiry, capabilityExpiry)
+        let expiresAt = Self.earlier(credentials.tokenExpiry, access.capabilityExpiry)
         let heartbeat = (frame.heartbeatInterval ?? 5).clamped(to: config.heartbeatRange)
         let presence = (frame.presenceTimeout ?? 15).clamped(to: config.presenceTimeoutRange)
         let key = UserKey(appId: appId, userId: userId)
@@ -145,13 +121,13 @@ extension ConnectionHandler {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
-        let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken,
+        let (decision, confirmed) = hub.login(key: key, connection: connection, resumeToken: frame.resumeToken, grantsIssuedAt: access.issuedAt,
                                               heartbeat: .fractionalSeconds(heartbeat), presenceTimeout: .fractionalSeconds(presence))
         switch decision {
         case .rejected(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
         case .admitted(let admission):
-            let access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
+            connection.sessionAccess = access
             // A session resumed on a node that does not follow its channels (it moved here from
             // another node, or came back after the idle time): answered once they are
             // followed, with what they missed meanwhile ready for replay.
@@ -203,53 +179,27 @@ extension ConnectionHandler {
                 .with { $0.expiresAt = expiresAt }, context: context)
         // A resumed session: what its channels published meanwhile (M-2).
         if admission.resumed { replay(admission.channels, appId: appId, frame: frame, context: context) }
-        // A resumed session's channels its new capability token no longer grants end now.
-        if admission.resumed, self.access?.isUnrestricted == false { endForbiddenSubscriptions(key: key, context: context) }
+        // A resumed session's watches its new grants no longer allow end now.
+        if admission.resumed, let access = self.access, !access.isUnrestricted { endForbiddenWatches(key: key, access: access, context: context) }
         // Every user message still waiting for this user, then new ones as they come (M-1).
         hub.mailbox.attach(key, connection: connection, binary: frame.binaryUser == true)
     }
 
-    /// SPEC C-7, T-7: the new token replaces the old one in-band; the session goes on.
-    private func renewToken(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
-        let certificate = hub.configuration.apps[key.appId] ?? nil
-        guard case .success(let tokenExpiry) = verifyToken(frame, appId: key.appId, userId: key.userId, certificate: certificate, context: context),
-              case .success(let (capabilities, newCapabilityExpiry)) = verifyCapability(frame, appId: key.appId, userId: key.userId,
-                                                                                        certificate: certificate, context: context) else { return }
+    /// SPEC C-7, T-7: the new token replaces the old one in-band; the session goes on. A new
+    /// capability token (never one issued before the current one: the gate refuses it)
+    /// replaces the grants, and every watch they no longer allow ends, after the reply; without
+    /// one the session keeps its grants and their expiry.
+    private func renewToken(_ frame: Frame, _ pass: GatePass, key: UserKey, context: ChannelHandlerContext) {
+        guard let credentials = pass.credentials else { return }
         if let refusal = hub.moderation.admit(key, token: frame.token, connection: connection.id) {
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
             return
         }
-        // A new capability token replaces the grants (narrower ones end what they no longer
-        // allow); without one the session keeps its grants and their expiry.
-        if let capabilities {
-            lifecycle.grant(makeAccess(userId: key.userId, capabilities: capabilities, expiry: newCapabilityExpiry))
-            // The user's STREAM connections take the new grants at once too.
-            for stream in hub.streams.connections(of: key) {
-                stream.withHandler { $0.streamGrantsChanged(capabilities, expiry: newCapabilityExpiry) }
-            }
-        }
-        let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
+        let renewed = credentials.capabilities.map { _ in makeAccess(userId: key.userId, credentials: credentials) }
+        let expiresAt = Self.earlier(credentials.tokenExpiry, (renewed ?? access)?.capabilityExpiry)
         scheduleTokenExpiry(expiresAt)
         send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
-        if capabilities != nil { endForbiddenSubscriptions(key: key, context: context) }
-    }
-
-    /// Verifies a login, join or renewToken token ("006" or "007"). On success: when its login
-    /// privilege ends (ms; nil = never, or no certificate). On failure the error is sent.
-    func verifyToken(_ frame: Frame, appId: String, userId: String, certificate: String?, context: ChannelHandlerContext) -> Result<Int64?, TokenError> {
-        guard let certificate else { return .success(nil) }
-        let now = UInt32(clamping: Int(Date().timeIntervalSince1970))
-        do throws(TokenError) {
-            let verified = try RTMToken.verify(frame.token ?? "", appId: appId, appCertificate: certificate, userId: userId, now: now)
-            let expiresAt = verified.expiresAt.map { Int64($0) * 1000 }
-            // The same instant as the session's expiry timer, to the millisecond.
-            if let expiresAt, expiresAt <= Hub.wallMillis { throw TokenError(.expired, "token expired at \(expiresAt / 1000)") }
-            return .success(expiresAt)
-        } catch {
-            let code: RTMErrorCode = error.kind == .expired ? .tokenExpired : .invalidToken
-            send(.error(id: frame.id, code, "token rejected: \(error.reason)"), context: context)
-            return .failure(error)
-        }
+        if let renewed { adopt(renewed) }
     }
 
     /// At the token's expiry (wall-clock milliseconds), unless renewed first, the session ends:
@@ -282,16 +232,23 @@ extension ConnectionHandler {
     private func subscribeFollowed(_ frame: Frame, channel: String, key: UserKey, context: ChannelHandlerContext) {
         var features = ChannelFeatures(frame)
         var quiet = frame.beQuiet ?? false
-        let namespace = (access?.namespaces ?? hub.namespaces.current).namespace(of: channel)
+        let namespace = (access?.namespaces ?? hub.accessRules.current.namespaces).namespace(of: channel)
         if namespace?.presence == false {
             // No presence in the namespace: members join quietly and get no presence events.
             features.remove(.presence)
             quiet = true
+        } else if let access, !access.reveals(.membership(channel: channel)) {
+            // No `presence` grant there: the subscription has no presence part (the session does
+            // not see the members), though the member itself is seen as any other.
+            features.remove(.presence)
         }
         switch hub.subscribe(connection, channel: channel, quiet: quiet, features: features, maxMembers: namespace?.maxMembers) {
         case .rejected(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-        case .subscribed(let snapshot, _):
+        case .subscribed(var snapshot, _):
+            // Without the presence part (not asked for, or none in the namespace) nobody is
+            // listed: not even members from before the namespace was configured so (a reload).
+            if !features.contains(.presence) { snapshot = .init(users: [], states: [:], count: 0, nextPage: nil) }
             // Where the channel is *before* this connection joins its fan-out; everything after
             // that point is replayed (from the client's own position if it sent one, M-2) or
             // arrives live, so nothing falls between the two. The reply carries that position.
@@ -300,7 +257,9 @@ extension ConnectionHandler {
             replay(channel, after: frame.positions?[channel] ?? current, appId: key.appId, context: context)
             send(Frame(type: .ok, id: frame.id, channel: channel, seq: current.seq, event: PresenceEventKind.snapshot.rawValue,
                        users: snapshot.users, ts: Hub.wallMillis, epoch: current.epoch, count: snapshot.count,
-                       states: snapshot.states.isEmpty ? nil : snapshot.states, page: snapshot.nextPage), context: context)
+                       states: snapshot.states.isEmpty ? nil : snapshot.states,
+                       withPresence: (frame.withPresence ?? true) && !features.contains(.presence) ? false : nil, page: snapshot.nextPage),
+                 context: context)
             sendServiceSnapshots(channel: channel, features: features, key: key, context: context)
         }
     }
@@ -381,6 +340,8 @@ extension ConnectionHandler {
         let requestID = frame.id
         let channel = context.channel
         let history = frame.storeInHistory == true ? hub.storage : nil
+        // Whether the receiver is online is told only with `status` on it.
+        let tellsStatus = access?.reveals(.online(target)) ?? true
         hub.mailbox.send(message, from: key, clientMsgId: frame.msgId) { [hub] result in
             if let history, case .success(let receipt) = result {
                 // Keyed by the stored message's id: a resend is in the history once (M-3).
@@ -393,8 +354,8 @@ extension ConnectionHandler {
             switch result {
             case .success(let receipt):
                 // -11035 in `code`: the receiver is offline and the message waits for it.
-                reply = Frame(type: .ok, id: requestID, receiverOnline: receipt.receiverOnline,
-                              code: receipt.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
+                reply = Frame(type: .ok, id: requestID, receiverOnline: tellsStatus ? receipt.receiverOnline : nil,
+                              code: !tellsStatus || receipt.receiverOnline ? nil : RTMErrorCode.channelReceiverOfflineButMessageStoreSucceeded.rawValue,
                               msgId: UInt64(receipt.id), stored: true)
             case .failure(let error):
                 reply = .error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, "\(error)")   // the mailbox's reason
@@ -459,7 +420,9 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .presenceUserNotExist, "user '\(user)' is not online"), context: context)
             return
         }
-        send(Frame(type: .ok, id: frame.id, userId: user, channels: channels), context: context)
+        // Only the channels whose members the session may see (presence there).
+        let visible = access.map { access in channels.filter { access.reveals(.membership(channel: $0)) } } ?? channels
+        send(Frame(type: .ok, id: frame.id, userId: user, channels: visible), context: context)
     }
 
     // MARK: validation

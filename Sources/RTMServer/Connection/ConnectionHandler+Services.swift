@@ -6,8 +6,8 @@ import RTMProtocol
 /// Storage, locks, history and token expiry on a MESSAGE connection (AGORA_REFERENCE §2.8,
 /// §2.11–2.13).
 extension ConnectionHandler {
-    /// Runs one service request; false when `frame.type` is not one.
-    func handleService(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> Bool {
+    /// Runs one service request (the gate passed it).
+    func handleService(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         switch frame.type {
         case .setMetadata: writeMetadata(.set, frame, key: key, context: context)
         case .replaceMetadata: writeMetadata(.replace, frame, key: key, context: context)
@@ -17,7 +17,7 @@ extension ConnectionHandler {
         case .subscribeMetadata, .unsubscribeMetadata: watchMetadata(frame, key: key, context: context)
         case .setLock, .acquireLock, .releaseLock, .revokeLock, .removeLock: lock(frame, key: key, context: context)
         case .getLocks:
-            guard let channel = validChannel(frame, context: context) else { return true }
+            guard let channel = validChannel(frame, context: context) else { return }
             let requestID = frame.id, nio = context.channel
             hub.readLocks(appId: key.appId, channel: channel) { [hub] result in
                 switch result {
@@ -26,9 +26,8 @@ extension ConnectionHandler {
                 }
             }
         case .getMessages: getMessages(frame, key: key, context: context)
-        default: return false
+        default: preconditionFailure("'\(frame.type)' is not a service request")
         }
-        return true
     }
 
     // MARK: storage

@@ -4,8 +4,8 @@ import RTMProtocol
 /// Peer online status, member counts and call invitations on a MESSAGE connection
 /// (AGORA_REFERENCE §1.5, §1.7, §1.8).
 extension ConnectionHandler {
-    /// Runs one peer-status or member-count request; false when `frame.type` is not one.
-    func handlePeerStatus(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) -> Bool {
+    /// Runs one peer-status, member-count or invitation request (the gate passed it).
+    func handlePeerStatus(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
         switch frame.type {
         case .queryPeersOnlineStatus:
             switch hub.queryPeers(key, users: frame.users ?? []) {
@@ -37,9 +37,8 @@ extension ConnectionHandler {
                 }
             }
         default:
-            return false
+            preconditionFailure("'\(frame.type)' is not a peer-status or invitation request")
         }
-        return true
     }
 
     /// Called by the loop's liveness sweep: silent past the threshold → unreachable.

@@ -5,42 +5,14 @@ import RTMProtocol
 /// A STREAM connection (SPEC K-3, H-3; AGORA_REFERENCE §2.9): opened by `join` instead of
 /// `login`, one stream channel per connection, topics on it.
 extension ConnectionHandler {
-    /// The first frame of a STREAM connection (`asked`: the authorization hook allowed it).
-    func joinStream(_ frame: Frame, context: ChannelHandlerContext, asked: Bool = false) {
+    /// The first frame of a STREAM connection, once the gate passed it: its tokens verified,
+    /// its access decided (a join without a capability token takes its user's MESSAGE
+    /// session's grants), the authorization hook's answer given where the namespace asks it.
+    func joinStream(_ frame: Frame, _ pass: GatePass, context: ChannelHandlerContext) {
         let config = hub.configuration
-        guard let appId = frame.appId, let userId = frame.userId else {
-            send(.error(id: frame.id, .invalidParameter, "join needs appId and userId"), context: context)
-            return
-        }
-        guard let certificate = config.apps[appId] else {
-            send(.error(id: frame.id, .invalidAppId, "unknown app id '\(appId)'"), context: context)
-            return
-        }
-        if let problem = config.limits.nameProblem(userId, kind: "userId") {
-            send(.error(id: frame.id, .invalidUserId, problem), context: context)
-            return
-        }
-        guard let channel = validChannel(frame, context: context) else { return }
-        guard case .success(let tokenExpiry) = verifyToken(frame, appId: appId, userId: userId, certificate: certificate, context: context),
-              case .success(let (capabilities, capabilityExpiry)) = verifyCapability(frame, appId: appId, userId: userId,
-                                                                                     certificate: certificate, context: context) else { return }
-        let expiresAt = Self.earlier(tokenExpiry, capabilityExpiry)
-        let access = makeAccess(userId: userId, capabilities: capabilities, expiry: capabilityExpiry)
-        if let refusal = access.refusal(for: frame) {
-            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-            return
-        }
-        // Where the namespace says so, the app's backend decides too (as for a subscribe).
-        if !asked, hub.authorizationHook != nil, let mode = access.namespaces.hook(.subscribe, on: channel) {
-            let question = HookQuestion(event: .subscribe, appId: appId, userId: userId, channel: channel, channelType: "stream")
-            return askHook(question, failure: mode, context: context) { [self] verdict in
-                guard case .upgraded = lifecycle.state else { return }
-                switch verdict {
-                case .deny(let refusal): send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-                case .allow: joinStream(frame, context: context, asked: true)
-                }
-            }
-        }
+        guard let appId = frame.appId, let userId = frame.userId, let channel = frame.channel,
+              let credentials = pass.credentials, let access = pass.access else { return }
+        let expiresAt = Self.earlier(credentials.tokenExpiry, access.capabilityExpiry)
         let user = UserKey(appId: appId, userId: userId)
         // K-3: a stream channel needs the user's MESSAGE connection (login) first.
         guard hub.connection(of: user) != nil else {
@@ -155,26 +127,25 @@ extension ConnectionHandler {
                     reply(nil)
                 }
             }
-        case .renewToken:
-            let certificate = hub.configuration.apps[membership.channel.appId] ?? nil
-            guard case .success(let tokenExpiry) = verifyToken(frame, appId: membership.channel.appId, userId: membership.userId,
-                                                               certificate: certificate, context: context),
-                  case .success(let (capabilities, capabilityExpiry)) = verifyCapability(
-                      frame, appId: membership.channel.appId, userId: membership.userId, certificate: certificate, context: context)
-            else { return }
-            // A narrower token that no longer grants the stream channel ends the membership.
-            if let capabilities, let refusal = adoptStreamGrants(capabilities, expiry: capabilityExpiry, membership: membership) {
-                send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
-                closeConnection(context: context, code: .policyViolation)
-                return
-            }
-            let expiresAt = Self.earlier(tokenExpiry, access?.capabilityExpiry)
-            scheduleTokenExpiry(expiresAt)
-            send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
-        case .join:
-            send(.error(id: frame.id, .duplicateOperation, "already joined on this connection; one stream channel per connection"), context: context)
         default:
-            send(.error(id: frame.id, .invalidFrame, "'\(frame.type)' is not a stream-connection operation"), context: context)
+            preconditionFailure("'\(frame.type)' is not a stream-connection request")
         }
+    }
+
+    /// A STREAM connection's own renewal: a new capability token's grants (never one issued
+    /// before the current one: the gate refuses it) are adopted after the reply, and end the
+    /// connection (close 1008) when they no longer grant its channel.
+    func renewStreamToken(_ frame: Frame, _ pass: GatePass, membership: StreamMembership, context: ChannelHandlerContext) {
+        guard let credentials = pass.credentials else { return }
+        let renewed = credentials.capabilities.map { _ in makeAccess(userId: membership.userId, credentials: credentials) }
+        if let renewed, let refusal = renewed.refusal(toKeep: .stream(channel: membership.channel.name, features: [])) {
+            send(.error(id: frame.id, refusal.code, refusal.reason), context: context)
+            closeConnection(context: context, code: .policyViolation)
+            return
+        }
+        let expiresAt = Self.earlier(credentials.tokenExpiry, (renewed ?? access)?.capabilityExpiry)
+        scheduleTokenExpiry(expiresAt)
+        send(Frame(type: .ok, id: frame.id, ts: Hub.wallMillis).with { $0.expiresAt = expiresAt }, context: context)
+        if let renewed { adopt(renewed) }
     }
 }

@@ -17,15 +17,15 @@ extension ConnectionHandler {
         case .success(let decoded):
             request = decoded
         }
-        guard let key = lifecycle.session else {
-            refuseBinary(.sendUser, requestID: request.requestID, context: context)
-            return
+        let (receiver, problem) = Self.validatedName(request.receiverBytes, kind: "userId", limits: hub.configuration.limits,
+                                                     cache: &intake.lastUserReceiver)
+        switch pass(.binarySendUser(receiver: receiver)) {
+        case .passed: break
+        case .refused(let refusal): return send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
+        case .ignored, .awaiting: return   // the hook is never asked about user messages
         }
-        guard let receiver = receiverName(request, context: context) else { return }
-        if let refusal = access?.maySend(to: receiver) {
-            send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
-            return
-        }
+        guard let key = lifecycle.session else { return }
+        if let problem { return send(.error(id: request.requestID, .invalidUserId, problem), context: context) }
         if let refusal = payloadProblem(size: request.payload.readableBytes, customType: request.customType) {
             send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
             return
@@ -35,7 +35,10 @@ extension ConnectionHandler {
         let data = request.isText ? nil : Data(body.readableBytesView)
         let message = StoredUserMessage(appId: key.appId, receiver: receiver, sender: key.userId, text: text, data: data,
                                         customType: request.customType, ts: Hub.wallMillis, clientMsgId: request.msgId)
-        intake.userSends.append(UserMailbox.Submission(message: message, reply: .binary(connection, requestID: request.requestID)))
+        // Whether the receiver is online is told only with `status` on it.
+        let tellsStatus = access?.reveals(.online(receiver)) ?? true
+        intake.userSends.append(UserMailbox.Submission(message: message, reply: .binary(connection, requestID: request.requestID,
+                                                                                        tellsStatus: tellsStatus)))
     }
 
     /// A binary `ackUser` (`0x04`): every user message up to the id is acknowledged.
@@ -44,11 +47,15 @@ extension ConnectionHandler {
         case .failure(let error):
             send(.error(id: nil, .invalidFrame, error.description), context: context)
         case .success(let upTo):
-            guard let key = lifecycle.session else {
-                refuseBinary(.ackUser, requestID: nil, context: context)
-                return
+            switch pass(.binaryAckUser) {
+            case .passed:
+                guard let key = lifecycle.session else { return }
+                hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo), on: connection)
+            case .refused(let refusal):
+                send(.error(id: nil, refusal.code, refusal.reason), context: context)
+            case .ignored, .awaiting:
+                break
             }
-            hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo), on: connection)
         }
     }
 
@@ -59,16 +66,5 @@ extension ConnectionHandler {
         intake.userSends.removeAll(keepingCapacity: true)
         guard let key = lifecycle.session else { return }
         hub.mailbox.send(batch, from: key)
-    }
-
-    /// The receiver's user id, validated (cached for a run of messages to the same receiver).
-    private func receiverName(_ request: BinaryFrame.SendUser, context: ChannelHandlerContext) -> String? {
-        let (name, problem) = Self.validatedName(request.receiverBytes, kind: "userId", limits: hub.configuration.limits,
-                                                 cache: &intake.lastUserReceiver)
-        if let problem {
-            send(.error(id: request.requestID, .invalidUserId, problem), context: context)
-            return nil
-        }
-        return name
     }
 }

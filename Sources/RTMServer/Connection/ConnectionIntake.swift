@@ -22,6 +22,9 @@ struct ConnectionIntake {
     var operation = RefusalKey.unknownOperation
     /// The last receiver of a binary user message: its id's bytes and validation result.
     var lastUserReceiver: (bytes: [UInt8], name: String, problem: String?)?
+    /// The channel of the last publish the gate passed, since the read batch began and the
+    /// session's grants last changed: a run of publishes to one channel is decided once.
+    var passedChannel: String?
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?

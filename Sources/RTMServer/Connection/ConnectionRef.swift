@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 
@@ -23,6 +24,13 @@ final class ConnectionRef: Sendable, Hashable {
     nonisolated(unsafe) var highestUserMessageSent: Int64 = 0
     /// The client's `User-Agent` at the upgrade (the SDK sends `swift-rtm/VERSION`).
     nonisolated(unsafe) var userAgent: String?
+    /// The grants of the MESSAGE session on this connection (set on its loop, read by its
+    /// user's STREAM joins on theirs): a join without a capability token takes them.
+    var sessionAccess: SessionAccess? {
+        get { sessionAccessBox.withLockedValue { $0 } }
+        set { sessionAccessBox.withLockedValue { $0 = newValue } }
+    }
+    private let sessionAccessBox = NIOLockedValueBox<SessionAccess?>(nil)
     /// The connection's handler, set by it on its loop and read only there: where pre-encoded
     /// frames go (`writeEncoded`).
     private let handler: NIOLoopBoundBox<WeakConnectionHandler?>

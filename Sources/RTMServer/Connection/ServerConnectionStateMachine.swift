@@ -438,8 +438,9 @@ struct ServerConnectionStateMachine {
         return fanoutChannels
     }
 
-    /// Whether a request of this type may run now.
-    func admit(_ type: FrameType) -> Admission {
+    /// Whether a request of this kind may run now: the first step of the connection's gate
+    /// (`ConnectionHandler.pass`).
+    func admit(_ type: RequestKind) -> Admission {
         switch (state, type) {
         case (.upgraded, .ping), (.upgraded, .login), (.upgraded, .join):
             return .allowed
@@ -453,6 +454,12 @@ struct ServerConnectionStateMachine {
             return .rejected(RequestRefusal(code: .duplicateOperation, reason: "already logged in on this connection"))
         case (.loggedIn, .join):
             return .rejected(RequestRefusal(code: .invalidFrame, reason: "'join' opens a STREAM connection: it must be the first request of a new connection"))
+        case (.loggedIn, _) where type.onStreamConnection && type != .ping && type != .renewToken:
+            return .rejected(RequestRefusal(code: .invalidFrame, reason: "'\(type)' is a request of a STREAM connection (after its join)"))
+        case (.joined, _) where !type.onStreamConnection:
+            return .rejected(RequestRefusal(code: .invalidFrame, reason: "'\(type)' is not a stream-connection operation"))
+        case (.joined, .join):
+            return .rejected(RequestRefusal(code: .duplicateOperation, reason: "already joined on this connection; one stream channel per connection"))
         case (.loggedIn, _), (.joined, _):
             return .allowed
         case (.ending, _), (.closed, _):

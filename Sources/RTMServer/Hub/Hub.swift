@@ -41,8 +41,8 @@ final class Hub: Sendable {
     let webhooks: WebhookDispatcher?
     /// The app's backend, asked about logins, subscribes and publishes, when configured.
     let authorizationHook: AuthorizationHook?
-    /// The namespaces, as configured or last reloaded.
-    let namespaces: NamespaceRules
+    /// The namespaces and the default capability, as configured or last reloaded.
+    let accessRules: AccessRules
     /// Where channel messages get their numbers: at once on one node, through the backplane in
     /// a cluster (`PublishPath`).
     let publishing: any PublishPath
@@ -66,7 +66,7 @@ final class Hub: Sendable {
         self.logger = logger
         self.webhooks = webhooks
         self.authorizationHook = authorizationHook
-        self.namespaces = NamespaceRules(configuration.namespaces)
+        self.accessRules = AccessRules(namespaces: configuration.namespaces, defaultCapabilities: configuration.defaultCapabilities)
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
         let lockStore: any SharedLockStore
@@ -214,13 +214,14 @@ final class Hub: Sendable {
 
     /// A login. `confirmed`, in cluster mode for a new session: the login's reply waits for it
     /// (the user's sessions on other nodes have ended first, C-6).
-    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount,
+    func login(key: UserKey, connection: ConnectionRef, resumeToken: String?, grantsIssuedAt: UInt32? = nil, heartbeat: TimeAmount,
                presenceTimeout: TimeAmount) -> (decision: HubState.LoginDecision, confirmed: EventLoopFuture<Void>?) {
         let now = NIODeadline.now()
         let loop = connection.channel.eventLoop
         return modify { state in
             let (decision, confirmed, actions) = state.onLogin(
-                key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                key: key, connection: connection, resumeToken: resumeToken, grantsIssuedAt: grantsIssuedAt, heartbeat: heartbeat,
+                presenceTimeout: presenceTimeout,
                 now: now, wallMillis: Self.wallMillis, makePromise: { loop.makePromise(of: Void.self) })
             return ((decision, confirmed), actions)
         }
@@ -315,6 +316,28 @@ final class Hub: Sendable {
     /// Subscribes `watcher` to storage events of `target`'s user metadata.
     func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
         state.withLockedValue { $0.watchMetadata(of: target, watcher: watcher, on: on) }
+    }
+
+    /// `key`'s session has new grants, from a capability token issued then (nil: from none):
+    /// a resume with an older one is refused.
+    func grantsChanged(_ key: UserKey, issuedAt: UInt32?) {
+        state.withLockedValue { $0.sessions[key]?.grantsIssuedAt = issuedAt }
+    }
+
+    /// The users whose metadata and whose online status `key` watches (its watches to decide
+    /// again when its grants change).
+    func watches(of key: UserKey) -> (metadata: [String], peers: Set<String>) {
+        state.withLockedValue { state in
+            (state.metadataWatchers.compactMap { target, watchers in
+                target.appId == key.appId && watchers.contains(key.userId) ? target.userId : nil
+            }, state.peerStatus.targets(of: key))
+        }
+    }
+
+    /// Ends `key`'s watches of these users' online status (its grants no longer allow them):
+    /// no rate, no reply.
+    func endPeerWatches(_ key: UserKey, users: [String]) {
+        state.withLockedValue { $0.peerStatus.unsubscribe(key, targets: users) }
     }
 
     /// A metadata set changed: channel members that asked for storage events, or the user's

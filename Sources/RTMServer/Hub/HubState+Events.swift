@@ -8,12 +8,12 @@ extension HubState {
     /// A login (SPEC C-1..C-6, P-1). In cluster mode a new session's reply waits for the
     /// cluster (the user's sessions on other nodes have ended first, C-6): `confirmed`, made
     /// with `makePromise`, completes when it may be sent.
-    mutating func onLogin(key: UserKey, connection: ConnectionRef, resumeToken: String?, heartbeat: TimeAmount,
+    mutating func onLogin(key: UserKey, connection: ConnectionRef, resumeToken: String?, grantsIssuedAt: UInt32? = nil, heartbeat: TimeAmount,
                           presenceTimeout: TimeAmount, now: NIODeadline, wallMillis: Int64,
                           makePromise: () -> EventLoopPromise<Void>)
         -> (decision: LoginDecision, confirmed: EventLoopFuture<Void>?, actions: [HubAction]) {
         let ending = sessions[key]?.channels   // a new (not resumed) login ends this session
-        let decision = login(key: key, connection: connection, resumeToken: resumeToken, heartbeat: heartbeat,
+        let decision = login(key: key, connection: connection, resumeToken: resumeToken, grantsIssuedAt: grantsIssuedAt, heartbeat: heartbeat,
                              presenceTimeout: presenceTimeout, now: now, wallMillis: wallMillis)
         guard case .admitted(let admission) = decision else { return (decision, nil, []) }
         var actions: [HubAction] = []

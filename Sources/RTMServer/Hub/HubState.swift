@@ -17,6 +17,9 @@ struct HubState {
         var presenceTimeout: TimeAmount
         /// Bumped on every loss and return, so a stale grace timer does nothing.
         var generation: UInt64 = 0
+        /// When the capability token of its current grants was issued (`iat`; nil: its grants
+        /// came from no token): a resume with an older one is refused.
+        var grantsIssuedAt: UInt32?
     }
 
     struct ChannelState {
@@ -201,7 +204,7 @@ struct HubState {
     /// A verified login. Resumes the session when `resumeToken` matches (P-1), otherwise starts a
     /// new one, kicking any other client of the same user (C-6).
     mutating func login(
-        key: UserKey, connection: ConnectionRef, resumeToken: String?,
+        key: UserKey, connection: ConnectionRef, resumeToken: String?, grantsIssuedAt: UInt32? = nil,
         heartbeat: TimeAmount, presenceTimeout: TimeAmount, now: NIODeadline, wallMillis: Int64
     ) -> LoginDecision {
         guard loginLimiter.tryAcquire(now: now) else {
@@ -210,6 +213,12 @@ struct HubState {
         }
         if var session = sessions[key] {
             if let resumeToken, resumeToken == session.resumeToken {
+                // No going back: a resume with a capability token issued before the session's
+                // current one (or with none, after one) would widen a narrowed session.
+                if let kept = session.grantsIssuedAt, (grantsIssuedAt ?? 0) < kept {
+                    return .rejected(RequestRefusal(code: .invalidToken, reason: "capability token rejected: \(grantsIssuedAt.map { "issued at \($0)" } ?? "none given"), before the resumed session's current one (\(kept)); a session's grants never go back to an older token's"))
+                }
+                session.grantsIssuedAt = grantsIssuedAt
                 let replaced = session.connection
                 if let replaced { sessionByConnection[replaced.id] = nil }
                 session.connection = connection
@@ -230,7 +239,8 @@ struct HubState {
             // session's `started` tells the other nodes).
             let kicked = session.connection
             let broadcasts = endSession(key, event: .remoteLeave, wallMillis: wallMillis, announce: false)
-            let admission = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+            let admission = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                                       grantsIssuedAt: grantsIssuedAt)
             return .admitted(Admission(
                 sessionID: admission.id, resumeToken: admission.resumeToken, resumed: false,
                 channels: [], replaced: nil, kicked: kicked, broadcasts: broadcasts))
@@ -240,18 +250,20 @@ struct HubState {
                                                                heartbeat: heartbeat, presenceTimeout: presenceTimeout) {
             return .admitted(admission)
         }
-        let session = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+        let session = newSession(key: key, connection: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                                 grantsIssuedAt: grantsIssuedAt)
         return .admitted(Admission(
             sessionID: session.id, resumeToken: session.resumeToken, resumed: false,
             channels: [], replaced: nil, kicked: nil, broadcasts: []))
     }
 
-    private mutating func newSession(key: UserKey, connection: ConnectionRef, heartbeat: TimeAmount, presenceTimeout: TimeAmount) -> Session {
+    private mutating func newSession(key: UserKey, connection: ConnectionRef, heartbeat: TimeAmount, presenceTimeout: TimeAmount,
+                                     grantsIssuedAt: UInt32?) -> Session {
         let id = nextSessionID
         nextSessionID += 1
         let token = String(UInt64.random(in: 1...UInt64.max), radix: 36) + "." + String(id, radix: 36)
         let session = Session(id: id, key: key, resumeToken: token, connection: connection,
-                              heartbeat: heartbeat, presenceTimeout: presenceTimeout)
+                              heartbeat: heartbeat, presenceTimeout: presenceTimeout, grantsIssuedAt: grantsIssuedAt)
         sessions[key] = session
         sessionByConnection[connection.id] = key
         announceStarted(key)

@@ -63,6 +63,12 @@ final class LoopFanout: @unchecked Sendable {
         return wasEmpty
     }
 
+    /// The parts of `connection`'s subscription to `channel` (nil: not subscribed here).
+    func features(of connection: ConnectionRef, in channel: ChannelKey) -> ChannelFeatures? {
+        eventLoop.assertInEventLoop()
+        return subscribers[channel]?[connection.id]?.features
+    }
+
     /// Removes a local subscriber. Returns true when the channel now has none here.
     func remove(_ connection: ConnectionRef, from channel: ChannelKey) -> Bool {
         eventLoop.assertInEventLoop()

@@ -17,7 +17,7 @@ final class StreamHub: Sendable {
         let quiet: Bool
         let withPresence: Bool
         /// The channel's storage and lock events it asked for (`withMetadata`, `withLock`).
-        let services: ChannelFeatures
+        var services: ChannelFeatures
         /// Joined topics (as publisher) → meta.
         var topics: [String: String] = [:]
         /// Subscribed topics → the publishers wanted (nil: every publisher).
@@ -119,6 +119,21 @@ final class StreamHub: Sendable {
     }
 
     /// Stops publishing to `topic`.
+    /// The channel's storage and lock events `membership` receives.
+    func services(of membership: StreamMembership) -> ChannelFeatures {
+        channels.withLockedValue { $0[membership.channel]?[membership.userId]?.services ?? [] }
+    }
+
+    /// Narrows the storage and lock events `membership` receives (its grants changed).
+    func setServices(of membership: StreamMembership, _ services: ChannelFeatures) {
+        channels.withLockedValue { $0[membership.channel]?[membership.userId]?.services = services }
+    }
+
+    /// The topics `membership` publishes to.
+    func joinedTopics(of membership: StreamMembership) -> [String] {
+        channels.withLockedValue { $0[membership.channel]?[membership.userId]?.topics.keys.map { $0 } ?? [] }
+    }
+
     func leaveTopic(_ membership: StreamMembership, topic: String) -> Failure? {
         var announced = false
         let result = channels.withLockedValue { all -> Result<(String, [ConnectionRef]), Failure> in

@@ -32,7 +32,9 @@ final class UserMailbox: @unchecked Sendable {
         case callback(Reply)
         /// A binary `sendUser` reply (`0x83`) on this connection: the replies of one commit to
         /// one connection travel in one frame, encoded on its event loop.
-        case binary(ConnectionRef, requestID: UInt64)
+        /// `tellsStatus`: the reply says whether the receiver is online (the sender has `status`
+        /// on it).
+        case binary(ConnectionRef, requestID: UInt64, tellsStatus: Bool)
     }
 
     /// One `sendUser` to store.
@@ -406,7 +408,7 @@ final class UserMailbox: @unchecked Sendable {
             switch item.submission.reply {
             case .callback(let reply):
                 reply(.failure(UserMessageRefused(description: reason)))
-            case .binary(let connection, let requestID):
+            case .binary(let connection, let requestID, _):
                 metrics?.refused(.channelReceiverOfflineAndMessageStoreFailed, operation: .sendUser)
                 Hub.send(.error(id: requestID, .channelReceiverOfflineAndMessageStoreFailed, reason), on: connection.channel)
             }
@@ -504,9 +506,10 @@ final class UserMailbox: @unchecked Sendable {
             switch reply {
             case .callback(let callback):
                 callback(.success(receipt))
-            case .binary(let connection, let requestID):
+            case .binary(let connection, let requestID, let tellsStatus):
                 work[connection.loopIndex, default: LoopWork()].reply(
-                    BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(receipt.id), receiverOnline: receipt.receiverOnline),
+                    BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(receipt.id),
+                                              receiverOnline: tellsStatus ? receipt.receiverOnline : nil),
                     on: connection)
             }
         }
