@@ -58,113 +58,113 @@ final class RawConnection: Sendable {
 struct BadInputTests {
     @Test("Malformed frames, unknown types, bad names and oversize payloads get typed errors; the server serves everyone else")
     func typedErrors() async throws {
-        try await Harness.with { harness in
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            try await bob.subscribe("room")
-            let raw = try await RawConnection.open(port: harness.port)
+        let harness = try await Harness.start()
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let raw = try await RawConnection.open(port: harness.port)
 
-            // Before login: only login and ping.
-            raw.send(Frame(type: .publish, id: 7, channel: "room", text: "x"))
-            #expect(await raw.reply(7)?.code == RTMErrorCode.notLogin.rawValue)
+        // Before login: only login and ping.
+        raw.send(Frame(type: .publish, id: 7, channel: "room", text: "x"))
+        #expect(await raw.reply(7)?.code == RTMErrorCode.notLogin.rawValue)
 
-            #expect(await raw.login("mallory")?.type == .ok)
+        #expect(await raw.login("mallory")?.type == .ok)
 
-            raw.sendRaw("{not json")
-            let malformed = await raw.frames.first(within: soon) { $0.type == .error && $0.id == nil }
-            #expect(malformed?.code == RTMErrorCode.invalidFrame.rawValue)
-            #expect(malformed?.reason?.contains("malformed") == true)
+        raw.sendRaw("{not json")
+        let malformed = await raw.frames.first(within: soon) { $0.type == .error && $0.id == nil }
+        #expect(malformed?.code == RTMErrorCode.invalidFrame.rawValue)
+        #expect(malformed?.reason?.contains("malformed") == true)
 
-            raw.sendRaw(#"{"type":"teleport","id":20}"#)
-            let unknown = await raw.reply(20)
-            #expect(unknown?.code == RTMErrorCode.invalidFrame.rawValue)
-            #expect(unknown?.reason?.contains("teleport") == true)
+        raw.sendRaw(#"{"type":"teleport","id":20}"#)
+        let unknown = await raw.reply(20)
+        #expect(unknown?.code == RTMErrorCode.invalidFrame.rawValue)
+        #expect(unknown?.reason?.contains("teleport") == true)
 
-            raw.sendRaw(#"{"type":"publish","id":"not-a-number"}"#)
-            let wrongType = await raw.frames.first(within: soon) { $0.reason?.contains("'id'") == true }
-            #expect(wrongType?.code == RTMErrorCode.invalidFrame.rawValue)
+        raw.sendRaw(#"{"type":"publish","id":"not-a-number"}"#)
+        let wrongType = await raw.frames.first(within: soon) { $0.reason?.contains("'id'") == true }
+        #expect(wrongType?.code == RTMErrorCode.invalidFrame.rawValue)
 
-            // A value that does not fit its field names the field and the problem in our words,
-            // never Foundation's ("Number … is not representable in Swift", "… not valid Base64").
-            raw.sendRaw(#"{"type":"publish","id":1.5,"channel":"room","text":"x"}"#)
-            let fraction = await raw.frames.first(within: soon) { $0.reason?.contains("got 1.5") == true }
-            #expect(fraction?.reason == "malformed frame: invalid value for field 'id': must be a whole number from 0 to 9223372036854775807, got 1.5")
-            #expect(fraction?.id == nil)
-            raw.sendRaw(#"{"type":"publish","id":28,"channel":"room","data":"@@"}"#)
-            #expect(await raw.reply(28)?.reason == "malformed frame: invalid value for field 'data': must be a base64 string")
-            raw.sendRaw(#"{"type":"login","id":29,"heartbeatInterval":1e400}"#)
-            #expect(await raw.reply(29)?.reason == "malformed frame: invalid value for field 'heartbeatInterval': the number is out of range")
+        // A value that does not fit its field names the field and the problem in our words,
+        // never Foundation's ("Number … is not representable in Swift", "… not valid Base64").
+        raw.sendRaw(#"{"type":"publish","id":1.5,"channel":"room","text":"x"}"#)
+        let fraction = await raw.frames.first(within: soon) { $0.reason?.contains("got 1.5") == true }
+        #expect(fraction?.reason == "malformed frame: invalid value for field 'id': must be a whole number from 0 to 9223372036854775807, got 1.5")
+        #expect(fraction?.id == nil)
+        raw.sendRaw(#"{"type":"publish","id":28,"channel":"room","data":"@@"}"#)
+        #expect(await raw.reply(28)?.reason == "malformed frame: invalid value for field 'data': must be a base64 string")
+        raw.sendRaw(#"{"type":"login","id":29,"heartbeatInterval":1e400}"#)
+        #expect(await raw.reply(29)?.reason == "malformed frame: invalid value for field 'heartbeatInterval': the number is out of range")
 
-            raw.send(Frame(type: .subscribe, id: 21, channel: "bad/name"))
-            #expect(await raw.reply(21)?.code == RTMErrorCode.invalidChannelName.rawValue)
-            raw.send(Frame(type: .subscribe, id: 22, channel: String(repeating: "a", count: 65)))
-            #expect(await raw.reply(22)?.code == RTMErrorCode.invalidChannelName.rawValue)
+        raw.send(Frame(type: .subscribe, id: 21, channel: "bad/name"))
+        #expect(await raw.reply(21)?.code == RTMErrorCode.invalidChannelName.rawValue)
+        raw.send(Frame(type: .subscribe, id: 22, channel: String(repeating: "a", count: 65)))
+        #expect(await raw.reply(22)?.code == RTMErrorCode.invalidChannelName.rawValue)
 
-            raw.send(Frame(type: .publish, id: 23, channel: "room", text: String(repeating: "x", count: 32 * 1024 + 1)))
-            let oversize = await raw.reply(23)
-            #expect(oversize?.code == RTMErrorCode.channelMessageLengthExceedLimitation.rawValue)
+        raw.send(Frame(type: .publish, id: 23, channel: "room", text: String(repeating: "x", count: 32 * 1024 + 1)))
+        let oversize = await raw.reply(23)
+        #expect(oversize?.code == RTMErrorCode.channelMessageLengthExceedLimitation.rawValue)
 
-            raw.send(Frame(type: .publish, id: 24, channel: "room"))
-            #expect(await raw.reply(24)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
+        raw.send(Frame(type: .publish, id: 24, channel: "room"))
+        #expect(await raw.reply(24)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
 
-            raw.send(Frame(type: .publish, id: 25, channel: "room", text: "x", customType: String(repeating: "t", count: 33)))
-            #expect(await raw.reply(25)?.code == RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
+        raw.send(Frame(type: .publish, id: 25, channel: "room", text: "x", customType: String(repeating: "t", count: 33)))
+        #expect(await raw.reply(25)?.code == RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
 
-            raw.send(Frame(type: .sendUser, id: 26, userId: "null", text: "x"))
-            #expect(await raw.reply(26)?.code == RTMErrorCode.invalidUserId.rawValue)
+        raw.send(Frame(type: .sendUser, id: 26, userId: "null", text: "x"))
+        #expect(await raw.reply(26)?.code == RTMErrorCode.invalidUserId.rawValue)
 
-            // Nothing of that reached bob, and the same connection still works.
-            raw.send(Frame(type: .publish, id: 27, channel: "room", text: "valid"))
-            #expect(await raw.reply(27)?.type == .ok)
-            let received = await bobEvents.first(within: soon) { $0.messageEvent != nil }
-            #expect(received?.messageEvent?.text == "valid")
-            #expect(await bobEvents.matching { $0.messageEvent != nil }.count == 1)
-            #expect(await bob.linkState == .connected)
+        // Nothing of that reached bob, and the same connection still works.
+        raw.send(Frame(type: .publish, id: 27, channel: "room", text: "valid"))
+        #expect(await raw.reply(27)?.type == .ok)
+        let received = await bobEvents.first(within: soon) { $0.messageEvent != nil }
+        #expect(received?.messageEvent?.text == "valid")
+        #expect(await bobEvents.matching { $0.messageEvent != nil }.count == 1)
+        #expect(await bob.linkState == .connected)
 
-            raw.channel.close(promise: nil)
-            await bob.logout()
-        }
+        raw.channel.close(promise: nil)
+        await bob.logout()
+        await harness.stop()
     }
 
     @Test("SDK-side limits are checked before anything is sent")
     func sdkLimits() async throws {
-        try await Harness.with { harness in
-            let (alice, _) = try await Harness.client("alice", port: harness.port)
-            do { try await alice.subscribe(""); Issue.record("empty channel accepted") } catch { #expect((error as? RTMError)?.code == .invalidChannelName) }
-            do {
-                try await alice.publish(channel: "room", data: Data(count: 32 * 1024 + 1))
-                Issue.record("oversize accepted")
-            } catch {
-                #expect((error as? RTMError)?.code == .channelMessageLengthExceedLimitation)
-                #expect((error as? RTMError)?.reason.contains("32768") == true)
-            }
-            await alice.logout()
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        do { try await alice.subscribe(""); Issue.record("empty channel accepted") } catch { #expect(error.code == .invalidChannelName) }
+        do {
+            try await alice.publish(channel: "room", data: Data(count: 32 * 1024 + 1))
+            Issue.record("oversize accepted")
+        } catch {
+            #expect(error.code == .channelMessageLengthExceedLimitation)
+            #expect(error.reason.contains("32768"))
         }
+        await alice.logout()
+        await harness.stop()
     }
 
     @Test("Limits: more than 50 channels per client is a typed error")
     func channelLimit() async throws {
-        try await Harness.with({ $0.limits.maxChannelsPerClient = 3 }) { harness in
-            let (alice, _) = try await Harness.client("alice", port: harness.port)
-            for i in 0..<3 { try await alice.subscribe("c\(i)") }
-            do { try await alice.subscribe("c3"); Issue.record("over the limit") } catch { #expect((error as? RTMError)?.code == .channelInstanceExceedLimitation) }
-            await alice.logout()
-        }
+        let harness = try await Harness.start { $0.limits.maxChannelsPerClient = 3 }
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        for i in 0..<3 { try await alice.subscribe("c\(i)") }
+        do { try await alice.subscribe("c3"); Issue.record("over the limit") } catch { #expect(error.code == .channelInstanceExceedLimitation) }
+        await alice.logout()
+        await harness.stop()
     }
 
     @Test("Upgrade without the rtm.v1 subprotocol is refused with a 400 explaining what is expected")
     func versionNegotiation() async throws {
-        try await Harness.with { harness in
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(host: "127.0.0.1", port: harness.port).get()
-            let reply = channel.eventLoop.makePromise(of: String.self)
-            try await channel.pipeline.addHandler(LineCollector(promise: reply)).get()
-            let request = "GET /v1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            try await channel.writeAndFlush(ByteBuffer(string: request)).get()
-            let text = try await reply.futureResult.get()
-            #expect(text.hasPrefix("HTTP/1.1 400"))
-            #expect(text.contains("rtm.v1"))
-            try? await channel.close()
-        }
+        let harness = try await Harness.start()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: harness.port).get()
+        let reply = channel.eventLoop.makePromise(of: String.self)
+        try await channel.pipeline.addHandler(LineCollector(promise: reply)).get()
+        let request = "GET /v1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        try await channel.writeAndFlush(ByteBuffer(string: request)).get()
+        let text = try await reply.futureResult.get()
+        #expect(text.hasPrefix("HTTP/1.1 400"))
+        #expect(text.contains("rtm.v1"))
+        try? await channel.close()
+        await harness.stop()
     }
 }
 

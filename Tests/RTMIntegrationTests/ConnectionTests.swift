@@ -132,41 +132,41 @@ struct ConnectionTests {
 
     @Test("A consumer that cannot keep up is disconnected instead of growing server memory; others are unaffected")
     func slowConsumerIsCut() async throws {
-        try await Harness.with({
+        let harness = try await Harness.start {
             $0.maxOutboundBytes = 256 * 1024
             // The raw reader never pings: its silence deadline (5 s + slack) must not be what
             // cuts it when publishing is slow (the Thread Sanitizer build took over 5 s here).
             $0.heartbeatSlack = .seconds(60)
-        }) { harness in
-            let raw = try await RawConnection.open(port: harness.port)
-            #expect(await raw.login("sloth")?.type == .ok)
-            raw.send(Frame(type: .subscribe, id: 2, channel: "room"))
-            #expect(await raw.reply(2)?.type == .ok)
-            try await raw.channel.setOption(.autoRead, value: false).get()   // stops reading: the socket fills up
-            let (alice, _) = try await Harness.client("alice", port: harness.port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            try await bob.subscribe("room")
-            let payload = String(repeating: "x", count: 30 * 1024)
-            #expect(harness.server.connectionCount == 3)
-            var sent = 0
-            // (The raw side does not read, so it cannot notice the cut itself: watch the server.)
-            while harness.server.connectionCount == 3 && sent < 2000 {
-                try await alice.publish(channel: "room", message: payload, customType: "n\(sent)")
-                sent += 1
-            }
-            // The server cut the slow reader long before 2000 messages (60 MB).
-            #expect(await waitUntil { harness.server.connectionCount == 2 })
-            #expect(sent < 2000)
-            // Bob, who reads, got every message.
-            let last = "n\(sent - 1)"
-            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.customType == last } != nil)
-            #expect(await bobEvents.matching { $0.messageEvent != nil }.count == sent)
-            // counted, once, with its disconnect reason.
-            let metrics = try await MetricsTests.scrape(harness.port)
-            #expect(metrics["rtm_slow_consumers_dropped_total"] == 1)
-            #expect(metrics["rtm_disconnects_total{reason=\"slow_consumer\"}"] == 1)
-            await alice.logout()
-            await bob.logout()
         }
+        let raw = try await RawConnection.open(port: harness.port)
+        #expect(await raw.login("sloth")?.type == .ok)
+        raw.send(Frame(type: .subscribe, id: 2, channel: "room"))
+        #expect(await raw.reply(2)?.type == .ok)
+        try await raw.channel.setOption(.autoRead, value: false).get()   // stops reading: the socket fills up
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let payload = String(repeating: "x", count: 30 * 1024)
+        #expect(harness.server.connectionCount == 3)
+        var sent = 0
+        // (The raw side does not read, so it cannot notice the cut itself: watch the server.)
+        while harness.server.connectionCount == 3 && sent < 2000 {
+            try await alice.publish(channel: "room", message: payload, customType: "n\(sent)")
+            sent += 1
+        }
+        // The server cut the slow reader long before 2000 messages (60 MB).
+        #expect(await waitUntil { harness.server.connectionCount == 2 })
+        #expect(sent < 2000)
+        // Bob, who reads, got every message.
+        let last = "n\(sent - 1)"
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.customType == last } != nil)
+        #expect(await bobEvents.matching { $0.messageEvent != nil }.count == sent)
+        // counted, once, with its disconnect reason.
+        let metrics = try await MetricsTests.scrape(harness.port)
+        #expect(metrics["rtm_slow_consumers_dropped_total"] == 1)
+        #expect(metrics["rtm_disconnects_total{reason=\"slow_consumer\"}"] == 1)
+        await alice.logout()
+        await bob.logout()
+        await harness.stop()
     }
 }

@@ -35,57 +35,57 @@ struct DrainTests {
 
     @Test("Drain, P-1: 2,000 clients get goaway in paced batches (500/s: spread over ~4 s, never a spike), /ready 503, upgrades refused, sessions keep their grace window")
     func pacedDrainOf2000() async throws {
-        try await Harness.with({
+        let harness = try await Harness.start {
             $0.apps = [Harness.appId: nil]   // no token check: 2,000 logins stay cheap
             $0.loginRatePerSecond = 0
             $0.drainRate = 500
             $0.drainBatchInterval = .milliseconds(100)
             $0.drainTimeout = .seconds(20)
-        }) { harness in
-            let count = 2_000
-            let peers = try await Self.rawClients(count, port: harness.port)
-            #expect(await StreamTests.eventually { harness.server.connectionCounters.message == count })
-            #expect(try await StreamTests.httpGet("/ready", port: harness.port).hasPrefix("HTTP/1.1 200"))
-
-            let drained = Task { await harness.server.drain() }
-            #expect(await StreamTests.eventually { peers.contains { $0.isClosed } })
-            let ready = try await StreamTests.httpGet("/ready", port: harness.port)
-            #expect(ready.hasPrefix("HTTP/1.1 503"), "\(ready)")
-            #expect(try await StreamTests.httpGet("/health", port: harness.port).hasPrefix("HTTP/1.1 200"))
-            // A new client is turned away while draining (it goes to another node).
-            let late = try await RawPeer.connect(port: harness.port)
-            try await late.write(RawPeer.upgradeRequest())
-            #expect(await late.waitForClose(within: soon))
-            #expect(String(buffer: late.received).hasPrefix("HTTP/1.1 503"))
-
-            await drained.value
-            let closedAt = peers.compactMap(\.closedAt).sorted()
-            #expect(closedAt.count == count)
-            // Paced: 500 a second in 100 ms batches of 50 → the last goes ~3.9 s after the first.
-            let span = try #require(closedAt.last) - (try #require(closedAt.first))
-            #expect(span >= .milliseconds(3_300) && span <= .seconds(8), "span \(span)")
-            // Never a spike: at most ~one second's share (500, plus a batch at each window edge) in any second.
-            var busiest = 0
-            var lower = 0
-            for upper in closedAt.indices {
-                while closedAt[upper] - closedAt[lower] > .seconds(1) { lower += 1 }
-                busiest = max(busiest, upper - lower + 1)
-            }
-            #expect(busiest <= 650, "busiest second: \(busiest)")
-            print("drain of \(count) at 500/s: goaways over \(span), at most \(busiest) in any second")
-            // Each got a goaway (reason, code 28, the reconnect spread) then close 1001.
-            let frames = peers[0].frames()
-            let goAway = try #require(frames.first { $0.text.contains(#""type":"goaway""#) })
-            #expect(goAway.text.contains(#""reason":"server draining""#))
-            #expect(goAway.text.contains(#""reconnectDelay":1000"#))
-            #expect(frames.last?.closeCode == 1001)
-            // P-1: the sessions are in their grace window, not ended (a resume elsewhere shows nothing).
-            #expect(harness.server.sessionCount == count)
-            let metrics = try await MetricsTests.scrape(harness.port)
-            #expect(metrics["rtm_goaways_sent_total"] == Double(count))
-            #expect(metrics["rtm_draining"] == 1)
-            #expect(metrics["rtm_disconnects_total{reason=\"server_close_1001\"}"] == Double(count))
         }
+        let count = 2_000
+        let peers = try await Self.rawClients(count, port: harness.port)
+        #expect(await StreamTests.eventually { harness.server.connectionCounters.message == count })
+        #expect(try await StreamTests.httpGet("/ready", port: harness.port).hasPrefix("HTTP/1.1 200"))
+
+        let drained = Task { await harness.server.drain() }
+        #expect(await StreamTests.eventually { peers.contains { $0.isClosed } })
+        let ready = try await StreamTests.httpGet("/ready", port: harness.port)
+        #expect(ready.hasPrefix("HTTP/1.1 503"), "\(ready)")
+        #expect(try await StreamTests.httpGet("/health", port: harness.port).hasPrefix("HTTP/1.1 200"))
+        // A new client is turned away while draining (it goes to another node).
+        let late = try await RawPeer.connect(port: harness.port)
+        try await late.write(RawPeer.upgradeRequest())
+        #expect(await late.waitForClose(within: soon))
+        #expect(String(buffer: late.received).hasPrefix("HTTP/1.1 503"))
+
+        await drained.value
+        let closedAt = peers.compactMap(\.closedAt).sorted()
+        #expect(closedAt.count == count)
+        // Paced: 500 a second in 100 ms batches of 50 → the last goes ~3.9 s after the first.
+        let span = try #require(closedAt.last) - (try #require(closedAt.first))
+        #expect(span >= .milliseconds(3_300) && span <= .seconds(8), "span \(span)")
+        // Never a spike: at most ~one second's share (500, plus a batch at each window edge) in any second.
+        var busiest = 0
+        var lower = 0
+        for upper in closedAt.indices {
+            while closedAt[upper] - closedAt[lower] > .seconds(1) { lower += 1 }
+            busiest = max(busiest, upper - lower + 1)
+        }
+        #expect(busiest <= 650, "busiest second: \(busiest)")
+        print("drain of \(count) at 500/s: goaways over \(span), at most \(busiest) in any second")
+        // Each got a goaway (reason, code 28, the reconnect spread) then close 1001.
+        let frames = peers[0].frames()
+        let goAway = try #require(frames.first { $0.text.contains(#""type":"goaway""#) })
+        #expect(goAway.text.contains(#""reason":"server draining""#))
+        #expect(goAway.text.contains(#""reconnectDelay":1000"#))
+        #expect(frames.last?.closeCode == 1001)
+        // P-1: the sessions are in their grace window, not ended (a resume elsewhere shows nothing).
+        #expect(harness.server.sessionCount == count)
+        let metrics = try await MetricsTests.scrape(harness.port)
+        #expect(metrics["rtm_goaways_sent_total"] == Double(count))
+        #expect(metrics["rtm_draining"] == 1)
+        #expect(metrics["rtm_disconnects_total{reason=\"server_close_1001\"}"] == Double(count))
+        await harness.stop()
     }
 
     @Test("Drain, R-1: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")

@@ -148,26 +148,26 @@ struct FaultTests {
 
     @Test("T-1: a connection attempt that never answers is abandoned; the initial login ends with loginTimeout")
     func blackHoledLoginTimesOut() async throws {
-        try await Harness.with { harness in
-            let proxy = try await FaultProxy.start(targetPort: harness.port)
-            proxy.setMode(.blackhole)
-            let (client, events) = try await Harness.client("alice", port: proxy.port, configure: {
-                $0.loginTimeout = 1.5
-                $0.connectTimeout = 0.3
-            }, login: false)
-            let start = ContinuousClock.now
-            do {
-                try await client.login(token: Harness.token("alice"))
-                Issue.record("login succeeded through a black hole")
-            } catch {
-                #expect((error as? RTMError)?.code == .loginTimeout)
-            }
-            #expect(ContinuousClock.now - start < .seconds(3))
-            #expect(proxy.acceptedConnections >= 2)   // attempts were abandoned and retried
-            #expect(await events.first(within: soon) { $0.link?.reasonCode == .loginTimeout } != nil)
-            #expect(await client.connectionState == .disconnected)
-            try? await proxy.stop()
+        let harness = try await Harness.start()
+        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        proxy.setMode(.blackhole)
+        let (client, events) = try await Harness.client("alice", port: proxy.port, configure: {
+            $0.loginTimeout = 1.5
+            $0.connectTimeout = 0.3
+        }, login: false)
+        let start = ContinuousClock.now
+        do {
+            try await client.login(token: Harness.token("alice"))
+            Issue.record("login succeeded through a black hole")
+        } catch {
+            #expect(error.code == .loginTimeout)
         }
+        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(proxy.acceptedConnections >= 2)   // attempts were abandoned and retried
+        #expect(await events.first(within: soon) { $0.link?.reasonCode == .loginTimeout } != nil)
+        #expect(await client.connectionState == .disconnected)
+        try? await proxy.stop()
+        await harness.stop()
     }
 
     @Test("T-2/R-4: logout on a black-holed link completes promptly and leaves no timer behind")

@@ -45,72 +45,72 @@ struct HTTPEndpointTests {
 
     @Test("an upgrade without Sec-WebSocket-Key: 400 naming the missing key, not the subprotocol")
     func missingKey() async throws {
-        try await Harness.with { harness in
-            let answer = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Key"]), port: harness.port)
-            #expect(answer.status == 400, "\(answer.raw)")
-            #expect(answer.body.hasPrefix("missing Sec-WebSocket-Key header"), "\(answer.body)")
-            #expect(!answer.body.contains("subprotocol"))
-            let twoKeys = try await Self.exchange(Self.upgrade(extra: ["Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA=="]), port: harness.port)
-            #expect(twoKeys.status == 400)
-            #expect(twoKeys.body.hasPrefix("more than one Sec-WebSocket-Key header"), "\(twoKeys.body)")
-            let shortKey = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Key"], extra: ["Sec-WebSocket-Key: c2hvcnQ="]), port: harness.port)
-            #expect(shortKey.status == 400)
-            #expect(shortKey.body.hasPrefix("Sec-WebSocket-Key must be 16 random bytes in base64"), "\(shortKey.body)")
-        }
+        let harness = try await Harness.start()
+        let answer = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Key"]), port: harness.port)
+        #expect(answer.status == 400, "\(answer.raw)")
+        #expect(answer.body.hasPrefix("missing Sec-WebSocket-Key header"), "\(answer.body)")
+        #expect(!answer.body.contains("subprotocol"))
+        let twoKeys = try await Self.exchange(Self.upgrade(extra: ["Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA=="]), port: harness.port)
+        #expect(twoKeys.status == 400)
+        #expect(twoKeys.body.hasPrefix("more than one Sec-WebSocket-Key header"), "\(twoKeys.body)")
+        let shortKey = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Key"], extra: ["Sec-WebSocket-Key: c2hvcnQ="]), port: harness.port)
+        #expect(shortKey.status == 400)
+        #expect(shortKey.body.hasPrefix("Sec-WebSocket-Key must be 16 random bytes in base64"), "\(shortKey.body)")
+        await harness.stop()
     }
 
     @Test("RFC 6455 §4.4: an upgrade with Sec-WebSocket-Version 8 gets 426 and Sec-WebSocket-Version: 13; a missing version gets 400 naming it")
     func wrongVersion() async throws {
-        try await Harness.with { harness in
-            let old = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Version"], extra: ["Sec-WebSocket-Version: 8"]), port: harness.port)
-            #expect(old.status == 426, "\(old.raw)")
-            #expect(old.headers["sec-websocket-version"] == "13")
-            #expect(old.body == "unsupported WebSocket version 8: this server speaks version 13\n")
-            let missing = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Version"]), port: harness.port)
-            #expect(missing.status == 400, "\(missing.raw)")
-            #expect(missing.headers["sec-websocket-version"] == "13")
-            #expect(missing.body.hasPrefix("missing Sec-WebSocket-Version header"))
-            // The subprotocol is still what a correct upgrade without it is told about.
-            let noProtocol = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Protocol"]), port: harness.port)
-            #expect(noProtocol.status == 400)
-            #expect(noProtocol.body.contains("rtm.v1"))
-        }
+        let harness = try await Harness.start()
+        let old = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Version"], extra: ["Sec-WebSocket-Version: 8"]), port: harness.port)
+        #expect(old.status == 426, "\(old.raw)")
+        #expect(old.headers["sec-websocket-version"] == "13")
+        #expect(old.body == "unsupported WebSocket version 8: this server speaks version 13\n")
+        let missing = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Version"]), port: harness.port)
+        #expect(missing.status == 400, "\(missing.raw)")
+        #expect(missing.headers["sec-websocket-version"] == "13")
+        #expect(missing.body.hasPrefix("missing Sec-WebSocket-Version header"))
+        // The subprotocol is still what a correct upgrade without it is told about.
+        let noProtocol = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Protocol"]), port: harness.port)
+        #expect(noProtocol.status == 400)
+        #expect(noProtocol.body.contains("rtm.v1"))
+        await harness.stop()
     }
 
     @Test("another path: 404 listing the endpoints")
     func unknownPath() async throws {
-        try await Harness.with { harness in
-            let answer = try await Self.exchange("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", port: harness.port)
-            #expect(answer.status == 404, "\(answer.raw)")
-            #expect(answer.body.hasPrefix("no such endpoint: /nope"))
-            #expect(answer.body.contains("/v1") && answer.body.contains("/health"))
-        }
+        let harness = try await Harness.start()
+        let answer = try await Self.exchange("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", port: harness.port)
+        #expect(answer.status == 404, "\(answer.raw)")
+        #expect(answer.body.hasPrefix("no such endpoint: /nope"))
+        #expect(answer.body.contains("/v1") && answer.body.contains("/health"))
+        await harness.stop()
     }
 
     @Test("bytes that are not HTTP: 400 with a short text body saying what the endpoint expects")
     func garbage() async throws {
-        try await Harness.with { harness in
-            let answer = try await Self.exchange("\u{1}\u{2} NOT HTTP\r\n\r\n", port: harness.port)
-            #expect(answer.status == 400, "\(answer.raw)")
-            #expect(answer.headers["content-type"] == "text/plain")
-            #expect(answer.body.hasPrefix("not an HTTP request this server understands"), "\(answer.body)")
-            #expect(answer.headers["content-length"] == "\(answer.body.utf8.count)")
-        }
+        let harness = try await Harness.start()
+        let answer = try await Self.exchange("\u{1}\u{2} NOT HTTP\r\n\r\n", port: harness.port)
+        #expect(answer.status == 400, "\(answer.raw)")
+        #expect(answer.headers["content-type"] == "text/plain")
+        #expect(answer.body.hasPrefix("not an HTTP request this server understands"), "\(answer.body)")
+        #expect(answer.headers["content-length"] == "\(answer.body.utf8.count)")
+        await harness.stop()
     }
 
     @Test("RFC 9110 §15.5.6: a method the path does not take gets 405 with Allow; HEAD answers the headers alone")
     func methodNotAllowed() async throws {
-        try await Harness.with { harness in
-            let health = try await Self.exchange("POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", port: harness.port)
-            #expect(health.status == 405, "\(health.raw)")
-            #expect(health.headers["allow"] == "GET, HEAD")
-            let upgrade = try await Self.exchange(Self.upgrade(method: "POST", extra: ["Content-Length: 0"]), port: harness.port)
-            #expect(upgrade.status == 405, "\(upgrade.raw)")
-            #expect(upgrade.headers["allow"] == "GET")
-            let head = try await Self.exchange("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n", port: harness.port)
-            #expect(head.status == 200, "\(head.raw)")
-            #expect(head.body.isEmpty)
-        }
+        let harness = try await Harness.start()
+        let health = try await Self.exchange("POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", port: harness.port)
+        #expect(health.status == 405, "\(health.raw)")
+        #expect(health.headers["allow"] == "GET, HEAD")
+        let upgrade = try await Self.exchange(Self.upgrade(method: "POST", extra: ["Content-Length: 0"]), port: harness.port)
+        #expect(upgrade.status == 405, "\(upgrade.raw)")
+        #expect(upgrade.headers["allow"] == "GET")
+        let head = try await Self.exchange("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n", port: harness.port)
+        #expect(head.status == 200, "\(head.raw)")
+        #expect(head.body.isEmpty)
+        await harness.stop()
     }
 
     @Test("RFC 9110 §15.5.6: the admin API's 405 names the method the endpoint takes in Allow")

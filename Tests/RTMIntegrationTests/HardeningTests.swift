@@ -17,77 +17,77 @@ struct HardeningTests {
 
     @Test("T-1 (server side), every connection that does not log in is closed at the login deadline, counted from the accept, whatever it does meanwhile")
     func loginDeadlineInEveryState() async throws {
-        try await Harness.with({ $0.loginDeadline = .milliseconds(400) }) { harness in
-            let started = ContinuousClock.now
-            // 1. Silent TCP.
-            let silent = try await RawPeer.connect(port: harness.port)
-            // 2. Slowloris: the upgrade request one byte every 50 ms (it would take seconds).
-            let slow = try await RawPeer.connect(port: harness.port)
-            let trickle = slow.trickle(ByteBuffer(string: RawPeer.upgradeRequest()), every: .milliseconds(50))
-            // 3. Upgraded, pinging (WebSocket pings and JSON pings), never logging in.
-            let pinger = try await RawPeer.connect(port: harness.port)
-            try await pinger.write(RawPeer.upgradeRequest())
-            let pinging = pinger.keepWriting([RawPeer.frame(opcode: 0x9, Array("p".utf8)), RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(50))
-            // 4. A malformed HTTP request: answered 400 (nobody used to close the socket).
-            let garbage = try await RawPeer.connect(port: harness.port)
-            try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
-            // 5. A request for another path: 404 with an explanation, then closed.
-            let wrongPath = try await RawPeer.connect(port: harness.port)
-            try await wrongPath.write("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        let harness = try await Harness.start { $0.loginDeadline = .milliseconds(400) }
+        let started = ContinuousClock.now
+        // 1. Silent TCP.
+        let silent = try await RawPeer.connect(port: harness.port)
+        // 2. Slowloris: the upgrade request one byte every 50 ms (it would take seconds).
+        let slow = try await RawPeer.connect(port: harness.port)
+        let trickle = slow.trickle(ByteBuffer(string: RawPeer.upgradeRequest()), every: .milliseconds(50))
+        // 3. Upgraded, pinging (WebSocket pings and JSON pings), never logging in.
+        let pinger = try await RawPeer.connect(port: harness.port)
+        try await pinger.write(RawPeer.upgradeRequest())
+        let pinging = pinger.keepWriting([RawPeer.frame(opcode: 0x9, Array("p".utf8)), RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(50))
+        // 4. A malformed HTTP request: answered 400 (nobody used to close the socket).
+        let garbage = try await RawPeer.connect(port: harness.port)
+        try await garbage.write("\u{1}\u{2} NOT HTTP\r\n\r\n")
+        // 5. A request for another path: 404 with an explanation, then closed.
+        let wrongPath = try await RawPeer.connect(port: harness.port)
+        try await wrongPath.write("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
 
-            for (name, peer) in [("silent", silent), ("slowloris", slow), ("pinger", pinger), ("garbage", garbage), ("wrong path", wrongPath)] {
-                #expect(await peer.waitForClose(within: .seconds(3)), "\(name) still open after the login deadline")
-            }
-            #expect(ContinuousClock.now - started < .seconds(3))
-            #expect(String(buffer: garbage.received).hasPrefix("HTTP/1.1 400"))
-            #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 404"))
-            // The pinger got its pongs, then a close frame saying why.
-            let frames = pinger.frames()
-            #expect(frames.contains { $0.opcode == 0xA })
-            #expect(frames.last?.closeCode == 1008, "\(frames.map(\.opcode))")
-            #expect(frames.last.map { $0.text.contains("login deadline") } == true)
-            trickle.cancel()
-            pinging.cancel()
-
-            // A client that logs in in time is unaffected, and stays past the deadline.
-            let good = try await RawPeer.connect(port: harness.port)
-            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
-            hello.writeImmutableBuffer(Self.loginFrame("good"))
-            try await good.write(hello)
-            #expect(!(await good.waitForClose(within: .milliseconds(900))))
-            #expect(good.frames().first?.text.contains(#""type":"ok""#) == true)
-            await good.close()
+        for (name, peer) in [("silent", silent), ("slowloris", slow), ("pinger", pinger), ("garbage", garbage), ("wrong path", wrongPath)] {
+            #expect(await peer.waitForClose(within: .seconds(3)), "\(name) still open after the login deadline")
         }
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(String(buffer: garbage.received).hasPrefix("HTTP/1.1 400"))
+        #expect(String(buffer: wrongPath.received).hasPrefix("HTTP/1.1 404"))
+        // The pinger got its pongs, then a close frame saying why.
+        let frames = pinger.frames()
+        #expect(frames.contains { $0.opcode == 0xA })
+        #expect(frames.last?.closeCode == 1008, "\(frames.map(\.opcode))")
+        #expect(frames.last.map { $0.text.contains("login deadline") } == true)
+        trickle.cancel()
+        pinging.cancel()
+
+        // A client that logs in in time is unaffected, and stays past the deadline.
+        let good = try await RawPeer.connect(port: harness.port)
+        var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+        hello.writeImmutableBuffer(Self.loginFrame("good"))
+        try await good.write(hello)
+        #expect(!(await good.waitForClose(within: .milliseconds(900))))
+        #expect(good.frames().first?.text.contains(#""type":"ok""#) == true)
+        await good.close()
+        await harness.stop()
     }
 
     @Test("T-3 (server side): a logged-in peer that trickles the bytes of a frame it never finishes is dropped at its read deadline (heartbeat + slack from its last whole frame); a pinging neighbour stays")
     func unfinishedFrameIsNotALifeSign() async throws {
-        try await Harness.with({ $0.heartbeatSlack = .milliseconds(300) }) { harness in
-            var peers: [RawPeer] = []
-            for user in ["trickler", "pinger"] {
-                let peer = try await RawPeer.connect(port: harness.port)
-                var hello = ByteBuffer(string: RawPeer.upgradeRequest())
-                hello.writeImmutableBuffer(Self.loginFrame(user, heartbeat: 0.5))   // read deadline 0.5 + 0.3 s
-                try await peer.write(hello)
-                peers.append(peer)
-            }
-            let (trickler, pinger) = (peers[0], peers[1])
-            for peer in peers {
-                _ = await peer.framesUntilClose(within: .milliseconds(300))
-                #expect(peer.frames().first?.text.contains(#""type":"ok""#) == true)
-            }
-            // A 200-byte text frame, sent a byte every 100 ms (it would take 20 s), never finished.
-            let frame = RawPeer.text(String(repeating: "x", count: 200))
-            let trickle = trickler.trickle(frame.getSlice(at: frame.readerIndex, length: frame.readableBytes - 1) ?? ByteBuffer(), every: .milliseconds(100))
-            let pinging = pinger.keepWriting([RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(200))
-            let started = ContinuousClock.now
-            #expect(await trickler.waitForClose(within: .seconds(4)), "the trickler is still open")
-            #expect(ContinuousClock.now - started < .seconds(3))
-            #expect(!pinger.isClosed)
-            trickle.cancel()
-            pinging.cancel()
-            await pinger.close()
+        let harness = try await Harness.start { $0.heartbeatSlack = .milliseconds(300) }
+        var peers: [RawPeer] = []
+        for user in ["trickler", "pinger"] {
+            let peer = try await RawPeer.connect(port: harness.port)
+            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+            hello.writeImmutableBuffer(Self.loginFrame(user, heartbeat: 0.5))   // read deadline 0.5 + 0.3 s
+            try await peer.write(hello)
+            peers.append(peer)
         }
+        let (trickler, pinger) = (peers[0], peers[1])
+        for peer in peers {
+            _ = await peer.framesUntilClose(within: .milliseconds(300))
+            #expect(peer.frames().first?.text.contains(#""type":"ok""#) == true)
+        }
+        // A 200-byte text frame, sent a byte every 100 ms (it would take 20 s), never finished.
+        let frame = RawPeer.text(String(repeating: "x", count: 200))
+        let trickle = trickler.trickle(frame.getSlice(at: frame.readerIndex, length: frame.readableBytes - 1) ?? ByteBuffer(), every: .milliseconds(100))
+        let pinging = pinger.keepWriting([RawPeer.text(#"{"type":"ping"}"#)], every: .milliseconds(200))
+        let started = ContinuousClock.now
+        #expect(await trickler.waitForClose(within: .seconds(4)), "the trickler is still open")
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(!pinger.isClosed)
+        trickle.cancel()
+        pinging.cancel()
+        await pinger.close()
+        await harness.stop()
     }
 
     /// Runs `count` connections through `cycle`, `parallel` at a time.
@@ -120,169 +120,169 @@ struct HardeningTests {
 
     @Test("R-4/T-2 (server side), 10,000 connect/upgrade/close and 10,000 connect/login/logout cycles leave nothing behind (handlers freed, no watch, no session)")
     func noLeakOverChurn() async throws {
-        try await Harness.with({ $0.loginRatePerSecond = 0 }) { harness in
-            // Upgrade, then a masked close frame: the server answers the close and frees everything.
-            try await Self.cycles(10_000) { _ in
-                let peer = try await RawPeer.connect(port: harness.port)
-                var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
-                bytes.writeImmutableBuffer(RawPeer.closeFrame())
-                try await peer.write(bytes)
-                #expect(await peer.waitForClose(within: .seconds(5)))
-            }
-            let afterUpgrades = try await Self.settled(harness.server)
-            #expect(afterUpgrades == (0, 0, 0), "after 10,000 upgrade/close cycles: \(afterUpgrades)")
-            // Login, then logout: the server replies ok and closes; the session is over.
-            try await Self.cycles(10_000) { i in
-                let peer = try await RawPeer.connect(port: harness.port)
-                var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
-                bytes.writeImmutableBuffer(Self.loginFrame("churn\(i % 500)"))
-                bytes.writeImmutableBuffer(RawPeer.text(#"{"type":"logout","id":2}"#))
-                try await peer.write(bytes)
-                #expect(await peer.waitForClose(within: .seconds(5)))
-            }
-            let afterLogins = try await Self.settled(harness.server)
-            #expect(afterLogins == (0, 0, 0), "after 10,000 login/logout cycles: \(afterLogins)")
-            #expect(harness.server.sessionCount == 0)
-            #expect(harness.server.connectionCounters.message == 0)
+        let harness = try await Harness.start { $0.loginRatePerSecond = 0 }
+        // Upgrade, then a masked close frame: the server answers the close and frees everything.
+        try await Self.cycles(10_000) { _ in
+            let peer = try await RawPeer.connect(port: harness.port)
+            var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
+            bytes.writeImmutableBuffer(RawPeer.closeFrame())
+            try await peer.write(bytes)
+            #expect(await peer.waitForClose(within: .seconds(5)))
         }
+        let afterUpgrades = try await Self.settled(harness.server)
+        #expect(afterUpgrades == (0, 0, 0), "after 10,000 upgrade/close cycles: \(afterUpgrades)")
+        // Login, then logout: the server replies ok and closes; the session is over.
+        try await Self.cycles(10_000) { i in
+            let peer = try await RawPeer.connect(port: harness.port)
+            var bytes = ByteBuffer(string: RawPeer.upgradeRequest())
+            bytes.writeImmutableBuffer(Self.loginFrame("churn\(i % 500)"))
+            bytes.writeImmutableBuffer(RawPeer.text(#"{"type":"logout","id":2}"#))
+            try await peer.write(bytes)
+            #expect(await peer.waitForClose(within: .seconds(5)))
+        }
+        let afterLogins = try await Self.settled(harness.server)
+        #expect(afterLogins == (0, 0, 0), "after 10,000 login/logout cycles: \(afterLogins)")
+        #expect(harness.server.sessionCount == 0)
+        #expect(harness.server.connectionCounters.message == 0)
+        await harness.stop()
     }
 
     @Test("T-9, a connection flooding rejected publishes is closed (1008) after its error budget; a healthy neighbour's latency does not move")
     func floodContained() async throws {
-        try await Harness.with({
+        let harness = try await Harness.start {
             $0.publishRatePerSecond = 60
             $0.loginRatePerSecond = 0
             // The budget shrunk like every test timing (default 1000): the flood is contained
             // within the test's calm round even in a debug build on a busy machine.
             $0.errorReplyBurst = 100
-        }) { harness in
-            let (healthy, _) = try await Harness.client("healthy", port: harness.port)
-            let (listener, listenerEvents) = try await Harness.client("listener", port: harness.port)
-            try await listener.subscribe("calm")
-
-            /// Publishes 40 messages at ~40/s (within the 60/s limit) and returns the acks' latencies.
-            func calmRound(_ tag: String) async throws -> [Duration] {
-                var latencies: [Duration] = []
-                for i in 0..<40 {
-                    let start = ContinuousClock.now
-                    _ = try await healthy.publish(channel: "calm", message: "\(tag)-\(i)")
-                    latencies.append(ContinuousClock.now - start)
-                    try await Task.sleep(for: .milliseconds(25))   // pacing the load at ~40/s, under the limit
-                }
-                return latencies.sorted()
-            }
-            let baseline = try await calmRound("baseline")
-
-            // 20 flooders publish binary frames (masked, one publish per frame, 500 per write) flat
-            // out, far past their 60/s limit.
-            var flooders: [RawPeer] = []
-            for i in 0..<20 {
-                let peer = try await RawPeer.connect(port: harness.port)
-                var hello = ByteBuffer(string: RawPeer.upgradeRequest())
-                hello.writeImmutableBuffer(Self.loginFrame("flooder\(i)"))
-                try await peer.write(hello)
-                flooders.append(peer)
-            }
-            let flood = Task { [flooders] in
-                var id: UInt64 = 100
-                for _ in 0..<200 {
-                    for peer in flooders where !peer.isClosed {
-                        var batch = ByteBuffer()
-                        for _ in 0..<500 {
-                            var body = ByteBuffer()
-                            BinaryFrame.writePublish(into: &body, requestID: id, msgId: nil, channel: "noise", customType: nil,
-                                                     isText: true, payload: Array("flood".utf8))
-                            RawPeer.appendFrame(to: &batch, opcode: 0x2, body.readableBytesView)
-                            id += 1
-                        }
-                        try? await peer.write(batch)
-                    }
-                    if flooders.allSatisfy(\.isClosed) { break }
-                }
-            }
-            let flooded = try await calmRound("flooded")
-            await flood.value
-
-            for (i, peer) in flooders.enumerated() {
-                #expect(await peer.waitForClose(within: .seconds(5)), "flooder \(i) still open")
-                let frames = peer.frames()
-                #expect(frames.last?.closeCode == 1008, "flooder \(i): \(frames.suffix(2).map(\.text))")
-                let errors = frames.filter { $0.opcode == 0x1 && $0.text.contains(#""type":"error""#) }.count
-                #expect(errors <= 1_000, "flooder \(i) got \(errors) error frames (burst 100, then 100/s)")
-            }
-            // Every calm message was accepted and delivered.
-            #expect(await listenerEvents.first(within: soon) { $0.messageEvent?.text == "flooded-39" } != nil)
-            // Measured lists: an empty one fails the test instead of trapping the run on an index.
-            let p99 = { (sorted: [Duration]) in sorted.isEmpty ? nil : sorted[Int(Double(sorted.count - 1) * 0.99)] }
-            let (before, during) = (try #require(p99(baseline)), try #require(p99(flooded)))
-            #expect(during <= max(before * 3, before + .milliseconds(100)), "healthy p99 \(before) → \(during) under the flood")
-            await healthy.logout()
-            await listener.logout()
         }
+        let (healthy, _) = try await Harness.client("healthy", port: harness.port)
+        let (listener, listenerEvents) = try await Harness.client("listener", port: harness.port)
+        try await listener.subscribe("calm")
+
+        /// Publishes 40 messages at ~40/s (within the 60/s limit) and returns the acks' latencies.
+        func calmRound(_ tag: String) async throws -> [Duration] {
+            var latencies: [Duration] = []
+            for i in 0..<40 {
+                let start = ContinuousClock.now
+                _ = try await healthy.publish(channel: "calm", message: "\(tag)-\(i)")
+                latencies.append(ContinuousClock.now - start)
+                try await Task.sleep(for: .milliseconds(25))   // pacing the load at ~40/s, under the limit
+            }
+            return latencies.sorted()
+        }
+        let baseline = try await calmRound("baseline")
+
+        // 20 flooders publish binary frames (masked, one publish per frame, 500 per write) flat
+        // out, far past their 60/s limit.
+        var flooders: [RawPeer] = []
+        for i in 0..<20 {
+            let peer = try await RawPeer.connect(port: harness.port)
+            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+            hello.writeImmutableBuffer(Self.loginFrame("flooder\(i)"))
+            try await peer.write(hello)
+            flooders.append(peer)
+        }
+        let flood = Task { [flooders] in
+            var id: UInt64 = 100
+            for _ in 0..<200 {
+                for peer in flooders where !peer.isClosed {
+                    var batch = ByteBuffer()
+                    for _ in 0..<500 {
+                        var body = ByteBuffer()
+                        BinaryFrame.writePublish(into: &body, requestID: id, msgId: nil, channel: "noise", customType: nil,
+                                                 isText: true, payload: Array("flood".utf8))
+                        RawPeer.appendFrame(to: &batch, opcode: 0x2, body.readableBytesView)
+                        id += 1
+                    }
+                    try? await peer.write(batch)
+                }
+                if flooders.allSatisfy(\.isClosed) { break }
+            }
+        }
+        let flooded = try await calmRound("flooded")
+        await flood.value
+
+        for (i, peer) in flooders.enumerated() {
+            #expect(await peer.waitForClose(within: .seconds(5)), "flooder \(i) still open")
+            let frames = peer.frames()
+            #expect(frames.last?.closeCode == 1008, "flooder \(i): \(frames.suffix(2).map(\.text))")
+            let errors = frames.filter { $0.opcode == 0x1 && $0.text.contains(#""type":"error""#) }.count
+            #expect(errors <= 1_000, "flooder \(i) got \(errors) error frames (burst 100, then 100/s)")
+        }
+        // Every calm message was accepted and delivered.
+        #expect(await listenerEvents.first(within: soon) { $0.messageEvent?.text == "flooded-39" } != nil)
+        // Measured lists: an empty one fails the test instead of trapping the run on an index.
+        let p99 = { (sorted: [Duration]) in sorted.isEmpty ? nil : sorted[Int(Double(sorted.count - 1) * 0.99)] }
+        let (before, during) = (try #require(p99(baseline)), try #require(p99(flooded)))
+        #expect(during <= max(before * 3, before + .milliseconds(100)), "healthy p99 \(before) → \(during) under the flood")
+        await healthy.logout()
+        await listener.logout()
+        await harness.stop()
     }
 
     @Test("A client's close frame without logout: the server echoes its code, and the session gets its grace window, then times out (P-1, P-2)")
     func closeFrameLeavesGraceWindow() async throws {
-        try await Harness.with { harness in
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            try await bob.subscribe("room")
-            let peer = try await RawPeer.connect(port: harness.port)
-            var hello = ByteBuffer(string: RawPeer.upgradeRequest())
-            hello.writeImmutableBuffer(Self.loginFrame("closer", heartbeat: 0.1, presenceTimeout: 0.2))
-            hello.writeImmutableBuffer(RawPeer.text(#"{"type":"subscribe","id":2,"channel":"room"}"#))
-            try await peer.write(hello)
-            #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind == .remoteJoin } != nil)
-            let mark = await bobEvents.mark()
-            try await peer.write(RawPeer.closeFrame(code: 4000))
-            let frames = await peer.framesUntilClose(within: soon)
-            #expect(frames.last?.closeCode == 4000, "\(frames.map(\.opcode))")
-            // Not a logout (no leave at once): the grace window, then a timeout.
-            let gone = await bobEvents.first(since: mark, within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind != .remoteJoin }
-            #expect(gone?.presenceEvent?.kind == .remoteTimeout)
-            #expect(await StreamTests.eventually { harness.server.sessionCount == 1 })
-            await bob.logout()
-        }
+        let harness = try await Harness.start()
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let peer = try await RawPeer.connect(port: harness.port)
+        var hello = ByteBuffer(string: RawPeer.upgradeRequest())
+        hello.writeImmutableBuffer(Self.loginFrame("closer", heartbeat: 0.1, presenceTimeout: 0.2))
+        hello.writeImmutableBuffer(RawPeer.text(#"{"type":"subscribe","id":2,"channel":"room"}"#))
+        try await peer.write(hello)
+        #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind == .remoteJoin } != nil)
+        let mark = await bobEvents.mark()
+        try await peer.write(RawPeer.closeFrame(code: 4000))
+        let frames = await peer.framesUntilClose(within: soon)
+        #expect(frames.last?.closeCode == 4000, "\(frames.map(\.opcode))")
+        // Not a logout (no leave at once): the grace window, then a timeout.
+        let gone = await bobEvents.first(since: mark, within: soon) { $0.presenceEvent?.userId == "closer" && $0.presenceEvent?.kind != .remoteJoin }
+        #expect(gone?.presenceEvent?.kind == .remoteTimeout)
+        #expect(await StreamTests.eventually { harness.server.sessionCount == 1 })
+        await bob.logout()
+        await harness.stop()
     }
 
     @Test("A request whose id can be read gets its error with that id, naming the real problem")
     func errorsKeepTheirID() async throws {
-        try await Harness.with { harness in
-            let raw = try await RawConnection.open(port: harness.port)
-            #expect(await raw.login("mallory")?.type == .ok)
-            let cases: [(UInt64, String, String)] = [
-                (31, #"{"type":"publish","id":31,"channel":"room","text":123}"#, "'text'"),
-                (32, #"{"type":"subscribe","id":32,"channel":"room","withPresence":"yes"}"#, "'withPresence'"),
-                (33, #"{"type":"publish","id":33,"channel":"room","data":"@@not base64@@"}"#, "'data'"),
-                (34, #"{"type":"publish","id":34,"channel":"room","text":"x","ts":"soon"}"#, "'ts'"),
-                (35, #"{"type":"publish","id":35,"channel":"room","text":"x","ts":99999999999999999999999}"#, "'ts'"),
-                (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "'ts': must be a whole number"),
-                (36, #"{"type":"setMetadata","id":36,"storageType":"channel","channel":"room","metadata":{"majorRevision":-1,"items":[{"key":"k"}]}}"#, "metadata.items[0].value"),
-            ]
-            for (id, text, field) in cases {
-                raw.sendRaw(text)
-                let reply = await raw.reply(id)
-                #expect(reply?.code == RTMErrorCode.invalidFrame.rawValue, "\(text)")
-                #expect(reply?.reason?.contains(field) == true, "\(text) → \(reply?.reason ?? "no reply")")
-                #expect(reply?.reason?.contains("Swift") == false && reply?.reason?.contains("Base64") == false, "\(text) → \(reply?.reason ?? "")")
-            }
-            // Broken JSON: no id to read, but the reason says what is wrong (not "not a JSON object").
-            raw.sendRaw(#"{"type":"publish","id":37,"x":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}")
-            let deep = await raw.frames.first(within: soon) { $0.type == .error && $0.reason?.contains("JSON") == true }
-            #expect(deep?.reason?.contains("not a JSON object") == false)
-
-            // Binary: an unknown operation and a truncated publish still carry their id.
-            var unknown = ByteBuffer(bytes: [0x7F, 0])
-            unknown.writeInteger(UInt64(38), endianness: .little)
-            raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: unknown), promise: nil)
-            let unknownReply = await raw.reply(38)
-            #expect(unknownReply?.reason?.contains("unknown binary operation") == true)
-            var truncated = ByteBuffer(bytes: [BinaryFrame.publishOp, 0])
-            truncated.writeInteger(UInt64(39), endianness: .little)
-            raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: truncated), promise: nil)
-            let truncatedReply = await raw.reply(39)
-            #expect(truncatedReply?.reason?.contains("truncated") == true)
-            raw.channel.close(promise: nil)
+        let harness = try await Harness.start()
+        let raw = try await RawConnection.open(port: harness.port)
+        #expect(await raw.login("mallory")?.type == .ok)
+        let cases: [(UInt64, String, String)] = [
+            (31, #"{"type":"publish","id":31,"channel":"room","text":123}"#, "'text'"),
+            (32, #"{"type":"subscribe","id":32,"channel":"room","withPresence":"yes"}"#, "'withPresence'"),
+            (33, #"{"type":"publish","id":33,"channel":"room","data":"@@not base64@@"}"#, "'data'"),
+            (34, #"{"type":"publish","id":34,"channel":"room","text":"x","ts":"soon"}"#, "'ts'"),
+            (35, #"{"type":"publish","id":35,"channel":"room","text":"x","ts":99999999999999999999999}"#, "'ts'"),
+            (40, #"{"type":"publish","id":40,"channel":"room","text":"x","ts":1e400}"#, "'ts': must be a whole number"),
+            (36, #"{"type":"setMetadata","id":36,"storageType":"channel","channel":"room","metadata":{"majorRevision":-1,"items":[{"key":"k"}]}}"#, "metadata.items[0].value"),
+        ]
+        for (id, text, field) in cases {
+            raw.sendRaw(text)
+            let reply = await raw.reply(id)
+            #expect(reply?.code == RTMErrorCode.invalidFrame.rawValue, "\(text)")
+            #expect(reply?.reason?.contains(field) == true, "\(text) → \(reply?.reason ?? "no reply")")
+            #expect(reply?.reason?.contains("Swift") == false && reply?.reason?.contains("Base64") == false, "\(text) → \(reply?.reason ?? "")")
         }
+        // Broken JSON: no id to read, but the reason says what is wrong (not "not a JSON object").
+        raw.sendRaw(#"{"type":"publish","id":37,"x":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}")
+        let deep = await raw.frames.first(within: soon) { $0.type == .error && $0.reason?.contains("JSON") == true }
+        #expect(deep?.reason?.contains("not a JSON object") == false)
+
+        // Binary: an unknown operation and a truncated publish still carry their id.
+        var unknown = ByteBuffer(bytes: [0x7F, 0])
+        unknown.writeInteger(UInt64(38), endianness: .little)
+        raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: unknown), promise: nil)
+        let unknownReply = await raw.reply(38)
+        #expect(unknownReply?.reason?.contains("unknown binary operation") == true)
+        var truncated = ByteBuffer(bytes: [BinaryFrame.publishOp, 0])
+        truncated.writeInteger(UInt64(39), endianness: .little)
+        raw.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: truncated), promise: nil)
+        let truncatedReply = await raw.reply(39)
+        #expect(truncatedReply?.reason?.contains("truncated") == true)
+        raw.channel.close(promise: nil)
+        await harness.stop()
     }
 }
 
@@ -293,31 +293,31 @@ struct SocketBudgetTests {
     func socketsPastTheBudgetAreClosed() async throws {
         // The raw peers never log in: the login deadline is set far past the test, so only
         // admission control can close them, however slowly the steps before the check run.
-        try await Harness.with({
+        let harness = try await Harness.start {
             $0.maxConnections = 3
             $0.loginDeadline = .seconds(60)
-        }) { harness in
-            let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
-            try await alice.subscribe("room")
-            // Three more sockets for the two places left. The kernel completes each handshake
-            // before the server accepts it, and the server admits each on its own event loop, so
-            // which of the three is the one too many is not fixed: exactly one is closed at once.
-            var connected: [RawPeer] = []
-            for _ in 0..<3 { connected.append(try await RawPeer.connect(port: harness.port)) }
-            let peers = connected
-            #expect(await waitUntil { peers.contains(where: \.isClosed) })
-            // A window in which nothing more may happen (the rule: exactly one closed, the others not).
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(peers.filter(\.isClosed).count == 1)
-            // The logged-in client is untouched.
-            let (bob, _) = try await Harness.client("bob", port: harness.port, login: false)
-            for peer in peers { await peer.close() }
-            try await bob.login(token: Harness.token("bob"))   // places freed: admitted again
-            _ = try await bob.publish(channel: "room", message: "still serving")
-            #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "still serving" } != nil)
-            await bob.logout()
-            await alice.logout()
         }
+        let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
+        try await alice.subscribe("room")
+        // Three more sockets for the two places left. The kernel completes each handshake
+        // before the server accepts it, and the server admits each on its own event loop, so
+        // which of the three is the one too many is not fixed: exactly one is closed at once.
+        var connected: [RawPeer] = []
+        for _ in 0..<3 { connected.append(try await RawPeer.connect(port: harness.port)) }
+        let peers = connected
+        #expect(await waitUntil { peers.contains(where: \.isClosed) })
+        // A window in which nothing more may happen (the rule: exactly one closed, the others not).
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(peers.filter(\.isClosed).count == 1)
+        // The logged-in client is untouched.
+        let (bob, _) = try await Harness.client("bob", port: harness.port, login: false)
+        for peer in peers { await peer.close() }
+        try await bob.login(token: Harness.token("bob"))   // places freed: admitted again
+        _ = try await bob.publish(channel: "room", message: "still serving")
+        #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "still serving" } != nil)
+        await bob.logout()
+        await alice.logout()
+        await harness.stop()
     }
 
     @Test("T-9: the default socket budget is the open-file limit less a reserve for the server's own files")

@@ -125,21 +125,3 @@ let soon: Duration = .seconds(5)
 /// data directory took more than `soon` while this machine's disk stalled.
 let processStart: Duration = .seconds(20)
 
-/// The cast of a cut: alice through a fault proxy, bob straight to the server, both subscribed
-/// to `channel`.
-struct ProxiedPair {
-    let proxy: FaultProxy
-    let alice: RTMClient
-    let aliceEvents: AsyncRecorder<RTMEvent>
-    let bob: RTMClient
-    let bobEvents: AsyncRecorder<RTMEvent>
-
-    static func start(_ harness: Harness, channel: String = "room") async throws -> ProxiedPair {
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
-        let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
-        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-        try await bob.subscribe(channel)
-        try await alice.subscribe(channel)
-        return ProxiedPair(proxy: proxy, alice: alice, aliceEvents: aliceEvents, bob: bob, bobEvents: bobEvents)
-    }
-}

@@ -202,44 +202,44 @@ struct ProcessTests {
     func suspendedProcess() async throws {
         // The server allows 2 s of silence (0.1 s heartbeat + 1.9 s slack), so a 1 s stop is
         // survivable and a 3.5 s stop is not.
-        try await Harness.with({ $0.heartbeatSlack = .milliseconds(1900) }) { harness in
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            try await bob.subscribe("room")
-            let listener = try RTMProcess(arguments: [
-                "listen", "room", "--url", "ws://127.0.0.1:\(harness.port)", "--user", "sleeper",
-                "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--allow-test-timings", "--heartbeat", "0.1", "--pong-timeout", "0.3", "--presence-timeout", "0.5",
-            ])
-            defer { listener.stop() }
-            let subscribed = await listener.waitForLine(containing: "snapshot")
-            try #require(subscribed != nil, "listener never subscribed: \(listener.output)")
+        let harness = try await Harness.start { $0.heartbeatSlack = .milliseconds(1900) }
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let listener = try RTMProcess(arguments: [
+            "listen", "room", "--url", "ws://127.0.0.1:\(harness.port)", "--user", "sleeper",
+            "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+            "--allow-test-timings", "--heartbeat", "0.1", "--pong-timeout", "0.3", "--presence-timeout", "0.5",
+        ])
+        defer { listener.stop() }
+        let subscribed = await listener.waitForLine(containing: "snapshot")
+        try #require(subscribed != nil, "listener never subscribed: \(listener.output)")
 
-            // 1. A short stop: every timer of the client is stale on resume (pong deadline long
-            //    past); it must probe again, not declare the link dead.
-            listener.signal(SIGSTOP)
-            try await Task.sleep(for: .seconds(1))   // the length of the fault, not a wait for a result
-            listener.signal(SIGCONT)
-            let mark = listener.output.count
-            try await bob.publish(channel: "room", message: "after-short-stop")
-            #expect(await listener.waitForLine(containing: "after-short-stop", after: mark) != nil)
-            #expect(listener.output.allSatisfy { !$0.contains("→ disconnected") }, "\(listener.output)")
-            #expect(await bobEvents.matching { $0.presenceEvent?.userId == "sleeper" && $0.presenceEvent?.kind != .remoteJoin }.isEmpty)
+        // 1. A short stop: every timer of the client is stale on resume (pong deadline long
+        //    past); it must probe again, not declare the link dead.
+        listener.signal(SIGSTOP)
+        try await Task.sleep(for: .seconds(1))   // the length of the fault, not a wait for a result
+        listener.signal(SIGCONT)
+        let mark = listener.output.count
+        try await bob.publish(channel: "room", message: "after-short-stop")
+        #expect(await listener.waitForLine(containing: "after-short-stop", after: mark) != nil)
+        #expect(listener.output.allSatisfy { !$0.contains("→ disconnected") }, "\(listener.output)")
+        #expect(await bobEvents.matching { $0.presenceEvent?.userId == "sleeper" && $0.presenceEvent?.kind != .remoteJoin }.isEmpty)
 
-            // 2. A long stop: the server has given up on the connection meanwhile. On resume the
-            //    client notices at once and is connected again within about one round trip.
-            listener.signal(SIGSTOP)
-            try await Task.sleep(for: .milliseconds(3500))   // the length of the fault, not a wait for a result
-            let resumeMark = listener.output.count
-            let resumed = ContinuousClock.now
-            listener.signal(SIGCONT)
-            let back = await listener.waitForLine(containing: "op=reconnected", after: resumeMark)
-            #expect(back != nil, "\(listener.output)")
-            #expect(ContinuousClock.now - resumed < .seconds(2))
-            let mark2 = listener.output.count
-            try await bob.publish(channel: "room", message: "after-long-stop")
-            #expect(await listener.waitForLine(containing: "after-long-stop", after: mark2) != nil)
-            await bob.logout()
-        }
+        // 2. A long stop: the server has given up on the connection meanwhile. On resume the
+        //    client notices at once and is connected again within about one round trip.
+        listener.signal(SIGSTOP)
+        try await Task.sleep(for: .milliseconds(3500))   // the length of the fault, not a wait for a result
+        let resumeMark = listener.output.count
+        let resumed = ContinuousClock.now
+        listener.signal(SIGCONT)
+        let back = await listener.waitForLine(containing: "op=reconnected", after: resumeMark)
+        #expect(back != nil, "\(listener.output)")
+        #expect(ContinuousClock.now - resumed < .seconds(2))
+        let mark2 = listener.output.count
+        try await bob.publish(channel: "room", message: "after-long-stop")
+        #expect(await listener.waitForLine(containing: "after-long-stop", after: mark2) != nil)
+        await bob.logout()
+        await harness.stop()
     }
 
     @Test("K-1/K-2, the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")

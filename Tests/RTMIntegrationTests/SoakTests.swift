@@ -8,28 +8,28 @@ import Testing
 struct SoakTests {
     @Test("soak: 2 s of churn (login, subscribe, publish → own delivery, logout, cut) against a real server, reported every 0.5 s")
     func shortSoak() async throws {
-        try await Harness.with { harness in
-            var options = SoakRun.Options()
-            options.url = "ws://127.0.0.1:\(harness.port)"
-            options.appId = Harness.appId
-            options.certificate = Harness.certificate
-            options.duration = 2
-            options.concurrency = 2
-            options.reportEvery = 0.5
-            options.serverPID = getpid()   // the server runs in this process
-            let lines = NIOLockedLines()
-            let result = try await SoakRun.run(options) { lines.append($0) }
-            #expect(result.errors == 0, "\(result.firstErrors)")
-            #expect(result.cycles > 0)
-            #expect(result.samples.count >= 4, "\(lines.all)")
-            #expect(result.samples.allSatisfy { $0.rssBytes != nil && $0.descriptors != nil && $0.threads != nil })
-            #expect(result.samples.last?.cycles == result.cycles)
-            #expect(result.samples.dropFirst().contains { $0.loginP50Ms > 0 && $0.deliveryP50Ms > 0 })
-            #expect(result.growing != nil || result.verdict.hasPrefix("not judged"), "\(result.verdict)")
-            #expect(lines.all.count == result.samples.count)
-            // The cut sessions are left to the server's grace; every SDK client logged out.
-            #expect(harness.server.connectionCounters.message <= options.concurrency)
-        }
+        let harness = try await Harness.start()
+        var options = SoakRun.Options()
+        options.url = "ws://127.0.0.1:\(harness.port)"
+        options.appId = Harness.appId
+        options.certificate = Harness.certificate
+        options.duration = 2
+        options.concurrency = 2
+        options.reportEvery = 0.5
+        options.serverPID = getpid()   // the server runs in this process
+        let lines = NIOLockedLines()
+        let result = try await SoakRun.run(options) { lines.append($0) }
+        #expect(result.errors == 0, "\(result.firstErrors)")
+        #expect(result.cycles > 0)
+        #expect(result.samples.count >= 4, "\(lines.all)")
+        #expect(result.samples.allSatisfy { $0.rssBytes != nil && $0.descriptors != nil && $0.threads != nil })
+        #expect(result.samples.last?.cycles == result.cycles)
+        #expect(result.samples.dropFirst().contains { $0.loginP50Ms > 0 && $0.deliveryP50Ms > 0 })
+        #expect(result.growing != nil || result.verdict.hasPrefix("not judged"), "\(result.verdict)")
+        #expect(lines.all.count == result.samples.count)
+        // The cut sessions are left to the server's grace; every SDK client logged out.
+        #expect(harness.server.connectionCounters.message <= options.concurrency)
+        await harness.stop()
     }
 
     static func samples(_ rss: [Int], every seconds: Double = 10, cyclesPerSample: Int = 100) -> [SoakRun.Sample] {

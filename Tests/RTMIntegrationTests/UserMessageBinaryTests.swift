@@ -13,61 +13,61 @@ import Testing
 struct UserMessageBinaryTests {
     @Test("M-1: 300 user messages sent at once over the binary path arrive once each, in order, with increasing store ids; receipts say online")
     func manyInOrder() async throws {
-        try await Harness.with { harness in
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            let (alice, _) = try await Harness.client("alice", port: harness.port)
-            // Sent back to back (not awaited one by one), so they share reads and commits.
-            let receipts = try await withThrowingTaskGroup(of: (Int, UserMessageReceipt).self) { group in
-                for i in 0..<150 {
-                    group.addTask { (i, try await alice.publish(toUser: "bob", message: "m\(i)")) }
-                }
-                var all: [(Int, UserMessageReceipt)] = []
-                for try await result in group { all.append(result) }
-                return all
+        let harness = try await Harness.start()
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        // Sent back to back (not awaited one by one), so they share reads and commits.
+        let receipts = try await withThrowingTaskGroup(of: (Int, UserMessageReceipt).self) { group in
+            for i in 0..<150 {
+                group.addTask { (i, try await alice.publish(toUser: "bob", message: "m\(i)")) }
             }
-            #expect(receipts.allSatisfy { $0.1.stored && $0.1.receiverOnline && $0.1.messageId > 0 })
-            #expect(Set(receipts.map(\.1.messageId)).count == 150)
-            // A second batch, awaited in order: deliveries must follow the send order.
-            for i in 150..<300 { try await alice.publish(toUser: "bob", message: "m\(i)") }
-            _ = await bobEvents.first(within: soon) { $0.messageEvent?.text == "m299" }
-            let received = await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap(\.messageEvent)
-            #expect(received.count == 300)
-            #expect(Set(received.compactMap(\.text)).count == 300)
-            #expect(Array(received.compactMap(\.text).suffix(150)) == (150..<300).map { "m\($0)" })
-            let ids = received.compactMap(\.seq)
-            #expect(ids == ids.sorted() && Set(ids).count == ids.count)
-            #expect(received.allSatisfy { $0.publisher == "alice" && $0.channelName == "bob" })
-            await bob.logout()
-            await alice.logout()
+            var all: [(Int, UserMessageReceipt)] = []
+            for try await result in group { all.append(result) }
+            return all
         }
+        #expect(receipts.allSatisfy { $0.1.stored && $0.1.receiverOnline && $0.1.messageId > 0 })
+        #expect(Set(receipts.map(\.1.messageId)).count == 150)
+        // A second batch, awaited in order: deliveries must follow the send order.
+        for i in 150..<300 { try await alice.publish(toUser: "bob", message: "m\(i)") }
+        _ = await bobEvents.first(within: soon) { $0.messageEvent?.text == "m299" }
+        let received = await bobEvents.matching { $0.messageEvent?.channelType == .user }.compactMap(\.messageEvent)
+        #expect(received.count == 300)
+        #expect(Set(received.compactMap(\.text)).count == 300)
+        #expect(Array(received.compactMap(\.text).suffix(150)) == (150..<300).map { "m\($0)" })
+        let ids = received.compactMap(\.seq)
+        #expect(ids == ids.sorted() && Set(ids).count == ids.count)
+        #expect(received.allSatisfy { $0.publisher == "alice" && $0.channelName == "bob" })
+        await bob.logout()
+        await alice.logout()
+        await harness.stop()
     }
 
     @Test("M-1: a JSON receiver still gets JSON user messages from a binary sender; a malformed binary sendUser gets -10100 with its id")
     func jsonReceiverAndMalformed() async throws {
-        try await Harness.with { harness in
-            let (alice, _) = try await Harness.client("alice", port: harness.port)
-            let raw = try await RawConnection.open(port: harness.port)
-            #expect(await raw.login("carol")?.type == .ok)   // no binaryUser: JSON deliveries
-            try await alice.publish(toUser: "carol", message: "to json")
-            let delivered = await raw.frames.first(within: soon) { $0.type == .message && $0.channelType == "user" }
-            #expect(delivered?.text == "to json" && delivered?.publisher == "alice" && delivered?.channel == "carol")
-            // A binary sendUser cut inside its receiver id: the error names request 77.
-            var frame = ByteBuffer()
-            BinaryFrame.writeSendUser(into: &frame, requestID: 77, msgId: 1, receiver: "someone", customType: nil, isText: true, payload: "x".utf8)
-            raw.sendBinary(frame.getSlice(at: 0, length: 20)!)
-            let error = await raw.reply(77)
-            #expect(error?.type == .error && error?.code == RTMErrorCode.invalidFrame.rawValue)
-            // Well-formed (the transport sends sendUser in the binary form): a receipt; an invalid
-            // receiver: a JSON error with its id.
-            raw.send(Frame(type: .sendUser, id: 78, userId: "alice", text: "hi", msgId: 2))
-            raw.send(Frame(type: .sendUser, id: 79, userId: "", text: "hi", msgId: 3))
-            let receipt = await raw.reply(78)
-            #expect(receipt?.type == .ok && receipt?.stored == true && receipt?.receiverOnline == true && (receipt?.msgId ?? 0) > 0)
-            let invalid = await raw.reply(79)
-            #expect(invalid?.type == .error && invalid?.code == RTMErrorCode.invalidUserId.rawValue)
-            raw.channel.close(promise: nil)
-            await alice.logout()
-        }
+        let harness = try await Harness.start()
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let raw = try await RawConnection.open(port: harness.port)
+        #expect(await raw.login("carol")?.type == .ok)   // no binaryUser: JSON deliveries
+        try await alice.publish(toUser: "carol", message: "to json")
+        let delivered = await raw.frames.first(within: soon) { $0.type == .message && $0.channelType == "user" }
+        #expect(delivered?.text == "to json" && delivered?.publisher == "alice" && delivered?.channel == "carol")
+        // A binary sendUser cut inside its receiver id: the error names request 77.
+        var frame = ByteBuffer()
+        BinaryFrame.writeSendUser(into: &frame, requestID: 77, msgId: 1, receiver: "someone", customType: nil, isText: true, payload: "x".utf8)
+        raw.sendBinary(frame.getSlice(at: 0, length: 20)!)
+        let error = await raw.reply(77)
+        #expect(error?.type == .error && error?.code == RTMErrorCode.invalidFrame.rawValue)
+        // Well-formed (the transport sends sendUser in the binary form): a receipt; an invalid
+        // receiver: a JSON error with its id.
+        raw.send(Frame(type: .sendUser, id: 78, userId: "alice", text: "hi", msgId: 2))
+        raw.send(Frame(type: .sendUser, id: 79, userId: "", text: "hi", msgId: 3))
+        let receipt = await raw.reply(78)
+        #expect(receipt?.type == .ok && receipt?.stored == true && receipt?.receiverOnline == true && (receipt?.msgId ?? 0) > 0)
+        let invalid = await raw.reply(79)
+        #expect(invalid?.type == .error && invalid?.code == RTMErrorCode.invalidUserId.rawValue)
+        raw.channel.close(promise: nil)
+        await alice.logout()
+        await harness.stop()
     }
 
     @Test("M-3: a sendUser resent after the server was killed with SIGKILL and restarted (its reply lost) gets the first id and is delivered once")
