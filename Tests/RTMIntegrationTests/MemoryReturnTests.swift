@@ -14,10 +14,6 @@ struct MemoryReturnTests {
             $0.memoryTrimInterval = .milliseconds(100)
             $0.heartbeatSlack = .seconds(60)   // the readers that stop are cut as slow consumers, not as silent
         }
-        // Memory that earlier tests of this process freed, and the allocator still holds, is
-        // given back first: otherwise the backlogs below can grow inside it without raising
-        // the resident size, and the baseline is not this test's starting point.
-        _ = MemoryTrimmer.trim?(0)
         let baseline = try #require(MemoryTrimmer.residentBytes())
         // Ten subscribers, each on a channel of its own, stop reading: each backlog grows to
         // the 4 MiB budget and the server cuts it.

@@ -77,9 +77,8 @@ final class MemoryTrimmer: @unchecked Sendable {   // its one mutable field is b
         }
     }
 
-    /// `malloc_trim(pad)`, found at run time (glibc only; not in Swift's Glibc module). Internal:
-    /// a test gives freed memory back before it takes a resident-size baseline.
-    static let trim: (@convention(c) (Int) -> Int32)? = {
+    /// `malloc_trim(pad)`, found at run time (glibc only; not in Swift's Glibc module).
+    private static let trim: (@convention(c) (Int) -> Int32)? = {
         #if os(Linux)
         guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "malloc_trim") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
