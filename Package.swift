@@ -42,6 +42,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // `rtm serve`'s settings: command line, environment and JSON or YAML file, one declaration
+        // per setting (`ServeSettingDeclarations`). YAML through Yams, which the trait brings in;
+        // Yams is also named here because the settings reader lists a YAML file's keys itself.
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),
+        // `rtm admin`'s client, generated from openapi/admin.yaml by swift-openapi-generator
+        // (committed: `RTMAdminAPI/README.md` says how to regenerate; CI checks it is current).
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         // `swift package generate-documentation --target RTMClient` (the DocC catalog; CI builds it).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -144,14 +153,30 @@ let package = Package(
         ]),
         .executableTarget(name: "rtm", dependencies: [
             // RTMLocalPostgres: `rtm bench cluster` starts a throwaway PostgreSQL as the tests do.
-            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMLocalPostgres", "RTMFaultProxy",
+            "RTMProtocol", "RTMAuth", "RTMServer", "RTMClient", "RTMBench", "RTMPostgres", "RTMLocalPostgres", "RTMFaultProxy", "RTMAdminAPI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            // `rtm admin` over https with its own trust roots (`--ca-file`).
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "Configuration", package: "swift-configuration"),
+            .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
+        // The admin API's types and client, generated from openapi/admin.yaml (package access).
+        // Swift 6 mode, its warnings silenced: the generator's output is not edited by hand, and
+        // it imports modules some files do not use (`openapi/generate.sh --check` guards it).
+        .target(name: "RTMAdminAPI", dependencies: [
+            .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+        ], exclude: ["openapi-generator-config.yaml", "README.md"],
+        swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]),
         // A command-line chat with presence on the public SDK API only (`rtm-chat-example`).
         .executableTarget(name: "rtm-chat-example", dependencies: ["RTMClient"], path: "Examples/ChatExample",
                           swiftSettings: strict),

@@ -1,9 +1,9 @@
 import Foundation
 
 /// What a session may do: for channel names and for other users' ids, name patterns mapped to
-/// the operations they allow. Carried by a capability token (`CapabilityToken`); a session
-/// whose login brought none has no `Capabilities` and may do anything outside the server's
-/// private namespaces.
+/// the operations they allow. Carried by a capability token (`CapabilityToken`), or set by the
+/// server as the default of sessions whose login brought none (without a default, such a
+/// session may do anything outside the server's private namespaces).
 ///
 /// A pattern is an exact name (`lobby`), a prefix ending in `*` (`room.*` matches `room.a`
 /// and `room.`), or `*` alone (every name). A name is allowed an operation when any pattern

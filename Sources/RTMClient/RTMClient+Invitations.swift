@@ -19,7 +19,8 @@ extension RTMClient {
     /// `refusedByRemote` with its response, or `failure`: `remoteOffline` when the callee stays
     /// offline for 30 s (it is delivered as soon as the callee logs in until then),
     /// `remoteNoResponse` when it was online but never acknowledged within 30 s, `expire` when
-    /// nobody acted on it within 60 s of sending.
+    /// nobody acted on it within 60 s of sending. Inviting oneself throws
+    /// `invitationInvalidArgument` (-16101) without asking the server (which refuses it too).
     @discardableResult
     public func sendLocalInvitation(calleeId: String, content: String = "", channelId: String? = nil) async throws(RTMError) -> LocalInvitation {
         let operation = "sendLocalInvitation"

@@ -5,7 +5,9 @@ import RTMProtocol
 /// other users (AGORA_REFERENCE §1.5, §1.7).
 extension RTMClient {
     /// The online state of up to 256 users: `online` while their session lives (a query never
-    /// says `unreachable`), else `offline`. At most 10 calls per 5 s (server-configurable).
+    /// says `unreachable`), else `offline`. At most 10 calls per 5 s (server-configurable). One
+    /// status per entry of `userIds`, in its order: a user named twice is answered twice, and
+    /// both entries count toward the 256.
     ///
     /// ```swift
     /// let statuses = try await client.queryPeersOnlineStatus(["bob", "carol"])

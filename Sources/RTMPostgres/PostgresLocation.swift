@@ -14,14 +14,15 @@ public struct PostgresLocation: Sendable, Equatable {
     /// libpq's `sslmode`: `disable`, `prefer` (the default: TLS when the server offers it) or `require`.
     public var sslMode: String
 
-    /// Parses `url`; throws a `PostgresLocationError` naming what is wrong with it.
+    /// Parses `url`; throws a `PostgresLocationError` naming what is wrong with it (never the URL
+    /// itself, which may hold a password).
     public init(url: String) throws {
         guard let components = URLComponents(string: url), let scheme = components.scheme,
               scheme == "postgres" || scheme == "postgresql" else {
-            throw PostgresLocationError("not a postgres:// URL: \(url)")
+            throw PostgresLocationError("not a postgres:// URL")
         }
-        guard let host = components.host, !host.isEmpty else { throw PostgresLocationError("the URL names no host: \(url)") }
-        guard let user = components.user, !user.isEmpty else { throw PostgresLocationError("the URL names no user: \(url)") }
+        guard let host = components.host, !host.isEmpty else { throw PostgresLocationError("the URL names no host") }
+        guard let user = components.user, !user.isEmpty else { throw PostgresLocationError("the URL names no user") }
         self.host = host
         self.port = components.port ?? 5432
         self.username = user

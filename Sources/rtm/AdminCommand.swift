@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RTMAdminAPI
 
 /// `rtm admin <verb>`: the admin HTTP API from the command line (`openapi/admin.yaml`).
 struct AdminCommand: AsyncParsableCommand {
@@ -17,13 +18,13 @@ struct AdminCommand: AsyncParsableCommand {
     struct Info: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Node info: version, uptime, connections, sessions, channels, counters.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/info") }
+        func run() async throws { try await admin.call { try await $0.getInfo().ok.body.json } }
     }
 
     struct Channels: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The channels the server knows, with member counts.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/channels") }
+        func run() async throws { try await admin.call { try await $0.listChannels(query: .init(appId: admin.appId)).ok.body.json } }
     }
 
     struct Channel: AsyncParsableCommand {
@@ -31,15 +32,14 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
         @Argument(help: "Channel name.") var channel: String
         func run() async throws {
-            let name = channel.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? channel
-            try await admin.call("GET", "/v1/channels/\(name)")
+            try await admin.call { try await $0.getChannel(path: .init(channel: channel), query: .init(appId: admin.appId)).ok.body.json }
         }
     }
 
     struct Sessions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Sessions: connected users and users within their grace window.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/sessions") }
+        func run() async throws { try await admin.call { try await $0.listSessions(query: .init(appId: admin.appId)).ok.body.json } }
     }
 
     struct Publish: AsyncParsableCommand {
@@ -51,8 +51,9 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Custom message type.") var customType: String?
         @Flag(help: "Also store it in the channel's history.") var store = false
         func run() async throws {
-            try await admin.call("POST", "/v1/publish", body: ["channel": channel, "message": message, "publisher": publisher,
-                                                                "customType": customType, "storeInHistory": store])
+            let fields = Operations.publish.Input.Body.jsonPayload.Value1Payload(
+                appId: admin.appId, channel: channel, message: message, customType: customType, publisher: publisher, storeInHistory: store)
+            try await admin.call { try await $0.publish(body: .json(.init(value1: fields, value2: .case1(.init())))).ok.body.json }
         }
     }
 
@@ -65,8 +66,9 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Custom message type.") var customType: String?
         @Flag(help: "Also store it in the conversation's history.") var store = false
         func run() async throws {
-            try await admin.call("POST", "/v1/send", body: ["user": user, "message": message, "from": from,
-                                                             "customType": customType, "storeInHistory": store])
+            let fields = Operations.send.Input.Body.jsonPayload.Value1Payload(
+                appId: admin.appId, user: .init(value1: user), message: message, customType: customType, from: from, storeInHistory: store)
+            try await admin.call { try await $0.send(body: .json(.init(value1: fields, value2: .case1(.init())))).ok.body.json }
         }
     }
 
@@ -77,7 +79,8 @@ struct AdminCommand: AsyncParsableCommand {
         @Flag(help: "Include each member's temporary state.") var includeState = false
         @Option(help: "The previous answer's nextPage.") var page: String?
         func run() async throws {
-            try await admin.call("GET", "/v1/presence/whonow", query: ["channel": channel, "includeState": includeState ? "true" : nil, "page": page])
+            let query = Operations.whoNow.Input.Query(channel: channel, includeState: includeState ? true : nil, page: page, appId: admin.appId)
+            try await admin.call { try await $0.whoNow(query: query).ok.body.json }
         }
     }
 
@@ -85,7 +88,7 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "wherenow", abstract: "Which channels a user is in.")
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
-        func run() async throws { try await admin.call("GET", "/v1/presence/wherenow", query: ["user": user]) }
+        func run() async throws { try await admin.call { try await $0.whereNow(query: .init(user: user, appId: admin.appId)).ok.body.json } }
     }
 
     struct History: AsyncParsableCommand {
@@ -96,8 +99,9 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "Messages per page [1, 100].") var count = 100
         @Option(help: "Only messages older than this (ms; the previous answer's newStart).") var start: Int64?
         func run() async throws {
-            try await admin.call("GET", "/v1/history", query: ["channel": channel, "channelType": userConversation ? "user" : "message",
-                                                              "count": "\(count)", "start": start.map { "\($0)" }])
+            let query = Operations.getHistory.Input.Query(channel: channel, channelType: userConversation ? .user : .message, count: count,
+                                                          start: start.map { Int($0) }, appId: admin.appId)
+            try await admin.call { try await $0.getHistory(query: query).ok.body.json }
         }
     }
 
@@ -108,7 +112,9 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
         @Option(help: "Reason the client sees.") var reason: String?
-        func run() async throws { try await admin.call("POST", "/v1/disconnect", body: ["user": user, "reason": reason]) }
+        func run() async throws {
+            try await admin.call { try await $0.disconnect(body: .json(.init(appId: admin.appId, user: user, reason: reason))).ok.body.json }
+        }
     }
 
     struct Kick: AsyncParsableCommand {
@@ -119,7 +125,9 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "User id.") var user: String
         @Option(help: "Reason the client sees.") var reason: String?
         @Option(help: "Also ban the user for this many seconds.") var ban: Double?
-        func run() async throws { try await admin.call("POST", "/v1/kick", body: ["user": user, "reason": reason, "banSeconds": ban]) }
+        func run() async throws {
+            try await admin.call { try await $0.kick(body: .json(.init(appId: admin.appId, user: user, reason: reason, banSeconds: ban))).ok.body.json }
+        }
     }
 
     struct Ban: AsyncParsableCommand {
@@ -128,20 +136,22 @@ struct AdminCommand: AsyncParsableCommand {
         @Argument(help: "User id.") var user: String
         @Argument(help: "Seconds.") var seconds: Double
         @Option(help: "Reason the client sees.") var reason: String?
-        func run() async throws { try await admin.call("POST", "/v1/ban", body: ["user": user, "seconds": seconds, "reason": reason]) }
+        func run() async throws {
+            try await admin.call { try await $0.ban(body: .json(.init(appId: admin.appId, user: user, seconds: seconds, reason: reason))).ok.body.json }
+        }
     }
 
     struct Unban: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Lift a ban.")
         @OptionGroup var admin: AdminOptions
         @Argument(help: "User id.") var user: String
-        func run() async throws { try await admin.call("POST", "/v1/unban", body: ["user": user]) }
+        func run() async throws { try await admin.call { try await $0.unban(body: .json(.init(appId: admin.appId, user: user))).ok.body.json } }
     }
 
     struct Bans: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List active bans.")
         @OptionGroup var admin: AdminOptions
-        func run() async throws { try await admin.call("GET", "/v1/bans") }
+        func run() async throws { try await admin.call { try await $0.listBans(query: .init(appId: admin.appId)).ok.body.json } }
     }
 
     struct Revoke: AsyncParsableCommand {
@@ -155,6 +165,10 @@ struct AdminCommand: AsyncParsableCommand {
         func validate() throws {
             guard (user == nil) != (token == nil) else { throw ValidationError("give exactly one of --user and --token") }
         }
-        func run() async throws { try await admin.call("POST", "/v1/revoke", body: ["user": user, "token": token, "reason": reason]) }
+        func run() async throws {
+            let fields = Operations.revoke.Input.Body.jsonPayload.Value1Payload(appId: admin.appId, user: user, token: token, reason: reason)
+            let which = Operations.revoke.Input.Body.jsonPayload.Value2Payload(value1: token.map { _ in .init() }, value2: user.map { _ in .init() })
+            try await admin.call { try await $0.revoke(body: .json(.init(value1: fields, value2: which))).ok.body.json }
+        }
     }
 }

@@ -14,18 +14,4 @@ struct RTMCommand: AsyncParsableCommand {
             """,
         subcommands: [Serve.self, TokenCommand.self, Listen.self, Sub.self, Pub.self, Send.self,
                       StreamCommand.self, MetaCommand.self, LockCommand.self, HistoryCommand.self, OnlineCommand.self, CallCommand.self, AdminCommand.self, Bench.self])
-
-    /// `rtm serve` also takes its options from a configuration file and the environment
-    /// (`ServeSettings`): they are added to its command line before it is parsed.
-    static func main() async {
-        var arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.first == "serve" {
-            do {
-                arguments = ["serve"] + (try ServeSettings.expand(Array(arguments.dropFirst()), environment: ProcessInfo.processInfo.environment))
-            } catch {
-                Serve.exit(withError: error)
-            }
-        }
-        await main(arguments)
-    }
 }

@@ -40,6 +40,39 @@ struct AdminTLSTests {
         #expect(try await Self.curl(base + "/v1/info", ["--cacert", certificates.caFile]).status != 0)
     }
 
+    @Test("`rtm admin --ca-file` (and SSL_CERT_FILE) reaches an HTTPS admin listener whose certificate a private CA signed; without it the error names the untrusted certificate in our words; a CA file that cannot be used is named")
+    func adminCommandTrustsPrivateCA() async throws {
+        let certificates = try TestCertificates.make("admin-cli")
+        let other = try TestCertificates.make("admin-cli-other")
+        defer { certificates.remove(); other.remove() }
+        let admin = try await AdminHarness.start {
+            $0.adminTLSCertificatePath = certificates.certificateFile
+            $0.adminTLSKeyPath = certificates.keyFile
+        }
+        defer { Task { await admin.stop() } }
+        let url = "https://127.0.0.1:\(admin.adminPort)"
+        func rtmAdmin(_ options: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+            let process = try RTMProcess(arguments: ["admin", "info", "--admin-url", url, "--admin-key", AdminHarness.key] + options,
+                                         environment: environment)
+            process.waitUntilExit()
+            return (process.process.terminationStatus, process.output.joined(separator: "\n"))
+        }
+        let trusted = try rtmAdmin(["--ca-file", certificates.caFile])
+        #expect(trusted.status == 0 && trusted.output.contains("\"sessions\""), "\(trusted.output)")
+        let fromEnvironment = try rtmAdmin([], environment: ["SSL_CERT_FILE": certificates.caFile])
+        #expect(fromEnvironment.status == 0 && fromEnvironment.output.contains("\"sessions\""), "\(fromEnvironment.output)")
+        for (options, environment) in [([String](), [String: String]()), (["--ca-file", other.caFile], [:])] {
+            let untrusted = try rtmAdmin(options, environment: environment)
+            #expect(untrusted.status != 0, "\(untrusted.output)")
+            #expect(untrusted.output.contains("the admin API's certificate at 127.0.0.1:\(admin.adminPort) is not trusted"), "\(untrusted.output)")
+            #expect(untrusted.output.contains("--ca-file"), "\(untrusted.output)")
+            for foreign in ["NSURLErrorDomain", "Code=", "(null)"] { #expect(!untrusted.output.contains(foreign), "\(untrusted.output)") }
+        }
+        let missing = try rtmAdmin(["--ca-file", "/nonexistent/ca.pem"])
+        #expect(missing.status != 0 && missing.output.contains("--ca-file /nonexistent/ca.pem is not a readable PEM file of CA certificates"),
+                "\(missing.output)")
+    }
+
     @Test("a reload rotates each listener on its own: a broken client certificate does not keep the admin listener's new one from being served")
     func reloadEachListener() async throws {
         let client = try await TestCertificates.make("client-side")

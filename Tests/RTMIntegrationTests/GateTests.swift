@@ -144,7 +144,8 @@ struct GateTests {
             let narrow = Self.capability("alice", channels: ["a": Self.all], issuedAt: now)
             func login(_ capability: String?, resumeToken: String? = nil) async throws -> (RawPeer, [String: Any]?) {
                 let peer = try await RawPeer.connect(port: harness.port)
-                var frame: [String: Any] = ["type": "login", "id": 1, "appId": Harness.appId, "userId": "alice", "token": Harness.token("alice")]
+                var frame: [String: Any] = ["type": "login", "id": 1, "appId": Harness.appId, "userId": "alice", "token": Harness.token("alice"),
+                                            "heartbeatInterval": 60, "presenceTimeout": 60]   // no pings needed meanwhile
                 frame["capability"] = capability
                 frame["resumeToken"] = resumeToken
                 var hello = ByteBuffer(string: RawPeer.upgradeRequest())

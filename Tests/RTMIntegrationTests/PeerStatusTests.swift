@@ -138,6 +138,25 @@ struct PeerStatusTests {
         await harness.stop()
     }
 
+    @Test("§1.7: a query naming a user twice answers for it twice, in request order, and both count toward the per-call limit; a subscription names each user once")
+    func userNamedTwice() async throws {
+        let harness = try await Self.start { $0.peerStatusMaxUsersPerCall = 3 }
+        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (bob, _) = try await Harness.client("bob", port: harness.port)
+        let peers = try await alice.queryPeersOnlineStatus(["bob", "carol", "bob"])
+        #expect(peers == [PeerOnlineStatus(userId: "bob", state: .online), PeerOnlineStatus(userId: "carol", state: .offline),
+                          PeerOnlineStatus(userId: "bob", state: .online)])
+        do {
+            _ = try await alice.queryPeersOnlineStatus(["bob", "bob", "bob", "bob"])
+            Issue.record("four entries naming one user passed a limit of three")
+        } catch { #expect(error.code == .invalidParameter) }
+        try await alice.subscribePeersOnlineStatus(["bob", "bob"])
+        #expect(await alice.subscribedPeers == ["bob"])
+        await bob.logout()
+        await alice.logout()
+        await harness.stop()
+    }
+
     @Test("§1.7 limits: users per call, subscribed peers, call rate (reference error codes); logout clears subscriptions")
     func limitsAndLogout() async throws {
         let harness = try await Self.start { config in

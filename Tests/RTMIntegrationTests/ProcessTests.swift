@@ -53,7 +53,8 @@ final class RTMProcess: Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        let partial = NIOLockedValueBox("")
+        // Bytes, not text, until a line is complete: a write can end inside a character ("…").
+        let partial = NIOLockedValueBox(Data())
         let lines = self.lines
         let outputEnded = self.outputEnded
         pipe.fileHandleForReading.readabilityHandler = { handle in
@@ -63,19 +64,19 @@ final class RTMProcess: Sendable {
                 // closed pipe and can crash in libdispatch when the handle goes away.
                 handle.readabilityHandler = nil
                 let last = partial.withLockedValue { buffer in
-                    defer { buffer = "" }
+                    defer { buffer = Data() }
                     return buffer
                 }
-                if !last.isEmpty { lines.withLockedValue { $0.append(last) } }
+                if !last.isEmpty { lines.withLockedValue { $0.append(String(decoding: last, as: UTF8.self)) } }
                 outputEnded.withLockedValue { $0 = true }
                 return
             }
-            let chunk = String(decoding: data, as: UTF8.self)
             let complete = partial.withLockedValue { buffer -> [String] in
-                buffer += chunk
-                var parts = buffer.components(separatedBy: "\n")
-                buffer = parts.removeLast()
-                return parts
+                buffer += data
+                guard let end = buffer.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
+                let text = String(decoding: buffer[..<end], as: UTF8.self)
+                buffer = Data(buffer[buffer.index(after: end)...])
+                return text.components(separatedBy: "\n")
             }
             if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
         }

@@ -45,8 +45,8 @@ struct ServeOptionsTests {
             try json.write(toFile: path, atomically: true, encoding: .utf8)
             return path
         }
-        for (json, words) in [(#"{"colour": "blue"}"#, "unknown option 'colour'"), (#"{"publish-rate": "fast"}"#, "--publish-rate"),
-                              (#"{"store-full-sync": "yes"}"#, "is a flag"), (#"["port"]"#, "not a JSON object")] {
+        for (json, words) in [(#"{"colour": "blue"}"#, "unknown setting colour"), (#"{"publish-rate": "fast"}"#, "json:publish-rate"),
+                              (#"{"store-full-sync": "yes"}"#, "allowed true or false"), (#"["port"]"#, "not a JSON object")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--config", try write(json)])
             await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
