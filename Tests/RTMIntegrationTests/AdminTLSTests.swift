@@ -42,8 +42,8 @@ struct AdminTLSTests {
 
     @Test("`rtm admin --ca-file` (and SSL_CERT_FILE) reaches an HTTPS admin listener whose certificate a private CA signed; without it the error names the untrusted certificate in our words; a CA file that cannot be used is named")
     func adminCommandTrustsPrivateCA() async throws {
-        let certificates = try TestCertificates.make("admin-cli")
-        let other = try TestCertificates.make("admin-cli-other")
+        let certificates = try await TestCertificates.make("admin-cli")
+        let other = try await TestCertificates.make("admin-cli-other")
         defer { certificates.remove(); other.remove() }
         let admin = try await AdminHarness.start {
             $0.adminTLSCertificatePath = certificates.certificateFile
@@ -51,24 +51,24 @@ struct AdminTLSTests {
         }
         defer { Task { await admin.stop() } }
         let url = "https://127.0.0.1:\(admin.adminPort)"
-        func rtmAdmin(_ options: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+        func rtmAdmin(_ options: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
             let process = try RTMProcess(arguments: ["admin", "info", "--admin-url", url, "--admin-key", AdminHarness.key] + options,
                                          environment: environment)
-            process.waitUntilExit()
+            await process.waitUntilExit()
             return (process.process.terminationStatus, process.output.joined(separator: "\n"))
         }
-        let trusted = try rtmAdmin(["--ca-file", certificates.caFile])
+        let trusted = try await rtmAdmin(["--ca-file", certificates.caFile])
         #expect(trusted.status == 0 && trusted.output.contains("\"sessions\""), "\(trusted.output)")
-        let fromEnvironment = try rtmAdmin([], environment: ["SSL_CERT_FILE": certificates.caFile])
+        let fromEnvironment = try await rtmAdmin([], environment: ["SSL_CERT_FILE": certificates.caFile])
         #expect(fromEnvironment.status == 0 && fromEnvironment.output.contains("\"sessions\""), "\(fromEnvironment.output)")
         for (options, environment) in [([String](), [String: String]()), (["--ca-file", other.caFile], [:])] {
-            let untrusted = try rtmAdmin(options, environment: environment)
+            let untrusted = try await rtmAdmin(options, environment: environment)
             #expect(untrusted.status != 0, "\(untrusted.output)")
             #expect(untrusted.output.contains("the admin API's certificate at 127.0.0.1:\(admin.adminPort) is not trusted"), "\(untrusted.output)")
             #expect(untrusted.output.contains("--ca-file"), "\(untrusted.output)")
             for foreign in ["NSURLErrorDomain", "Code=", "(null)"] { #expect(!untrusted.output.contains(foreign), "\(untrusted.output)") }
         }
-        let missing = try rtmAdmin(["--ca-file", "/nonexistent/ca.pem"])
+        let missing = try await rtmAdmin(["--ca-file", "/nonexistent/ca.pem"])
         #expect(missing.status != 0 && missing.output.contains("--ca-file /nonexistent/ca.pem is not a readable PEM file of CA certificates"),
                 "\(missing.output)")
     }
