@@ -164,12 +164,18 @@ public final class LocalPostgres: @unchecked Sendable {
         try signalAll(SIGCONT)
     }
 
-    /// The postmaster (from `postmaster.pid`) and its children, by `/proc`.
-    private func signalAll(_ signal: Int32) throws {
+    /// The postmaster's pid, from `postmaster.pid`.
+    private func postmasterPID() throws -> pid_t {
         let pidFile = try String(contentsOfFile: dataPath + "/postmaster.pid", encoding: .utf8)
         guard let postmaster = pid_t(pidFile.split(separator: "\n").first ?? "") else {
             throw LocalPostgresError("no pid in \(dataPath)/postmaster.pid")
         }
+        return postmaster
+    }
+
+    /// The postmaster (from `postmaster.pid`) and its children, by `/proc`.
+    private func signalAll(_ signal: Int32) throws {
+        let postmaster = try postmasterPID()
         var pids = [postmaster]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
@@ -183,13 +189,19 @@ public final class LocalPostgres: @unchecked Sendable {
         }
     }
 
-    /// Stops the server if it runs and deletes its directory, without waiting for the
-    /// processes to be gone (so it can run in a `defer` of an `async` test): the postmaster and
-    /// its backends get `SIGQUIT`, PostgreSQL's immediate shutdown (what `pg_ctl -m immediate`
-    /// sends), and exit within milliseconds, removing their shared memory as they go.
+    /// Stops the server if it runs and deletes its directory. The postmaster and its backends
+    /// get `SIGQUIT`, PostgreSQL's immediate shutdown (what `pg_ctl -m immediate` sends, without
+    /// starting a `pg_ctl` process), which they finish in milliseconds; the directory is removed
+    /// once the postmaster has exited (bounded: 30 s), as removing it earlier leaves it half
+    /// deleted. Synchronous, so that it can run in a `defer`.
     public func destroy() {
         try? thaw()   // a frozen server would not hear the signal
-        try? signalAll(SIGQUIT)
+        if let postmaster = try? postmasterPID(), (try? signalAll(SIGQUIT)) != nil {
+            let end = ContinuousClock.now + .seconds(30)
+            // Polling the process table: the postmaster is not this process's child, so its
+            // exit has no event here.
+            while Glibc.kill(postmaster, 0) == 0 && ContinuousClock.now < end { usleep(5_000) }
+        }
         try? FileManager.default.removeItem(at: directory)
     }
 
