@@ -189,20 +189,26 @@ public final class LocalPostgres: @unchecked Sendable {
         }
     }
 
-    /// Stops the server if it runs and deletes its directory. The postmaster and its backends
-    /// get `SIGQUIT`, PostgreSQL's immediate shutdown (what `pg_ctl -m immediate` sends, without
-    /// starting a `pg_ctl` process), which they finish in milliseconds; the directory is removed
-    /// once the postmaster has exited (bounded: 30 s), as removing it earlier leaves it half
-    /// deleted. Synchronous, so that it can run in a `defer`.
+    /// Stops the server if it runs and deletes its directory, without holding the caller: the
+    /// postmaster and its backends get `SIGQUIT`, PostgreSQL's immediate shutdown (what
+    /// `pg_ctl -m immediate` sends), and a thread of its own removes the directory once the
+    /// postmaster has exited (bounded: 30 s), as removing it earlier leaves it half deleted. A
+    /// wait here would hold a Swift concurrency pool thread (it runs in `defer`s of async tests).
+    /// A process that exits at once may leave its last directories behind.
     public func destroy() {
         try? thaw()   // a frozen server would not hear the signal
-        if let postmaster = try? postmasterPID(), (try? signalAll(SIGQUIT)) != nil {
-            let end = ContinuousClock.now + .seconds(30)
-            // Polling the process table: the postmaster is not this process's child, so its
-            // exit has no event here.
-            while Glibc.kill(postmaster, 0) == 0 && ContinuousClock.now < end { usleep(5_000) }
-        }
-        try? FileManager.default.removeItem(at: directory)
+        let postmaster = try? postmasterPID()
+        try? signalAll(SIGQUIT)
+        let directory = directory
+        Thread {
+            if let postmaster {
+                let end = ContinuousClock.now + .seconds(30)
+                // Polling the process table: the postmaster is not this process's child, so its
+                // exit has no event here.
+                while Glibc.kill(postmaster, 0) == 0 && ContinuousClock.now < end { usleep(5_000) }
+            }
+            try? FileManager.default.removeItem(at: directory)
+        }.start()
     }
 
     /// The server's log so far (for a failing test's message).
