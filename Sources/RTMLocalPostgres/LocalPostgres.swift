@@ -51,7 +51,14 @@ public final class LocalPostgres: @unchecked Sendable {
 
     /// Creates a cluster in a new temporary directory and starts it; `durable`: with fsync and
     /// synchronous commit (PostgreSQL's defaults) instead of without.
-    public static func start(durable: Bool = false) throws -> LocalPostgres {
+    ///
+    /// Every command of this type waits for `initdb`, `pg_ctl` or `psql` on a thread of its own
+    /// (`onOwnThread`), never on one of the Swift concurrency pool's.
+    public static func start(durable: Bool = false) async throws -> LocalPostgres {
+        try await onOwnThread { try startNow(durable: durable) }
+    }
+
+    private static func startNow(durable: Bool) throws -> LocalPostgres {
         guard let bin = findBinDirectory() else {
             throw LocalPostgresError("PostgreSQL server binaries (initdb, pg_ctl) not found; set RTM_PG_BINDIR")
         }
@@ -63,14 +70,18 @@ public final class LocalPostgres: @unchecked Sendable {
         }
         let server = LocalPostgres(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
         try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
-        try server.start()
+        try server.startNow()
         return server
     }
 
     private var dataPath: String { directory.appendingPathComponent("data").path }
 
     /// Starts (or restarts) the server on its port and waits until it accepts connections.
-    public func start() throws {
+    public func start() async throws {
+        try await onOwnThread { try self.startNow() }
+    }
+
+    private func startNow() throws {
         let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c max_connections=200"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             + settings.withLockedValue { $0.map { " -c \($0)" }.joined() }
@@ -86,10 +97,10 @@ public final class LocalPostgres: @unchecked Sendable {
     /// Restarts this primary so that every commit waits for one synchronous standby
     /// (`synchronous_commit = on`, `synchronous_standby_names = 'ANY 1 (*)'`): with a replica
     /// (`startReplica`) a promotion loses nothing acknowledged. Without one, commits wait for ever.
-    public func requireSynchronousStandby() throws {
+    public func requireSynchronousStandby() async throws {
         set(["synchronous_commit=on", "synchronous_standby_names='ANY 1 (*)'"])
-        try stop()
-        try start()
+        try await stop()
+        try await start()
     }
 
     /// A streaming replica of this server (`pg_basebackup -R -X stream`), started on its own
@@ -97,7 +108,11 @@ public final class LocalPostgres: @unchecked Sendable {
     /// `synchronous_standby_names`). Replication is asynchronous unless the primary is
     /// configured otherwise. `through`: the port the replica reaches this server on (a proxy
     /// that delays or cuts the replication link); nil: this server's own.
-    public func startReplica(name: String = "replica", through linkPort: Int? = nil) throws -> LocalPostgres {
+    public func startReplica(name: String = "replica", through linkPort: Int? = nil) async throws -> LocalPostgres {
+        try await onOwnThread { try self.startReplicaNow(name: name, through: linkPort) }
+    }
+
+    private func startReplicaNow(name: String, through linkPort: Int?) throws -> LocalPostgres {
         let replicaDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: replicaDirectory, withIntermediateDirectories: true)
         if let runAsUser { try Self.run("/bin/chown", ["-R", runAsUser, replicaDirectory.path]) }
@@ -105,14 +120,14 @@ public final class LocalPostgres: @unchecked Sendable {
                                          runAsUser: runAsUser, durable: durable)
         try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(linkPort ?? port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
                                       "-d", "application_name=\(name)", "--no-sync"])
-        try replica.start()
+        try replica.startNow()
         return replica
     }
 
     /// Promotes a replica to primary (`pg_ctl promote`), waiting until it accepts writes: a
     /// new timeline begins.
-    public func promote() throws {
-        try command("pg_ctl", ["-D", dataPath, "-w", "-t", "30", "promote"])
+    public func promote() async throws {
+        try await wait("pg_ctl", ["-D", dataPath, "-w", "-t", "30", "promote"])
     }
 
     /// Kills the postmaster and every backend with `SIGKILL` (`kill -9`): a crash of the
@@ -123,18 +138,18 @@ public final class LocalPostgres: @unchecked Sendable {
 
     /// Runs one statement with `psql` and returns its rows, unaligned (`|` between columns,
     /// one row per line).
-    public func sql(_ statement: String) throws -> String {
-        try command("psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-X", "-A", "-t", "-c", statement])
+    public func sql(_ statement: String) async throws -> String {
+        try await wait("psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-X", "-A", "-t", "-c", statement])
     }
 
     /// Stops the server cleanly (connections are closed).
-    public func stop() throws {
-        try command("pg_ctl", ["-D", dataPath, "-m", "fast", "-w", "stop"])
+    public func stop() async throws {
+        try await wait("pg_ctl", ["-D", dataPath, "-m", "fast", "-w", "stop"])
     }
 
     /// Stops the server the hard way (`immediate`: no shutdown checkpoint, as after a crash).
-    public func kill() throws {
-        try command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
+    public func kill() async throws {
+        try await wait("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
     }
 
     /// Freezes the server and every backend (`SIGSTOP`): connections stay open and queries are
@@ -149,12 +164,18 @@ public final class LocalPostgres: @unchecked Sendable {
         try signalAll(SIGCONT)
     }
 
-    /// The postmaster (from `postmaster.pid`) and its children, by `/proc`.
-    private func signalAll(_ signal: Int32) throws {
+    /// The postmaster's pid, from `postmaster.pid`.
+    private func postmasterPID() throws -> pid_t {
         let pidFile = try String(contentsOfFile: dataPath + "/postmaster.pid", encoding: .utf8)
         guard let postmaster = pid_t(pidFile.split(separator: "\n").first ?? "") else {
             throw LocalPostgresError("no pid in \(dataPath)/postmaster.pid")
         }
+        return postmaster
+    }
+
+    /// The postmaster (from `postmaster.pid`) and its children, by `/proc`.
+    private func signalAll(_ signal: Int32) throws {
+        let postmaster = try postmasterPID()
         var pids = [postmaster]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
@@ -168,16 +189,37 @@ public final class LocalPostgres: @unchecked Sendable {
         }
     }
 
-    /// Stops the server if it runs and deletes its directory.
+    /// Stops the server if it runs and deletes its directory, without holding the caller: the
+    /// postmaster and its backends get `SIGQUIT`, PostgreSQL's immediate shutdown (what
+    /// `pg_ctl -m immediate` sends), and a thread of its own removes the directory once the
+    /// postmaster has exited (bounded: 30 s), as removing it earlier leaves it half deleted. A
+    /// wait here would hold a Swift concurrency pool thread (it runs in `defer`s of async tests).
+    /// A process that exits at once may leave its last directories behind.
     public func destroy() {
-        try? thaw()   // a frozen server would not hear the stop
-        _ = try? command("pg_ctl", ["-D", dataPath, "-m", "immediate", "-w", "stop"])
-        try? FileManager.default.removeItem(at: directory)
+        try? thaw()   // a frozen server would not hear the signal
+        let postmaster = try? postmasterPID()
+        try? signalAll(SIGQUIT)
+        let directory = directory
+        Thread {
+            if let postmaster {
+                let end = ContinuousClock.now + .seconds(30)
+                // Polling the process table: the postmaster is not this process's child, so its
+                // exit has no event here.
+                while Glibc.kill(postmaster, 0) == 0 && ContinuousClock.now < end { usleep(5_000) }
+            }
+            try? FileManager.default.removeItem(at: directory)
+        }.start()
     }
 
     /// The server's log so far (for a failing test's message).
     public var log: String {
         (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+    }
+
+    /// `command` on a thread of its own (`onOwnThread`).
+    @discardableResult
+    private func wait(_ name: String, _ arguments: [String]) async throws -> String {
+        try await onOwnThread { try self.command(name, arguments) }
     }
 
     @discardableResult

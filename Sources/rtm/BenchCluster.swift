@@ -119,7 +119,7 @@ final class BenchCluster: @unchecked Sendable {
         var database: LocalPostgres?
         var url = postgres
         if url == nil {
-            let server = try LocalPostgres.start(durable: durable)
+            let server = try await LocalPostgres.start(durable: durable)
             database = server
             url = server.url + "?sslmode=disable"
             log("started PostgreSQL on port \(server.port) (\(durable ? "fsync and synchronous commit on" : "no fsync, no synchronous commit"))")

@@ -68,10 +68,10 @@ struct ClusterOutage: AsyncParsableCommand {
         guard !synchronous || outage == .failover else { throw ValidationError("--synchronous goes with --case failover (it needs the replica)") }
         FileLimit.raise()
         let log = BenchOutput.log
-        let primary = try LocalPostgres.start(durable: true)
+        let primary = try await LocalPostgres.start(durable: true)
         defer { primary.destroy() }
-        if synchronous { try primary.requireSynchronousStandby() }
-        let replica = outage == .failover ? try primary.startReplica() : nil
+        if synchronous { try await primary.requireSynchronousStandby() }
+        let replica = outage == .failover ? try await primary.startReplica() : nil
         defer { replica?.destroy() }
         log("started PostgreSQL on port \(primary.port)" + (replica.map { ", its \(synchronous ? "synchronous" : "asynchronous") replica on \($0.port)" } ?? ""))
         var started: [FaultProxy] = []
@@ -98,7 +98,7 @@ struct ClusterOutage: AsyncParsableCommand {
             case .failover:
                 guard let replica else { throw ValidationError("no replica") }
                 try primary.crash()
-                try replica.promote()
+                try await replica.promote()
                 for forwarder in forwarders {
                     forwarder.retarget(to: replica.port)
                     forwarder.cutAll()

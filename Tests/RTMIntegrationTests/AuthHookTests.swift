@@ -11,7 +11,7 @@ import Testing
 /// about logins, subscribes and publishes, and SDK and raw clients over real sockets get its
 /// decisions (-10104 notPermitted with the backend's reason), its rewrites, its failure modes
 /// and its circuit breaker.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct AuthHookTests {
     static let secret = "hook-secret"
 
@@ -261,7 +261,7 @@ struct AuthHookTests {
 
 /// The README's sample backend (`Examples/AuthHook/backend.py`), run as a real process and
 /// asked by a real server: what the README says it does, it does.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct AuthHookSampleTests {
     @Test("the README's sample hook backend: a banned login refused, vip.* for VIPs only, a publish rewritten; the README shows the file as it is",
           .enabled(if: runsWhen(python3 != nil, orRequiredBy: "RTM_PYTHON_CHECKS"), "needs python3"))

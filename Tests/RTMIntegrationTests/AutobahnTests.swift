@@ -17,7 +17,7 @@ import Testing
 ///
 /// Needs `wstest` (Python 2.7, `pip install autobahntestsuite`): runs when `RTM_AUTOBAHN=1` and
 /// `RTM_WSTEST` names the executable; `.ci/autobahn.sh` installs it and runs this suite.
-@Suite(.serialized, .enabled(if: Autobahn.enabled, "Autobahn|Testsuite skipped: set RTM_AUTOBAHN=1 and RTM_WSTEST=/path/to/wstest (.ci/autobahn.sh installs wstest and does both)"))
+@Suite(.realTime, .serialized, .enabled(if: Autobahn.enabled, "Autobahn|Testsuite skipped: set RTM_AUTOBAHN=1 and RTM_WSTEST=/path/to/wstest (.ci/autobahn.sh installs wstest and does both)"))
 struct AutobahnTests {
     @Test("Autobahn fuzzingclient against the server's WebSocket layer (ServerUpgrader, ServerFrameDecoder, WebSocketViolationHandler) with an echo handler")
     func serverSide() async throws {

@@ -54,7 +54,7 @@ final class RawConnection: Sendable {
     }
 }
 
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct BadInputTests {
     @Test("Malformed frames, unknown types, bad names and oversize payloads get typed errors; the server serves everyone else")
     func typedErrors() async throws {

@@ -10,7 +10,7 @@ import Testing
 /// stream that kept to the publish rate but was read late in one go is not a burst. The
 /// server's only event loop is held busy on purpose (a task that waits on a semaphore) while
 /// the client keeps to its heartbeat and its rate, past its read deadline.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct BusyServerTests {
     @Test("T-3: a client whose pings wait in its socket while the server's loop is busy past its read deadline stays connected; its publishes at the rate, read late in one go, are all accepted")
     func busyLoopDoesNotPunishTheBehaving() async throws {

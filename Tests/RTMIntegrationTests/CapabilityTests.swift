@@ -9,7 +9,7 @@ import Testing
 
 /// Capability tokens and private channels end to end: a real server, SDK clients over real
 /// sockets, every refusal with its request's error (-10104 notPermitted).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct CapabilityTests {
     static func capability(_ user: String, channels: [String: Set<Capabilities.ChannelOperation>] = [:],
                            users: [String: Set<Capabilities.UserOperation>] = [:], expiresIn: UInt32? = nil) -> String {

@@ -4,7 +4,7 @@ import Testing
 
 /// The example app (`rtm-chat-example`, public SDK API only) chats with an SDK
 /// client and shows presence.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ChatExampleTests {
     @Test("Example app: rtm-chat-example shows who is online, publishes typed lines, prints messages, /who, and leaves on /quit")
     func chat() async throws {
@@ -30,7 +30,7 @@ struct ChatExampleTests {
         #expect(await chat.waitForLine(containing: "2 online: alice, bob") != nil, "\(chat.output)")
         type("/quit")
         #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteLeave && $0.presenceEvent?.userId == "alice" } != nil)
-        chat.waitUntilExit()
+        await chat.waitUntilExit()
         #expect(chat.process.terminationStatus == 0, "\(chat.output)")
         await bob.logout()
     }

@@ -136,7 +136,7 @@ extension ClusterTests {
             // Traffic flows through both nodes, then the database goes away.
             #expect(await subBEvents.first(within: soon) { $0.messageEvent?.text == "alice-20" } != nil)
             #expect(await subAEvents.first(within: soon) { $0.messageEvent?.text == "bob-20" } != nil)
-            try database.stop()
+            try await database.stop()
             for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: port)) }
             #expect(try await StreamTests.httpGet("/health", port: a).contains("database: down"))
             #expect(try await StreamTests.httpGet("/health", port: b).contains("database: down"))
@@ -148,7 +148,7 @@ extension ClusterTests {
             // refused at once.)
             try await Task.sleep(nanoseconds: 2_000_000_000)   // the length of the fault, not a wait for a result
 
-            try database.start()
+            try await database.start()
             for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: port)) }
             #expect(try await StreamTests.httpGet("/health", port: a).contains("database: up"))
             #expect(try await StreamTests.httpGet("/health", port: b).contains("database: up"))

@@ -12,7 +12,7 @@ import Testing
 /// database stopped. Raw clients pipeline their requests in one write and time each answer
 /// (SPEC M-1, M-3; the deadlines are `callTimeout` for publishes, `userMessageDeadline` for
 /// user messages).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterDeadlineTests {
     /// How late an answer may be past its deadline on a busy machine (the old behaviour was a
     /// whole second deadline late).
@@ -58,7 +58,7 @@ struct ClusterDeadlineTests {
 
     @Test("P-1, M-3: a node cut off from the database (TCP black-holed): 40 publishes pipelined in one write are each refused within callTimeout of their arrival (nothing stored or the outcome unknown), and their resends are answered too")
     func cutOffNodeRefusesEveryPipelinedPublishInTime() async throws {
-        let (database, _, logger) = try ClusterTests.database(label: "test.deadline")
+        let (database, _, logger) = try await ClusterTests.database(label: "test.deadline")
         defer { database.destroy() }
         let toDatabase = try await FaultProxy.start(targetPort: database.port)
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
@@ -99,7 +99,7 @@ struct ClusterDeadlineTests {
     /// store's default call timeout (10 s) and a 2 s `userMessageDeadline`, and alice logged in
     /// on it with a raw client; everything is stopped after `body`, whatever it throws.
     private static func withUserMessageNode(_ body: (PostgresTestServer, FaultProxy, RawPeer) async throws -> Void) async throws {
-        let (database, _, logger) = try ClusterTests.database(label: "test.deadline")
+        let (database, _, logger) = try await ClusterTests.database(label: "test.deadline")
         defer { database.destroy() }
         let toDatabase = try await FaultProxy.start(targetPort: database.port)
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
@@ -155,9 +155,9 @@ struct ClusterDeadlineTests {
     @Test("M-1, M-3: sendUser with the database stopped: each of 20 pipelined messages answered within userMessageDeadline, then stored again once it is back")
     func userMessagesAnsweredInTimeWhenDatabaseStopped() async throws {
         try await Self.withUserMessageNode { database, _, peer in
-            try database.stop()
+            try await database.stop()
             try await Self.checkUserMessagesAnsweredInTime(peer, firstID: 100)
-            try database.start()
+            try await database.start()
             // Back: a message is stored again (the deadline gives room for the pool's reconnection).
             var stored = false
             for attempt in 0..<20 where !stored {

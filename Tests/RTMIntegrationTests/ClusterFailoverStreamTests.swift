@@ -16,7 +16,7 @@ import Testing
 /// first node sending to a receiver online on the second at 40 messages a second. The primary
 /// gets `SIGKILL`, the standby is promoted 2 s later and the address moved to it. Every message
 /// answered `ok` must reach the receiver: live, or at a fresh login on the third node at the end.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterFailoverStreamTests {
     /// How many times the scenario runs in one test (`RTM_FAILOVER_RUNS`, default 1): the loss
     /// it guards against showed in about one run of ten.
@@ -64,11 +64,11 @@ struct ClusterFailoverStreamTests {
     }
 
     private static func runOnce() async throws -> Outcome {
-        let primary = try PostgresTestServer.start()
+        let primary = try await PostgresTestServer.start()
         defer { primary.destroy() }
-        try primary.requireSynchronousStandby()
+        try await primary.requireSynchronousStandby()
         let link = try await FaultProxy.start(targetPort: primary.port)
-        let replica = try primary.startReplica(through: link.port)
+        let replica = try await primary.startReplica(through: link.port)
         defer { replica.destroy() }
         link.setMode(.delay(.milliseconds(50)))
         let address = try await FaultProxy.start(targetPort: primary.port)
@@ -121,7 +121,7 @@ struct ClusterFailoverStreamTests {
             try? await Task.sleep(for: .seconds(3))   // the stream's pace: the crash comes 3 s into it
             try primary.crash()
             try? await Task.sleep(for: .seconds(2))   // the outage under test: 2 s before the promotion
-            try replica.promote()
+            try await replica.promote()
             address.retarget(to: replica.port)
             address.cutAll()
             await stream.value

@@ -13,7 +13,7 @@ import Testing
 /// TCP forwarder standing in for a virtual IP), the primary killed with `SIGKILL`, the replica
 /// promoted and the address moved to it. Real SDK clients publish, subscribe, send and receive
 /// throughout (SPEC M-1, M-2).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterFailoverTests {
     private struct Node {
         let harness: Harness
@@ -35,10 +35,10 @@ struct ClusterFailoverTests {
 
         /// `kill -9` of the primary, the replica (started again if it was stopped, once the
         /// primary is dead: it cannot catch up) promoted, the address moved to it.
-        func failOver(startingReplica: Bool = false) throws {
+        func failOver(startingReplica: Bool = false) async throws {
             try primary.crash()
-            if startingReplica { try replica.start() }
-            try replica.promote()
+            if startingReplica { try await replica.start() }
+            try await replica.promote()
             address.retarget(to: replica.port)
             address.cutAll()
         }
@@ -47,10 +47,10 @@ struct ClusterFailoverTests {
     /// A primary (synchronous: with a synchronous standby, `ANY 1 (*)`), its replica, and two
     /// nodes through one address.
     private func withCluster(synchronous: Bool, _ body: (Cluster) async throws -> Void) async throws {
-        let primary = try PostgresTestServer.start()
+        let primary = try await PostgresTestServer.start()
         defer { primary.destroy() }
-        if synchronous { try primary.requireSynchronousStandby() }
-        let replica = try primary.startReplica()
+        if synchronous { try await primary.requireSynchronousStandby() }
+        let replica = try await primary.startReplica()
         defer { replica.destroy() }
         let address = try await FaultProxy.start(targetPort: primary.port)
         let location = try PostgresLocation(url: "postgres://postgres@127.0.0.1:\(address.port)/postgres?sslmode=disable")
@@ -144,13 +144,14 @@ struct ClusterFailoverTests {
             for i in 1...3 { _ = try await alice.publish(toUser: "bob", message: "u-kept-\(i)") }
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "kept-5" } != nil)
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-kept-3" } != nil)
-            #expect(await waitUntil(.seconds(10)) {
-                (try? cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE channel = 'room'").trimmingCharacters(in: .whitespacesAndNewlines)) == "5"
-                    && (try? cluster.replica.sql("SELECT max(seq) FROM rtm_user_seq WHERE receiver = 'bob'").trimmingCharacters(in: .whitespacesAndNewlines)) == "3"
+            #expect(await eventually(within: .seconds(10)) {
+                let published = try? await cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE channel = 'room'")
+                let sent = try? await cluster.replica.sql("SELECT max(seq) FROM rtm_user_seq WHERE receiver = 'bob'")
+                return published?.trimmingCharacters(in: .whitespacesAndNewlines) == "5" && sent?.trimmingCharacters(in: .whitespacesAndNewlines) == "3"
             })
 
             // The replica falls behind (stopped): what is acknowledged now lives on the primary only.
-            try cluster.replica.stop()
+            try await cluster.replica.stop()
             var lost: [PublishReceipt] = []
             for i in 1...5 { lost.append(try await alice.publishWithReceipt(channel: "room", message: "lost-\(i)")) }
             var lostIds: [UInt64] = []
@@ -160,7 +161,7 @@ struct ClusterFailoverTests {
             #expect(await carolEvents.first(within: soon) { $0.messageEvent?.text == "lost-5" } != nil)
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "u-lost-3" } != nil)
 
-            try cluster.failOver(startingReplica: true)
+            try await cluster.failOver(startingReplica: true)
 
             // After the failover: every acknowledged publish and user message is delivered.
             var after: [String: PublishReceipt] = [:]
@@ -224,7 +225,7 @@ struct ClusterFailoverTests {
             try await carol.subscribe("room")
             for i in 1...5 { _ = try await alice.publish(channel: "room", message: "before-\(i)") }
             for i in 1...3 { _ = try await alice.publish(toUser: "dave", message: "d-\(i)") }   // dave is offline
-            try cluster.failOver()
+            try await cluster.failOver()
             var retried: Set<String> = []
             for i in 1...3 {
                 let text = "after-\(i)"
@@ -234,7 +235,7 @@ struct ClusterFailoverTests {
             let epochs = Self.checkEpochs(await Self.seen(carolEvents), retried: retried)
             #expect(epochs.map { Self.firstOccurrences($0.map(\.0)) } == [(1...5).map { "before-\($0)" }, (1...3).map { "after-\($0)" }])
             // Everything acknowledged before the kill is in the new primary's log.
-            #expect(try cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE convert_from(payload, 'UTF8') LIKE 'before-%'")
+            #expect(try await cluster.replica.sql("SELECT count(*) FROM rtm_channel_log WHERE convert_from(payload, 'UTF8') LIKE 'before-%'")
                 .trimmingCharacters(in: .whitespacesAndNewlines) == "5")
             let (dave, daveEvents) = try await Harness.client("dave", port: cluster.b.port)
             #expect(await daveEvents.first(within: .seconds(10)) { $0.messageEvent?.text == "d-3" } != nil)

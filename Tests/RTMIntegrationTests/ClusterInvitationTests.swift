@@ -92,7 +92,7 @@ extension ClusterTests {
 
     @Test("§1.8/T-12 across a restart of the whole cluster: the invitations are read back from the log: the callee's catch-up and the caller's resend are answered with where they stand, an accepted one does not ring again, and expiry still counts from the first invite")
     func invitationsSurviveClusterRestart() async throws {
-        let (database, location, logger) = try Self.database()
+        let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {

@@ -69,7 +69,7 @@ extension ClusterTests {
     @Test("C-6, H-2: with the database unreachable nothing can confirm a new login's other sessions ended: it goes ahead after clusterLoginTimeout, and the link stays up")
     func loginWhileDatabaseDown() async throws {
         try await withCluster(configure: { _, _, _, config in config.clusterLoginTimeout = .milliseconds(300) }) { database, _, b in
-            try database.stop()
+            try await database.stop()
             #expect(try await Self.waitForMetric("rtm_database_up", 0, port: b.port))
             let loginStarted = ContinuousClock.now
             let (late, lateEvents) = try await Harness.client("late", port: b.port)
@@ -98,7 +98,7 @@ extension ClusterTests {
             #expect(up["rtm_database_up"] == 1 && up["rtm_cluster_publish_commit_seconds_count"] >= 1)
             #expect(try await StreamTests.httpGet("/health", port: a.port).contains("database: up"))
 
-            try database.stop()
+            try await database.stop()
             for node in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: node.port)) }
             let health = try await StreamTests.httpGet("/health", port: a.port)
             #expect(health.hasPrefix("HTTP/1.1 200") && health.contains("database: down"))
@@ -113,7 +113,7 @@ extension ClusterTests {
                         "\(error)")
             }
 
-            try database.start()
+            try await database.start()
             for node in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: node.port)) }
             // Refused until the nodes have their database back: retried (bounded).
             let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
@@ -140,10 +140,10 @@ extension ClusterTests {
             // Outages of different lengths (ms); reads and lease renewals issued in them land
             // on connections that are closing, which is what left a follower stuck for good.
             for (round, outage) in [0, 50, 120, 200, 300, 10, 160, 250].enumerated() {
-                try database.stop()
+                try await database.stop()
                 try await Task.sleep(for: .milliseconds(outage))   // the length of the fault
                 _ = try? await alice.publish(channel: "room", message: "refused \(round)")
-                try database.start()
+                try await database.start()
                 let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
                     (try? await alice.publish(channel: "room", message: "r\(round)")) != nil
                 }

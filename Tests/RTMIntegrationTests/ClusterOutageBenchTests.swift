@@ -7,14 +7,14 @@ import Testing
 /// `rtm bench cluster-outage` as a user runs it (the `rtm` binary, its own PostgreSQL, replica,
 /// forwarders and nodes), shrunk to seconds: the report must show the fault and hold the
 /// exactly-once verdict it claims.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterOutageBenchTests {
     @Test("M-1, M-2, M-3: a database failover under SDK publishers: every publisher paused and was acknowledged again, every subscriber told of the new epoch, nothing acknowledged lost, duplicated or reordered, nothing failed to the app")
     func failoverReport() async throws {
         let bench = try RTMProcess(arguments: ["bench", "cluster-outage", "--case", "failover", "--publishers", "2", "--subs", "1",
                                                "--rate", "10", "--before", "1", "--after", "1", "--deadline", "30", "--settle", "30",
                                                "--base-port", "\(try LoopbackPort.freeRange(8))", "--json"])
-        await Task.detached { bench.waitUntilExit() }.value
+        await bench.waitUntilExit()
         let output = bench.output
         #expect(bench.process.terminationStatus == 0, "\(output.suffix(20).joined(separator: "\n"))")
         guard let line = output.last(where: { $0.hasPrefix("{") }),
@@ -31,6 +31,7 @@ struct ClusterOutageBenchTests {
 }
 
 /// The outage bench's own bookkeeping, as a value.
+@Suite(.realTime)
 struct OutageLedgerTests {
     @Test("rtm bench cluster-outage: an acknowledgement stamped after the clock reading it is compared with is recent (a publisher appends while the run checks), never a negative age")
     func ackAfterTheReadingIsRecent() {

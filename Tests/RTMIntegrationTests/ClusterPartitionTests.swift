@@ -12,7 +12,7 @@ import Testing
 extension ClusterTests {
     @Test("P-1, P-2: a node cut off from the database past its lease (black hole between node and PostgreSQL) while the other node reaches it acknowledges no publish, asks the other node, sends its clients away (goaway code 28, reason says why) and says 503 on /ready; an SDK client with another endpoint resumes there within its grace window, channels kept; the node joins again once it reaches the database")
     func cutOffNodeSendsClientsAway() async throws {
-        let (database, location, logger) = try Self.database()
+        let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
         let toDatabase = try await FaultProxy.start(targetPort: database.port)   // node a's only way to PostgreSQL
         let options = Self.options { $0.lease = .seconds(1); $0.leaseInterval = .milliseconds(100) }
@@ -98,7 +98,7 @@ extension ClusterTests {
             // Each node knows where to ask the other (so the answer is the other's, not an empty list).
             #expect(try await Self.readsAddress(of: "b", by: "a", database))
             #expect(try await Self.readsAddress(of: "a", by: "b", database))
-            try database.stop()
+            try await database.stop()
             for node in [a, b] {
                 #expect(await Self.eventually {
                     (try? await StreamTests.httpGet("/health", port: node.port))?.contains("no other node reaches the database") == true
@@ -110,7 +110,7 @@ extension ClusterTests {
             #expect(metrics["rtm_cluster_lease_lapses_total"] == 1 && metrics["rtm_cluster_cut_off_total"] == 0)
             #expect(await carolEvents.all.dropFirst(mark).compactMap(\.link).isEmpty)   // never left connected
 
-            try database.start()
+            try await database.start()
             #expect(await Self.eventually {
                 (try? await StreamTests.httpGet("/health", port: a.port)).map { $0.contains("database: up") && !$0.contains("lease:") } == true
             })

@@ -10,7 +10,7 @@ import Testing
 
 /// Metadata CAS, storage events, history and locks (fencing tokens, waiters,
 /// TTL after a node's death) across two real nodes sharing a real PostgreSQL, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterServicesTests {
     /// Two nodes with shared services (timers shrunk) on one fresh database.
     private func withCluster(options: PostgresBackplaneOptions = ClusterTests.options(),
@@ -36,7 +36,7 @@ struct ClusterServicesTests {
         try await withDatabaseAndCluster(callTimeout: .seconds(1)) { database, a, _ in
             let (alice, _) = try await Harness.client("alice", port: a.port)
             _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v0")]))
-            try database.stop()
+            try await database.stop()
             do {
                 _ = try await alice.setChannelMetadata("doc", Metadata(items: [MetadataItem(key: "k", value: "v1")]))
                 Issue.record("a metadata write with the database down succeeded")
@@ -51,7 +51,7 @@ struct ClusterServicesTests {
                 #expect(error.code == .storageOperationFailed && error.reason.hasPrefix("the store could not be read: "), "\(error)")
                 #expect(!error.reason.contains("PSQLError") && !error.reason.contains("outcome"), "\(error)")
             }
-            try database.start()
+            try await database.start()
             await alice.logout()
         }
     }
@@ -290,7 +290,7 @@ struct ClusterServicesTests {
             try await bob.setLock(channel: "doc", lockName: "L", ttl: 2)
             let held = try await bob.acquireLock(channel: "doc", lockName: "L")
             #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockAcquired, owner: "bob")) != nil)
-            nodes[1].process.kill9()
+            await nodes[1].process.kill9()
             let killed = ContinuousClock.now
             // Declared dead within lease + renewal interval (0.6 s), then the TTL (2 s) runs.
             #expect(await aliceEvents.next(within: .milliseconds(1_500), where: Self.lock(.lockReleased)) == nil)

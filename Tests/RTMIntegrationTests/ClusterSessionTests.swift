@@ -207,7 +207,7 @@ extension ClusterTests {
             }
             let mark = await erinEvents.mark()
             let killed = ContinuousClock.now
-            nodes[0].process.kill9()
+            await nodes[0].process.kill9()
             toSecond.setRefuseNew(false)
             let back = await erinEvents.first(since: mark, within: .seconds(10)) { $0.link?.currentState == .connected }
             #expect(back?.link?.isResumed == true)

@@ -9,7 +9,7 @@ import Testing
 
 /// Stream channels across nodes over a real PostgreSQL, two real servers and
 /// real SDK clients. Topic messages cross nodes through the backplane's log.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterStreamTests {
     /// The texts of the topic messages `events` received from `publisher`, in arrival order.
     static func topicTexts(_ events: AsyncRecorder<RTMEvent>, from publisher: String) async -> [String] {
@@ -183,7 +183,7 @@ struct ClusterStreamTests {
             #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "carol")) != nil)
             let (erin, _) = try await Harness.client("erin", port: a.port)
 
-            try database.stop()
+            try await database.stop()
             #expect(await StreamTests.eventually { !a.server.hub.cluster.databaseUp })
             await carolGame.leave()   // announced into the void
             let erinGame = try erin.createStreamChannel("game")
@@ -191,7 +191,7 @@ struct ClusterStreamTests {
             try await erinGame.joinTopic("moves", options: JoinTopicOptions(meta: "m"))
             #expect(await bobEvents.matching(Self.presence(.remoteLeave, "carol")).isEmpty)
 
-            try database.start()
+            try await database.start()
             #expect(await bobEvents.first(within: .seconds(15), where: Self.presence(.remoteLeave, "carol")) != nil)
             #expect(await bobEvents.first(within: soon, where: Self.presence(.remoteJoin, "erin")) != nil)
             #expect(await bobEvents.first(within: soon, where: Self.topicEvent(.remoteJoinTopic, "erin", meta: "m")) != nil)

@@ -10,14 +10,14 @@ import Testing
 
 /// Channel messages across nodes over a real PostgreSQL (started by the
 /// test), two real servers on loopback, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterTests {
     /// Two nodes on one fresh database; stopped (and the database destroyed) after `body`.
     /// `configure` adds to each node's configuration (its name, the database, the logger).
     func withCluster(options: PostgresBackplaneOptions = Self.options(),
                      configure: @escaping (String, PostgresLocation, Logger, inout ServerConfiguration) -> Void = { _, _, _, _ in },
                      _ body: (PostgresTestServer, Harness, Harness) async throws -> Void) async throws {
-        let (database, location, logger) = try Self.database()
+        let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
         func node(_ name: String) async throws -> Harness {
             try await Harness.start {
@@ -41,8 +41,8 @@ struct ClusterTests {
 
     /// A fresh throwaway PostgreSQL (the caller destroys it), its location and the nodes'
     /// logger (warnings and worse).
-    static func database(label: String = "test.cluster") throws -> (PostgresTestServer, PostgresLocation, Logger) {
-        let database = try PostgresTestServer.start()
+    static func database(label: String = "test.cluster") async throws -> (PostgresTestServer, PostgresLocation, Logger) {
+        let database = try await PostgresTestServer.start()
         var logger = Logger(label: label)
         logger.logLevel = .warning
         do {
@@ -239,7 +239,7 @@ struct ClusterTests {
                                                                        millis: Hub.wallMillis)])
             #expect(resent == [BackplaneReceipt(seq: 1, epoch: first.epoch ?? "", resent: true)])
             // A node of an earlier release has no lookup: its copy is number 2, delivered to nobody.
-            _ = try database.sql("""
+            _ = try await database.sql("""
                 WITH b AS (UPDATE rtm_channel_seq SET seq = seq + 1 WHERE app = '\(Harness.appId)' AND channel = 'room' RETURNING seq, epoch)
                 INSERT INTO rtm_channel_log (app, channel, seq, epoch, publisher, node, msg_id, is_text, payload, ts, timeline)
                 SELECT '\(Harness.appId)', 'room', seq, epoch, 'alice', 'old-release', 42, true, convert_to('once', 'UTF8'), \(Hub.wallMillis), rtm_timeline()
@@ -284,11 +284,11 @@ struct ClusterTests {
             await talker.logout()
 
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", "mysql://nobody@localhost/db"])
-            refused.waitUntilExit()
+            await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(await refused.waitForLine(containing: "not a postgres:// URL", within: .seconds(2)) != nil)
             let badLease = try RTMProcess(arguments: ["serve", "--port", "0", "--postgres", url, "--lease-seconds", "0"])
-            badLease.waitUntilExit()
+            await badLease.waitUntilExit()
             #expect(badLease.process.terminationStatus != 0)
             #expect(await badLease.waitForLine(containing: "invalid setting lease-seconds from flag --lease-seconds: got 0, allowed 0.5…3600", within: .seconds(2)) != nil)
         }
@@ -311,7 +311,7 @@ extension RTMProcess {
     /// `extraArguments`), each listening; stops them and removes their directories afterwards.
     static func withClusterNodes(_ names: [String], extraArguments: [String] = [],
                                  _ body: (PostgresTestServer, [(process: RTMProcess, port: Int)]) async throws -> Void) async throws {
-        let database = try PostgresTestServer.start()
+        let database = try await PostgresTestServer.start()
         defer { database.destroy() }
         var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
         defer {

@@ -16,7 +16,7 @@ extension ClusterTests {
                    "needs RTM_PREVIOUS_BINARY: an rtm built from an earlier release (.ci/run builds one)"))
     func rollingUpgrade() async throws {
         let previous = try #require(Self.previousBinary, "RTM_PREVIOUS_BINARY is not set")
-        let database = try PostgresTestServer.start()
+        let database = try await PostgresTestServer.start()
         defer { database.destroy() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-upgrade-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -9,11 +9,11 @@ import Testing
 
 /// An online receiver is told at once when messages for it were dropped before its node could
 /// read them (SPEC M-1: "the loss is reported, never silent"), not only at its next login.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterUserDropTests {
     @Test("M-1: the receiver's node cannot read the store while another node commits past the cap for it: once it reads again, the online receiver gets a dropped event with the count, then the messages kept")
     func onlineReceiverToldOfDrops() async throws {
-        let (database, location, logger) = try ClusterTests.database(label: "test.drops")
+        let (database, location, logger) = try await ClusterTests.database(label: "test.drops")
         defer { database.destroy() }
         let toDatabase = try await FaultProxy.start(targetPort: database.port)   // node b's user store only
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
@@ -53,7 +53,7 @@ struct ClusterUserDropTests {
             // Not reported twice: a new login finds nothing more to report (once bob's
             // acknowledgements are committed, so that m12 drops nothing that waits).
             #expect(await eventually(within: .seconds(10)) {
-                (try? database.sql("SELECT count(*) FROM rtm_user_message WHERE receiver = 'bob'").trimmingCharacters(in: .whitespacesAndNewlines)) == "0"
+                (try? await database.sql("SELECT count(*) FROM rtm_user_message WHERE receiver = 'bob'").trimmingCharacters(in: .whitespacesAndNewlines)) == "0"
             })
             await bob.logout()
             let (again, againEvents) = try await Harness.client("bob", port: b.port)

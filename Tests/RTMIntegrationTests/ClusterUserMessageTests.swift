@@ -10,7 +10,7 @@ import Testing
 
 /// User messages across nodes over a real PostgreSQL (started by
 /// the test), two real servers on loopback sharing it, real SDK clients.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ClusterUserMessageTests {
     private struct Node {
         let harness: Harness
@@ -20,7 +20,7 @@ struct ClusterUserMessageTests {
 
     /// Two nodes (channel backplane and user-message store) on one fresh database.
     private func withCluster(_ body: (Node, Node) async throws -> Void) async throws {
-        let (database, location, logger) = try ClusterTests.database(label: "test.cluster.user")
+        let (database, location, logger) = try await ClusterTests.database(label: "test.cluster.user")
         defer { database.destroy() }
         func node(_ name: String) async throws -> Node {
             let store = try await PostgresUserMessageStore.open(location: location, node: name, pollInterval: .milliseconds(50), logger: logger)
@@ -182,7 +182,7 @@ struct ClusterUserMessageTests {
                 _ = try await alice.publish(toUser: "bob", message: "k\(i)")
                 _ = try await alice.publish(toUser: "erin", message: "e\(i)")
             }
-            nodes[0].process.kill9()
+            await nodes[0].process.kill9()
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "k10" } != nil)
             #expect(await Self.userMessages(bobEvents).compactMap(\.text) == (1...10).map { "k\($0)" })
             let (erin, erinEvents) = try await Harness.client("erin", port: nodes[1].port)

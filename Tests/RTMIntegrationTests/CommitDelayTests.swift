@@ -5,7 +5,7 @@ import Testing
 
 /// Group commit at a light load (`userMessageCommitDelay`): user messages that find the store
 /// idle wait for company, so a burst shares one transaction instead of one each.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct CommitDelayTests {
     @Test("M-1: with a 1 s commit delay, two bursts of user messages 200 ms apart are stored in one commit (without it, in two or more); each send still gets its receipt and the receiver all eight, in store order", arguments: [1000, 0])
     func burstSharesOneCommit(delayMillis: Int64) async throws {

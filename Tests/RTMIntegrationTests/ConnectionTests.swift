@@ -19,7 +19,7 @@ final class CountingDelegate: RTMClientDelegate {
 }
 
 /// Connection behaviour end to end, through the fault proxy where a fault is needed.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ConnectionTests {
     @Test("T-6/L-2: after three reconnections a message reaches each stream and the delegate exactly once")
     func oneRegistrationOneDelivery() async throws {

@@ -7,7 +7,7 @@ import Testing
 @testable import RTMClient
 
 /// Nothing lost, nothing twice (SPEC M-1, M-2, M-3), end to end over real sockets.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct DeliveryTests {
     static func texts(_ events: AsyncRecorder<RTMEvent>, user: Bool = false) async -> [String] {
         await events.matching { ($0.messageEvent?.channelType == .user) == user && $0.messageEvent != nil }

@@ -7,6 +7,7 @@ import Testing
 
 /// Frames the mailbox encodes whole (header in front of the body, one buffer), as the frame
 /// encoder would have written them.
+@Suite(.realTime)
 struct EncodedFrameTests {
     @Test("EncodedFrame: the header (each length form, at its boundaries) and body are the bytes of the same frame written the usual way; the pipeline form carries the body")
     func sameBytes() {

@@ -10,16 +10,23 @@ import Testing
 /// rest against the debug build, and CI runs it once more against the release binary the
 /// README tells users to build (`RTM_BINARY`, see `RTMProcess.binary`): the optimiser must not
 /// change what users see.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct EndToEndProcessTests {
+    /// A client of an `rtm serve` process, logged in. A debug server process started (or
+    /// restarted) a moment ago can take seconds to answer its first login on a loaded machine:
+    /// the login deadline here (10 s) only bounds a failure, it is not the rule under test.
+    static func client(_ user: String, port: Int) async throws -> (RTMClient, AsyncRecorder<RTMEvent>) {
+        try await Harness.client(user, port: port) { $0.loginTimeout = 10 }
+    }
+
     // MARK: single node
 
     @Test("M-1, M-2, C-6: one rtm serve process: a user message (online and offline receiver), a channel message, a kick, and a restart that loses nothing acknowledged")
     func singleNode() async throws {
         let server = try await DurableServer()
         defer { server.stop() }
-        let (alice, _) = try await Harness.client("alice", port: server.port)
-        let (bob, bobEvents) = try await Harness.client("bob", port: server.port)
+        let (alice, _) = try await Self.client("alice", port: server.port)
+        let (bob, bobEvents) = try await Self.client("bob", port: server.port)
         try await bob.subscribe("room")
 
         // A user message to an online receiver, and one to a receiver never logged in.
@@ -33,13 +40,13 @@ struct EndToEndProcessTests {
         #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "in-room" } != nil)
 
         // C-6: bob logs in again elsewhere; the first session is told why it ended.
-        let (bob2, _) = try await Harness.client("bob", port: server.port)
+        let (bob2, _) = try await Self.client("bob", port: server.port)
         let kicked = await bobEvents.first(within: soon) { $0.link?.currentState == .failed }
         #expect(kicked?.link?.reasonCode == .sameUidLogin)
 
         // kill -9 and start again on the same data directory: the stored message waits.
         try await server.killAndRestart()
-        let (erin, erinEvents) = try await Harness.client("erin", port: server.port)
+        let (erin, erinEvents) = try await Self.client("erin", port: server.port)
         #expect(await erinEvents.first(within: soon) { $0.messageEvent?.text == "to-erin" } != nil)
         // The survivors came back by themselves and still work.
         let again = try await alice.publish(toUser: "bob", message: "after-restart")
@@ -53,8 +60,8 @@ struct EndToEndProcessTests {
           .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
     func clusterOneUserMessage() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"]) { _, nodes in
-            let (alice, _) = try await Harness.client("alice", port: nodes[0].port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: nodes[1].port)
+            let (alice, _) = try await Self.client("alice", port: nodes[0].port)
+            let (bob, bobEvents) = try await Self.client("bob", port: nodes[1].port)
             let started = ContinuousClock.now
             let receipt = try await alice.publish(toUser: "bob", message: "one")
             // The reply follows the commit: no database call timeout in between.
@@ -76,13 +83,13 @@ struct EndToEndProcessTests {
           .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
     func clusterChannelKickRestart() async throws {
         try await RTMProcess.withClusterNodes(["n1", "n2"]) { database, nodes in
-            let (alice, aliceEvents) = try await Harness.client("alice", port: nodes[0].port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: nodes[1].port)
+            let (alice, aliceEvents) = try await Self.client("alice", port: nodes[0].port)
+            let (bob, bobEvents) = try await Self.client("bob", port: nodes[1].port)
             try await bob.subscribe("room")
             try await alice.publish(channel: "room", message: "across")
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "across" } != nil)
 
-            let (alice2, _) = try await Harness.client("alice", port: nodes[1].port)
+            let (alice2, _) = try await Self.client("alice", port: nodes[1].port)
             let kicked = await aliceEvents.first(within: soon) { $0.link?.currentState == .failed }
             #expect(kicked?.link?.reasonCode == .sameUidLogin)
 
@@ -96,7 +103,7 @@ struct EndToEndProcessTests {
             ])
             defer { restarted.stop() }
             #expect(await restarted.waitForLine(containing: "listening", within: processStart) != nil, "\(restarted.output)")
-            let (carol, _) = try await Harness.client("carol", port: nodes[0].port)
+            let (carol, _) = try await Self.client("carol", port: nodes[0].port)
             try await carol.publish(channel: "room", message: "after-restart")
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "after-restart" } != nil)
             _ = try await carol.publish(toUser: "bob", message: "user-after-restart")

@@ -7,7 +7,7 @@ import Testing
 
 /// Faults injected with a TCP proxy between the client and a real server: cut (RST),
 /// black-hole (half-open: nothing flows, sockets stay open), refuse.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct FaultTests {
     /// Server + proxy + a watcher (bob, direct) and a victim (alice, through the proxy), both in "room".
     struct Setup {

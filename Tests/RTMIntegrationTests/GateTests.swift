@@ -9,7 +9,7 @@ import Testing
 
 /// The gate end to end: what a session may do and learn, and what a change of its grants ends,
 /// over real sockets with SDK clients (each item of the gate's rules, PROTOCOL.md §8.1).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct GateTests {
     static let all = Set(Capabilities.ChannelOperation.allCases)
     static let allUsers = Set(Capabilities.UserOperation.allCases)

@@ -6,7 +6,7 @@ import Testing
 /// The plain HTTP side of the endpoint, spoken to over raw TCP: every request that does not
 /// upgrade gets the status that names its problem (RFC 6455 §4.2, RFC 9110), the headers those
 /// statuses call for, and a one-line body in our words; then the server closes.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct HTTPEndpointTests {
     /// One HTTP answer: status code, headers (names lowercased), body.
     struct Answer {

@@ -124,3 +124,4 @@ let soon: Duration = .seconds(5)
 /// bound, not a wait (the wait ends at the line). Loading a 100 MB debug binary and opening a
 /// data directory took more than `soon` while this machine's disk stalled.
 let processStart: Duration = .seconds(20)
+

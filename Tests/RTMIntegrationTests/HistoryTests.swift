@@ -6,7 +6,7 @@ import Testing
 @testable import RTMClient
 
 /// History end to end (AGORA_REFERENCE §2.8).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct HistoryTests {
     @Test("§2.8: paging with newStart returns every stored message exactly once, newest first; unstored ones are absent")
     func pagingExactlyOnce() async throws {

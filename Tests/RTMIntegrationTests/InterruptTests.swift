@@ -10,7 +10,7 @@ import Testing
 /// Each command is started the way a script starts a background job: through `sh` with SIGINT
 /// ignored (`trap '' INT`, kept across `exec`), as a non-interactive shell does for `cmd &`. A
 /// command that relied on the inherited disposition never saw the signal.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct InterruptTests {
     /// `rtm <arguments>` against the harness, started with SIGINT ignored.
     static func start(_ arguments: [String], user: String, port: Int) throws -> RTMProcess {

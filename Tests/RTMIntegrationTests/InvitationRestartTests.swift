@@ -10,7 +10,7 @@ import Testing
 /// Call invitations across a server restart on the same data directory (AGORA_REFERENCE §1.8,
 /// SPEC T-12): kept in the embedded store, their timers counted from the first invite, the
 /// callee's catch-up and the caller's resend answered from it, answered ones never ringing again.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct InvitationRestartTests {
     /// A MESSAGE connection spoken by hand, so that a test sees every reply as it is on the wire
     /// and decides when the user comes back (an SDK resends and acknowledges by itself).

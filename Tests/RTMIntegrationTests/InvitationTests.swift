@@ -8,7 +8,7 @@ import Testing
 
 /// Call invitations end to end (AGORA_REFERENCE §1.8), with real sockets and the fault proxy.
 /// Timers scaled: remote offline and no response at 1 s (30 s), expiry at 2 s (60 s).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct InvitationTests {
     static func start() async throws -> Harness {
         try await Harness.start { config in
@@ -154,9 +154,11 @@ struct InvitationTests {
         let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "hello?")
         let failed = await aliceEvents.first(within: soon, where: Self.local(sent.id, .failure))
         if case .call(.local(let local))? = failed { #expect(local.error == .remoteNoResponse) } else { Issue.record("no remoteNoResponse") }
-        let frames = bob.frames().map(\.text)
-        #expect(frames.contains { $0.contains(#""type":"remoteInvitation""#) && $0.contains(#""event":"invitationReceived""#) })
-        #expect(frames.contains { $0.contains(#""event":"failure""#) && $0.contains(#""code":1"#) })   // localOffline
+        #expect(bob.frames().contains { $0.text.contains(#""type":"remoteInvitation""#) && $0.text.contains(#""event":"invitationReceived""#) })
+        // Bob's failure goes out with alice's, on his own socket: awaited, not assumed to be there already.
+        #expect(await eventually(within: soon) {
+            bob.frames().contains { $0.text.contains(#""event":"failure""#) && $0.text.contains(#""code":1"#) }   // localOffline
+        }, "\(bob.frames().map(\.text))")
         await bob.close()
         await alice.logout()
         await harness.stop()

@@ -9,6 +9,7 @@ import Testing
 /// JSON publishes travel like binary ones (PROTOCOL.md §2.3): the publishes of one
 /// read, whichever way they were sent, are delivered together in `message` frames, and each JSON
 /// one is answered with its JSON `ok`.
+@Suite(.realTime)
 struct JSONPublishTests {
     /// A raw WebSocket client on the test server: the upgrade, then masked frames; collects what
     /// the server sends.

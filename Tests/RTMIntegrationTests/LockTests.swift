@@ -6,7 +6,7 @@ import Testing
 @testable import RTMServer
 
 /// Locks end to end (AGORA_REFERENCE §2.12) with fencing tokens.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct LockTests {
     static func lock(_ kind: LockEventKind, owner: String? = nil) -> @Sendable (RTMEvent) -> Bool {
         { if case .lock(let e) = $0 { e.kind == kind && (owner == nil || e.locks.first?.owner == owner) } else { false } }

@@ -6,7 +6,7 @@ import Testing
 
 /// The server gives memory back to the system when load ends (the C allocator would keep it:
 /// without the trimmer the process stays at its peak size for ever).
-@Suite(.serialized)
+@Suite(.realTimeAlone, .serialized)
 struct MemoryReturnTests {
     @Test("Slow consumers' backlogs are cut at the budget and, once everyone is gone, the memory goes back to the system")
     func memoryGoesBackAfterSlowConsumers() async throws {

@@ -6,7 +6,7 @@ import Testing
 @testable import RTMClient
 
 /// End to end: a real server on 127.0.0.1:0, real clients over real sockets.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct MessagingTests {
     @Test("K-1/C-1: a created client opens nothing; login connects; publish reaches subscribers with presence")
     func publishSubscribe() async throws {

@@ -9,7 +9,7 @@ import Testing
 /// `GET /metrics`: scraped over HTTP from a real server while real clients publish,
 /// send user messages, log in with bad tokens and leave; the Prometheus text is parsed and the
 /// values must move by what the traffic did.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct MetricsTests {
     /// One scrape: `name{labels}` → value, as the Prometheus text format prints them.
     struct Scrape {

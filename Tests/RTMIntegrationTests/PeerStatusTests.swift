@@ -10,7 +10,7 @@ import Testing
 /// Timings scaled: unreachable after 500 ms of silence (6 s in production; 5 heartbeats, so a
 /// loaded machine does not make a healthy client look unreachable), the server's heartbeat
 /// deadline 100 ms + 800 ms, the grace window per test.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct PeerStatusTests {
     static let unreachableAfter = TimeAmount.milliseconds(500)
 

@@ -6,7 +6,7 @@ import Testing
 @testable import RTMServer
 
 /// Frames sent right behind the upgrade request, in the same write, are read (not lost, no crash).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct PipelinedUpgradeTests {
     final class Collector: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer

@@ -6,7 +6,7 @@ import Testing
 @testable import RTMClient
 
 /// Presence end to end (SPEC P-1…P-4, AGORA_REFERENCE §2.10).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct PresenceTests {
     static func presence(_ user: String, _ kinds: Set<PresenceEventKind>) -> @Sendable (RTMEvent) -> Bool {
         { $0.presenceEvent.map { $0.userId == user && kinds.contains($0.kind) } ?? false }

@@ -11,10 +11,12 @@ import Testing
 final class RTMProcess: Sendable {
     let process: Process
     private let lines = NIOLockedValueBox<[String]>([])
-    /// Signalled once its output has ended (the pipe's end was read).
-    private let outputEnded = DispatchSemaphore(value: 0)
-    /// Signalled once the process has exited.
+    /// Set once its output has ended (the pipe's end was read).
+    private let outputEnded = NIOLockedValueBox(false)
+    /// Signalled once the process has exited (for `stop()`, which a `defer` calls).
     private let exited = DispatchSemaphore(value: 0)
+    /// Set once the process has exited.
+    private let hasExited = NIOLockedValueBox(false)
 
     /// The `rtm` binary under test: `RTM_BINARY` when set (CI runs the process tests a second
     /// time against the release build users run), else the one built next to the test bundle.
@@ -66,7 +68,7 @@ final class RTMProcess: Sendable {
                     return buffer
                 }
                 if !last.isEmpty { lines.withLockedValue { $0.append(String(decoding: last, as: UTF8.self)) } }
-                outputEnded.signal()
+                outputEnded.withLockedValue { $0 = true }
                 return
             }
             let complete = partial.withLockedValue { buffer -> [String] in
@@ -79,7 +81,11 @@ final class RTMProcess: Sendable {
             if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
         }
         let exited = self.exited
-        process.terminationHandler = { _ in exited.signal() }
+        let hasExited = self.hasExited
+        process.terminationHandler = { _ in
+            hasExited.withLockedValue { $0 = true }
+            exited.signal()
+        }
         try process.run()
     }
 
@@ -87,11 +93,16 @@ final class RTMProcess: Sendable {
 
     /// Waits for the process to exit and for the whole of its output to be read (the output
     /// is read apart from the exit, so `output` right after `process.waitUntilExit()` could
-    /// miss its last lines).
-    func waitUntilExit() {
-        process.waitUntilExit()
-        // Bounded; signalled again so that a second call does not wait.
-        if outputEnded.wait(timeout: .now() + 5) == .success { outputEnded.signal() }
+    /// miss its last lines). Polls (the exit has no awaitable event in Foundation's `Process`)
+    /// instead of blocking a thread of the Swift concurrency pool. A process still running
+    /// after `timeout` fails the test and is killed, so that `terminationStatus` can be read.
+    func waitUntilExit(within timeout: Duration = .seconds(120)) async {
+        if await !eventually(within: timeout, { hasExited.withLockedValue { $0 } }) {
+            Issue.record("the process did not exit within \(timeout); killed. Last output:\n\(output.suffix(20).joined(separator: "\n"))")
+            signal(SIGKILL)
+            _ = await eventually(within: .seconds(30)) { hasExited.withLockedValue { $0 } }
+        }
+        _ = await eventually(within: .seconds(5)) { outputEnded.withLockedValue { $0 } }
     }
 
     /// Waits until a printed line contains `text`; returns its index, or nil after `timeout`.
@@ -132,9 +143,9 @@ final class RTMProcess: Sendable {
     }
 
     /// Kills it at once (SIGKILL): no shutdown code runs.
-    func kill9() {
+    func kill9() async {
         signal(SIGKILL)
-        process.waitUntilExit()
+        await waitUntilExit()
     }
 
 
@@ -168,7 +179,7 @@ final class DurableServer: @unchecked Sendable {
     /// Kills it at once (no shutdown code runs) and starts it again on the same directory,
     /// `outage` later.
     func killAndRestart(outage: Duration = .zero) async throws {
-        process.kill9()
+        await process.kill9()
         if outage > .zero { try await Task.sleep(for: outage) }   // the length of the fault, not a wait for a result
         process = try RTMProcess.server(port: port, dataDir: dataDir, extraArguments: extraArguments)
         try await listening()
@@ -186,7 +197,7 @@ final class DurableServer: @unchecked Sendable {
     }
 }
 
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ProcessTests {
     @Test("T-11: a client process stopped (SIGSTOP) and resumed (SIGCONT) keeps a healthy link, and is back within a round trip after a long stop")
     func suspendedProcess() async throws {
@@ -254,7 +265,7 @@ struct ProcessTests {
         try #require(await listener.waitForLine(containing: "snapshot") != nil, "listener never logged in: \(listener.output)")
         let publisher = try RTMProcess(arguments: ["pub", "room", "hello from an ordinary user", "--user", "writer"] + client,
                                        user: user, binary: binary)
-        publisher.waitUntilExit()
+        await publisher.waitUntilExit()
         #expect(publisher.process.terminationStatus == 0, "\(publisher.output)")
         #expect(await listener.waitForLine(containing: "hello from an ordinary user") != nil, "\(listener.output)")
         // Really unprivileged: the server process's effective uid is not root's.

@@ -6,6 +6,7 @@ import Testing
 
 /// Publish acknowledgements carry the channel epoch of the message they acknowledge
 /// (PROTOCOL.md §2.3, §3.1): the JSON `ok` in `epoch`, the binary `0x82` frame in its epoch runs.
+@Suite(.realTime)
 struct PublishAckEpochTests {
     static func binaryPublish(_ id: UInt64, _ text: String) -> ByteBuffer {
         var body = ByteBuffer()

@@ -5,7 +5,7 @@ import Testing
 @testable import RTMServer
 
 /// The SDK's publish receipt: sequence number and channel epoch, as delivered (SPEC M-2).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct PublishReceiptTests {
     @Test("M-2: publishWithReceipt returns the seq and channel epoch the delivered MessageEvent carries, over the binary ack (text, data) and the JSON ok (storeInHistory); publish still returns the seq")
     func receiptMatchesDelivery() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// `rtm serve`'s durability and retention flags reach the server (a real process), and a bad
 /// value is refused by name before anything listens.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ServeOptionsTests {
     @Test("M-1: `rtm serve --user-message-cap 2`: the third waiting message drops the oldest and the receiver is told; `--user-message-cap 0`, `--user-message-resend-window 0.5` and `--publish-resend-window 0` are refused by name")
     func storeFlags() async throws {
@@ -13,7 +13,7 @@ struct ServeOptionsTests {
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         for (flag, value) in [("--user-message-cap", "0"), ("--user-message-resend-window", "0.5"), ("--publish-resend-window", "0")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, flag, value])
-            refused.waitUntilExit()
+            await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains(flag) }, "\(refused.output)")
         }
@@ -48,7 +48,7 @@ struct ServeOptionsTests {
         for (json, words) in [(#"{"colour": "blue"}"#, "unknown setting colour"), (#"{"publish-rate": "fast"}"#, "json:publish-rate"),
                               (#"{"store-full-sync": "yes"}"#, "allowed true or false"), (#"["port"]"#, "not a JSON object")] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--config", try write(json)])
-            refused.waitUntilExit()
+            await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains(words) }, "\(json): \(refused.output)")
         }
@@ -114,17 +114,17 @@ struct ServeOptionsTests {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-caps-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDir) }
         let badPattern = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", dataDir, "--namespace", "a*b:private"])
-        badPattern.waitUntilExit()
+        await badPattern.waitUntilExit()
         #expect(badPattern.process.terminationStatus != 0)
         #expect(badPattern.output.contains { $0.contains("--namespace") }, "\(badPattern.output)")
         let credentials = ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let badOperation = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "room=fly"] + credentials)
-        badOperation.waitUntilExit()
+        await badOperation.waitUntilExit()
         #expect(badOperation.process.terminationStatus != 0)
         #expect(badOperation.output.contains { $0.contains("unknown operation 'fly'") }, "\(badOperation.output)")
         let minted = try RTMProcess(arguments: ["token", "--user", "alice", "--capability", "private.ops=subscribe,publish",
                                                 "--capability", "public.*=*", "--user-capability", "*=send"] + credentials)
-        minted.waitUntilExit()
+        await minted.waitUntilExit()
         let capability = try #require(minted.output.first { $0.split(separator: ".").count == 3 }, "\(minted.output)")
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--namespace", "private.*:private"] + credentials)
@@ -144,10 +144,10 @@ struct ServeOptionsTests {
     }
 
     @Test("`rtm serve --admin-tls-cert` without `--admin-tls-key` (and the reverse) is refused by name")
-    func adminTLSFlagsGoTogether() throws {
+    func adminTLSFlagsGoTogether() async throws {
         for flag in ["--admin-tls-cert", "--admin-tls-key"] {
             let refused = try RTMProcess(arguments: ["serve", "--port", "0", "--admin-key", "k", flag, "/nonexistent.pem"])
-            refused.waitUntilExit()
+            await refused.waitUntilExit()
             #expect(refused.process.terminationStatus != 0)
             #expect(refused.output.contains { $0.contains("--admin-tls-cert and --admin-tls-key go together") }, "\(refused.output)")
         }
@@ -156,7 +156,7 @@ struct ServeOptionsTests {
     /// Waits for `rtm serve` to exit and returns everything it printed.
     static func failure(of server: RTMProcess) async -> String {
         _ = await server.waitForLine(containing: "--data-dir")   // the output reader may lag the exit
-        server.waitUntilExit()
+        await server.waitUntilExit()
         #expect(server.process.terminationStatus != 0, "\(server.output)")
         return server.output.joined(separator: "\n")
     }

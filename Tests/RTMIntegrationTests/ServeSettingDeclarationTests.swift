@@ -4,6 +4,7 @@ import Testing
 
 /// `rtm serve`'s setting declarations as values: each is well formed, the reader applies the
 /// precedence and the ranges to them, and docs/configuration.md lists every one with its range.
+@Suite(.realTime)
 struct ServeSettingDeclarationTests {
     @Test("Every declaration has a unique name, a help line unless hidden, and a default inside its own range")
     func declarationsAreWellFormed() {

@@ -5,7 +5,7 @@ import Testing
 /// `rtm serve`'s settings from the command line, the environment and a JSON or YAML file: every
 /// value is checked against its range wherever it comes from, and refused before anything
 /// listens with one message form naming the setting, where the value came from and the range.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ServeSettingsTests {
     /// A scratch directory for one test's data directory and configuration files.
     struct Scratch {
@@ -33,7 +33,7 @@ struct ServeSettingsTests {
         let text = server.output.joined(separator: "\n")
         #expect(ended && !server.process.isRunning, "\(arguments) \(environment): still running\n\(text)")
         guard !server.process.isRunning else { return text }
-        server.waitUntilExit()
+        await server.waitUntilExit()
         #expect(server.process.terminationStatus != 0, "\(text)")
         return server.output.joined(separator: "\n")
     }

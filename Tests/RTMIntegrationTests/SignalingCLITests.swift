@@ -5,7 +5,7 @@ import Testing
 @testable import RTMClient
 
 /// `rtm online` and `rtm call` as real processes against a real server (§1.7, §1.8).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct SignalingCLITests {
     static func rtm(_ arguments: [String], user: String, port: Int) throws -> RTMProcess {
         try RTMProcess(arguments: arguments + [

@@ -4,7 +4,7 @@ import Testing
 @testable import RTMBench
 
 /// `rtm bench soak`: the churn cycle against a real server, and the memory verdict.
-@Suite(.serialized)
+@Suite(.realTimeAlone, .serialized)
 struct SoakTests {
     @Test("soak: 2 s of churn (login, subscribe, publish → own delivery, logout, cut) against a real server, reported every 0.5 s")
     func shortSoak() async throws {

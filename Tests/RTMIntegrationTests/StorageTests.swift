@@ -6,7 +6,7 @@ import Testing
 @testable import RTMClient
 
 /// Storage end to end (AGORA_REFERENCE §2.11): compare-and-set, events, persistence.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct StorageTests {
     static func storage(_ kind: StorageEventKind) -> @Sendable (RTMEvent) -> Bool {
         { if case .storage(let e) = $0 { e.kind == kind } else { false } }
@@ -133,7 +133,7 @@ struct StorageTests {
 }
 
 /// The classic user/channel attributes (§1.6) on the same store.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ClassicAttributeTests {
     @Test("§1.6: classic attributes are the metadata: set replaces, addOrUpdate merges, delete ignores missing keys; notify reaches every member")
     func classicAttributes() async throws {

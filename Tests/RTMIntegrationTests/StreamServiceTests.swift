@@ -8,7 +8,7 @@ import Testing
 /// The join options `withMetadata` and `withLock` of a stream channel (AGORA_REFERENCE §2.9
 /// `AgoraRtmJoinChannelFeature`): the channel's storage and lock snapshots and events, as a
 /// message-channel subscriber with those features gets them.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct StreamServiceTests {
     static func storage(_ kind: StorageEventKind) -> @Sendable (RTMEvent) -> Bool {
         { if case .storage(let e) = $0 { e.kind == kind && e.target == "game" } else { false } }

@@ -8,7 +8,7 @@ import Testing
 @testable import RTMClient
 
 /// Stream channels end to end (SPEC K-3, K-4, H-3; AGORA_REFERENCE §2.9).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct StreamTests {
     static func streamLink(_ channel: String, to state: LinkState) -> @Sendable (RTMEvent) -> Bool {
         { $0.link.map { $0.serviceType == .stream && $0.affectedChannels == [channel] && $0.currentState == state } ?? false }

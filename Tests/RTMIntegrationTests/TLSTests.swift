@@ -8,7 +8,7 @@ import Testing
 /// `wss://` with a certificate made at test time; a plain client to the TLS
 /// port and a client that does not trust the CA fail at once with a typed error; a reload swaps
 /// the certificate for new connections only.
-@Suite(.serialized, .enabled(if: runsWhen(program(named: "openssl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
+@Suite(.realTime, .serialized, .enabled(if: runsWhen(program(named: "openssl") != nil, orRequiredBy: "RTM_REQUIRE_OPENSSL"),
                              "the openssl command is not installed (it makes the test certificates)"))
 struct TLSTests {
     static func start(_ certificates: TestCertificates) async throws -> Harness {
@@ -41,7 +41,7 @@ struct TLSTests {
 
     @Test("TLS: wss:// clients trusting the CA (by IP and by host name) log in, subscribe, publish and receive; a stream channel joins over TLS")
     func endToEnd() async throws {
-        let certificates = try TestCertificates.make("a")
+        let certificates = try await TestCertificates.make("a")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
         defer { Task { await harness.stop() } }
@@ -62,7 +62,7 @@ struct TLSTests {
 
     @Test("TLS: a plain ws:// client to the TLS port fails at once with tlsRequired (-10103), not a hang")
     func plainClientToTLSPort() async throws {
-        let certificates = try TestCertificates.make("b")
+        let certificates = try await TestCertificates.make("b")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
         defer { Task { await harness.stop() } }
@@ -78,7 +78,7 @@ struct TLSTests {
 
     @Test("TLS: a client without the custom CA (system trust store) is refused with tlsHandshakeFailed (-10102); wss:// to a plain port too")
     func untrustedCertificate() async throws {
-        let certificates = try TestCertificates.make("c")
+        let certificates = try await TestCertificates.make("c")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
         defer { Task { await harness.stop() } }
@@ -107,8 +107,8 @@ struct TLSTests {
 
     @Test("TLS: reloadTLSCertificate serves the new certificate to new connections, open ones keep theirs, a bad file keeps the old one")
     func reload() async throws {
-        let first = try TestCertificates.make("first")
-        let second = try TestCertificates.make("second")
+        let first = try await TestCertificates.make("first")
+        let second = try await TestCertificates.make("second")
         defer { first.remove(); second.remove() }
         let harness = try await Self.start(first)
         defer { Task { await harness.stop() } }
@@ -138,8 +138,8 @@ struct TLSTests {
 
     @Test("TLS: rtm serve --tls-cert/--tls-key reloads on SIGHUP; rtm pub --url wss:// --ca-file publishes")
     func serveProcessReloadsOnHangup() async throws {
-        let first = try TestCertificates.make("proc1")
-        let second = try TestCertificates.make("proc2")
+        let first = try await TestCertificates.make("proc1")
+        let second = try await TestCertificates.make("proc2")
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-tls-\(UUID().uuidString)").path
         defer { first.remove(); second.remove(); try? FileManager.default.removeItem(atPath: data) }
         let port = try LoopbackPort.free()
@@ -151,14 +151,14 @@ struct TLSTests {
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let cli = ["--url", "wss://localhost:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let before = try RTMProcess(arguments: ["pub", "room", "one", "--ca-file", first.caFile] + cli)
-        before.waitUntilExit()
+        await before.waitUntilExit()
         #expect(before.process.terminationStatus == 0, "\(before.output)")
 
         try second.install(over: first)
         server.signal(SIGHUP)
         #expect(await server.waitForLine(containing: "TLS certificate reloaded") != nil, "\(server.output)")
         let after = try RTMProcess(arguments: ["pub", "room", "two", "--ca-file", second.caFile] + cli)
-        after.waitUntilExit()
+        await after.waitUntilExit()
         #expect(after.process.terminationStatus == 0, "\(after.output)")
         #expect(server.process.isRunning)
     }

@@ -12,18 +12,18 @@ struct TestCertificates {
     let keyFile: String
 
     /// Makes a CA named `name` and a server certificate in a new directory.
-    static func make(_ name: String) throws -> TestCertificates {
+    static func make(_ name: String) async throws -> TestCertificates {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-tls-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = { (file: String) in dir.appendingPathComponent(file).path }
         let ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
         try ext.write(toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        try await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=rtm test CA \(name)",
                      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        try await openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", path("server.key"), "-out", path("server.csr"), "-subj", "/CN=localhost"])
-        try openssl(["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+        try await openssl(["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                      "-CAcreateserial", "-out", path("server.pem"), "-days", "2", "-extfile", path("server.ext")])
         return TestCertificates(directory: dir, caFile: path("ca.pem"), certificateFile: path("server.pem"), keyFile: path("server.key"))
     }
@@ -38,18 +38,10 @@ struct TestCertificates {
 
     func remove() { try? FileManager.default.removeItem(at: directory) }
 
-    private static func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program(named: "openssl") ?? "/usr/bin/openssl")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CertificateError(message: "openssl \(arguments.first ?? ""): \(String(decoding: text, as: UTF8.self))")
+    private static func openssl(_ arguments: [String]) async throws {
+        let result = try await runProgram(program(named: "openssl") ?? "/usr/bin/openssl", arguments)
+        guard result.status == 0 else {
+            throw CertificateError(message: "openssl \(arguments.first ?? ""): \(result.output)")
         }
     }
 

@@ -9,7 +9,7 @@ import Testing
 /// Token lifecycle end to end (SPEC C-7, AGORA_REFERENCE §2.13). Token expiries are whole
 /// seconds of wall-clock time, so these tests use tokens valid for 2–3 s and a warning lead
 /// shrunk to match.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct TokenTests {
     static let willExpire: @Sendable (RTMEvent) -> Bool = { if case .tokenWillExpire(nil) = $0 { true } else { false } }
 

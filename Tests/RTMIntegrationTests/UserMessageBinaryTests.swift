@@ -9,7 +9,7 @@ import Testing
 
 /// User messages over the binary form (PROTOCOL.md §2.3) and their durability under `kill -9`
 /// while many are in flight (SPEC M-1, group commit).
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct UserMessageBinaryTests {
     @Test("M-1: 300 user messages sent at once over the binary path arrive once each, in order, with increasing store ids; receipts say online")
     func manyInOrder() async throws {

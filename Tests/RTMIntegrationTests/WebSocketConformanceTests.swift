@@ -10,6 +10,7 @@ import Testing
 
 /// RFC 6455 to the letter: the shared rules (`RTMWebSocket`), the SDK's side of
 /// them, and the real server answering violations and close frames over TCP.
+@Suite(.realTime)
 struct WebSocketRulesTests {
     /// Valid UTF-8 is what round-trips through the standard library's repairing decoder.
     static func reference(_ bytes: [UInt8]) -> Bool {
@@ -49,6 +50,7 @@ struct WebSocketRulesTests {
 
 /// The SDK's side: `ClientMessageAggregator` and `WebSocketViolationHandler` behind NIO's
 /// decoder, as `ClientTransport` runs them.
+@Suite(.realTime)
 struct ClientWebSocketRulesTests {
     /// A server frame (unmasked unless `key` is given).
     static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = nil, rsv: UInt8 = 0) -> ByteBuffer {
@@ -111,7 +113,7 @@ struct ClientWebSocketRulesTests {
 }
 
 /// The real server over TCP: close frames before the TCP close.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct ServerCloseHandshakeTests {
     /// Upgrades a raw connection to the real server, sends `frames`, and returns the close
     /// code of the server's close frame, once the server has closed the connection.

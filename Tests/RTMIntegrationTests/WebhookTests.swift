@@ -9,7 +9,7 @@ import Testing
 
 /// Webhook events POSTed to a real HTTP receiver, signed, in order per user,
 /// at least once through a receiver outage and a server restart, with a bounded queue.
-@Suite(.serialized)
+@Suite(.realTime, .serialized)
 struct WebhookTests {
     static let secret = "webhook-test-secret"
 
@@ -307,6 +307,7 @@ struct WebhookTests {
 }
 
 /// The webhook scheduler as a pure value: order per key, one POST per key at a time, backoff.
+@Suite(.realTime)
 struct WebhookSchedulerTests {
     static let timing = WebhookScheduler.Timing(initialBackoff: .seconds(1), maxBackoff: .seconds(8),
                                                 maxRetryDuration: .seconds(60), maxConcurrent: 2)

@@ -7,6 +7,7 @@ import Testing
 
 /// `BoundedCall`: a call that never ends (as one written to a pooled connection that had just
 /// closed) still gives its caller an answer: at the deadline, or at once when it is cancelled.
+@Suite(.realTime)
 struct BoundedCallTests {
     /// Calls that ignore cancellation and end only when the test releases them, as the lost
     /// query never ended. Released at the end of each test, so no task is left waiting and no

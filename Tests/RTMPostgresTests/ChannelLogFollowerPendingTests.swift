@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 /// What a follower keeps between two turns of its loop, as a value.
+@Suite(.realTime)
 struct ChannelLogFollowerPendingTests {
     private func entry(_ seq: Int64) -> ChannelLogEntry {
         ChannelLogEntry(appId: "app", channel: "room", seq: seq, epoch: "c.1", publisher: "alice", node: "n1", msgId: nil,

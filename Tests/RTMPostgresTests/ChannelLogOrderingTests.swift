@@ -4,6 +4,7 @@ import Testing
 
 /// The follower's ordering as a pure value: rows from the log in any order, delivered once, in
 /// each channel's order; a number that never comes becomes an explicit gap (SPEC M-2).
+@Suite(.realTime)
 struct ChannelLogOrderingTests {
     private func entry(_ channel: String, _ seq: Int64) -> ChannelLogEntry {
         ChannelLogEntry(appId: "app", channel: channel, seq: seq, epoch: "e", publisher: "p", node: "n", msgId: nil,
@@ -48,6 +49,7 @@ struct ChannelLogOrderingTests {
 }
 
 /// A database failover: a channel's numbers start again at 1 in a new epoch on a new timeline.
+@Suite(.realTime)
 struct ChannelLogOrderingEpochTests {
     private let key = ChannelLogKey(appId: "app", channel: "a")
 

@@ -4,6 +4,7 @@ import RTMServer
 import Testing
 
 /// Node leases as a pure value, with time passed in: deaths and returns reported once each.
+@Suite(.realTime)
 struct NodeLivenessTests {
     private func describe(_ events: [BackplaneEvent]) -> [String] {
         events.map { event in

@@ -9,14 +9,14 @@ import RTMTestSupport
 import Testing
 
 /// The channel log on a real PostgreSQL started for the test (initdb + pg_ctl on a free port).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresChannelLogTests {
     static let logger = Logger(label: "test.postgres")
 
     /// Runs `body` with a fresh database server and a running client (several = several nodes).
     func withDatabase(clients count: Int = 1,
                               _ body: @Sendable (PostgresTestServer, [PostgresClient]) async throws -> Void) async throws {
-        let server = try PostgresTestServer.start()
+        let server = try await PostgresTestServer.start()
         defer { server.destroy() }
         let location = try PostgresLocation(url: server.url + "?sslmode=disable")
         let clients = (0..<count).map { _ in PostgresClient(configuration: location.clientConfiguration(connections: 4), backgroundLogger: Self.logger) }
@@ -315,9 +315,9 @@ struct PostgresChannelLogTests {
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "epoch \(receipts[0].epoch)" }) != nil)
             // The database goes away and comes back; the catch-up read after the reconnection
             // delivers what was written after the restart.
-            try server.stop()
+            try await server.stop()
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "down" }) != nil)
-            try server.start()
+            try await server.start()
             // Refused until the database is back: retried (bounded).
             let sent = await eventually(within: .seconds(30), every: .milliseconds(50)) {
                 (try? await writer.append([message("a", "z")])) != nil
@@ -332,7 +332,7 @@ struct PostgresChannelLogTests {
     func followerReportsDownBeforeFirstConnection() async throws {
         try await withDatabase { server, clients in
             let (_, follower) = try await Self.follower(server, clients, pollInterval: .milliseconds(100))
-            try server.stop()
+            try await server.stop()
             let (events, sink) = AsyncStream<String>.makeStream()
             let recorder = AsyncRecorder(events)
             let task = Task {
@@ -342,7 +342,7 @@ struct PostgresChannelLogTests {
             }
             defer { task.cancel() }
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "down" }) != nil)
-            try server.start()
+            try await server.start()
             #expect(await recorder.first(within: .seconds(15), where: { $0 == "up" }) != nil)
             #expect(await recorder.all == ["down", "up"])
         }
@@ -379,7 +379,7 @@ struct PostgresChannelLogTests {
 }
 
 /// The messages a node's `NOTIFY` carries (`ChannelLogNotice`).
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct ChannelLogNoticeTests {
     /// A fresh database, its log, node "n1"'s writer and a follower of the log whose events are
     /// recorded: "channel#seq node" for each message, "gap" for each gap, "started".

@@ -9,7 +9,7 @@ import Testing
 
 /// The cluster's metadata, history and locks store on a real PostgreSQL
 /// started for the test, used by two nodes at once.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresServicesTests {
     private static let logger = Logger(label: "test.postgres.services")
 
@@ -73,7 +73,7 @@ struct PostgresServicesTests {
 
     @Test("§2.12: a lock request to a database that stopped answering (frozen with SIGSTOP) is refused at callTimeout instead of waiting for ever; once it answers again, locks work")
     func lockCallBoundedWhenDatabaseHangs() async throws {
-        let server = try PostgresTestServer.start()
+        let server = try await PostgresTestServer.start()
         defer { server.destroy() }
         let location = try PostgresLocation(url: server.url + "?sslmode=disable")
         let services = PostgresServices(location: location, node: "a", callTimeout: .seconds(1), logger: Self.logger)

@@ -2,15 +2,15 @@ import RTMTestSupport
 import Testing
 
 /// The test harness itself: a server that starts, stops, starts again and goes away.
-@Suite(.enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresTestServerTests {
     @Test("a throwaway PostgreSQL starts on a free port, restarts, and is removed")
-    func startsAndStops() throws {
-        let server = try PostgresTestServer.start()
+    func startsAndStops() async throws {
+        let server = try await PostgresTestServer.start()
         defer { server.destroy() }
         #expect(server.port > 0)
-        try server.stop()
-        try server.start()
+        try await server.stop()
+        try await server.start()
         #expect(server.log.contains("ready to accept connections"))
     }
 }

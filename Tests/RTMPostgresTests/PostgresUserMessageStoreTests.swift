@@ -9,7 +9,7 @@ import Testing
 
 /// The PostgreSQL user-message store on a real PostgreSQL started for the test: the SQLite
 /// store's semantics (SPEC M-1), shared by two nodes.
-@Suite(.serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
+@Suite(.realTime, .serialized, .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresUserMessageStoreTests {
     private static let logger = Logger(label: "test.postgres.user")
 

@@ -7,7 +7,7 @@ import Testing
 /// them, then they are stopped (and the database's log recorded when `body` threw).
 func withTwoNodes<Store: Sendable>(open: (PostgresLocation, String) async throws -> Store, stop: (Store) async -> Void,
                                    _ body: (Store, Store) async throws -> Void) async throws {
-    let server = try PostgresTestServer.start()
+    let server = try await PostgresTestServer.start()
     defer { server.destroy() }
     let location = try PostgresLocation(url: server.url + "?sslmode=disable")
     let a = try await open(location, "a")

@@ -7,7 +7,7 @@ import Testing
 @testable import RTMClient
 
 /// The admin HTTP API against a real server and real SDK clients.
-@Suite("Admin API", .serialized)
+@Suite("Admin API", .realTime, .serialized)
 struct AdminAPITests {
     @Test("admin: a missing or wrong key is refused with 401 and logged; the key is compared whole")
     func wrongKeyRefused() async throws {

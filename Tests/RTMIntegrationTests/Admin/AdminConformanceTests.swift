@@ -5,7 +5,7 @@ import Testing
 @testable import RTMClient
 
 /// The admin API against its OpenAPI document (`openapi/admin.yaml`), and the `rtm admin` CLI.
-@Suite("Admin API conformance", .serialized)
+@Suite("Admin API conformance", .realTime, .serialized)
 struct AdminConformanceTests {
     @Test("admin: the OpenAPI document validates, and every endpoint's real answers (2xx and errors) validate against it",
           .enabled(if: runsWhen(pythonHas(["yaml", "openapi_schema_validator", "openapi_spec_validator"]), orRequiredBy: "RTM_PYTHON_CHECKS"),
@@ -80,7 +80,7 @@ struct AdminConformanceTests {
         try admin.exchanges.write(to: exchanges)
         defer { try? FileManager.default.removeItem(atPath: exchanges) }
         let python = try #require(python3, "python3 is needed for the OpenAPI check (.ci/run installs its packages)")
-        let result = try runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges])
+        let result = try await runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains("0 failures"), "\(result.output)")
     }
@@ -94,29 +94,29 @@ struct AdminConformanceTests {
         try await alice.subscribe("room")
         let environment = ["RTM_ADMIN_URL": admin.baseURL, "RTM_ADMIN_KEY": AdminHarness.key]
         let rtm = RTMProcess.binary.path
-        func run(_ arguments: String...) throws -> String {
-            let result = try runProgram(rtm, ["admin"] + arguments, environment: environment)
+        func run(_ arguments: String...) async throws -> String {
+            let result = try await runProgram(rtm, ["admin"] + arguments, environment: environment)
             #expect(result.status == 0, "rtm admin \(arguments.joined(separator: " ")): \(result.output)")
             return result.output
         }
-        #expect(try run("info").contains("\"version\" : \"0.14.0\""))
-        #expect(try run("publish", "room", "from the cli", "--store").contains("\"seq\" : 1"))
+        #expect(try await run("info").contains("\"version\" : \"0.14.0\""))
+        #expect(try await run("publish", "room", "from the cli", "--store").contains("\"seq\" : 1"))
         #expect(await events.first(within: soon) { $0.messageEvent?.text == "from the cli" } != nil)
-        #expect(try run("send", "alice", "psst").contains("\"receiverOnline\" : true"))
-        #expect(try run("channels").contains("\"name\" : \"room\""))
-        #expect(try run("channel", "room").contains("from the cli"))
-        #expect(try run("sessions").contains("\"userId\" : \"alice\""))
-        #expect(try run("whonow", "room").contains("\"alice\""))
-        #expect(try run("wherenow", "alice").contains("\"room\""))
-        _ = try run("history", "room")
-        #expect(try run("disconnect", "alice", "--reason", "cli test").contains("\"disconnected\" : true"))
+        #expect(try await run("send", "alice", "psst").contains("\"receiverOnline\" : true"))
+        #expect(try await run("channels").contains("\"name\" : \"room\""))
+        #expect(try await run("channel", "room").contains("from the cli"))
+        #expect(try await run("sessions").contains("\"userId\" : \"alice\""))
+        #expect(try await run("whonow", "room").contains("\"alice\""))
+        #expect(try await run("wherenow", "alice").contains("\"room\""))
+        _ = try await run("history", "room")
+        #expect(try await run("disconnect", "alice", "--reason", "cli test").contains("\"disconnected\" : true"))
         #expect(await events.first(within: soon) { $0.link?.isResumed == true } != nil)
-        #expect(try run("ban", "mallory", "30").contains("bannedUntil"))
-        #expect(try run("bans").contains("mallory"))
-        #expect(try run("unban", "mallory").contains("\"unbanned\" : true"))
-        #expect(try run("kick", "alice", "--reason", "done").contains("\"sessionEnded\" : true"))
-        #expect(try run("revoke", "--user", "alice").contains("\"scope\" : \"user\""))
-        let refused = try runProgram(rtm, ["admin", "info", "--admin-key", "wrong"], environment: ["RTM_ADMIN_URL": admin.baseURL])
+        #expect(try await run("ban", "mallory", "30").contains("bannedUntil"))
+        #expect(try await run("bans").contains("mallory"))
+        #expect(try await run("unban", "mallory").contains("\"unbanned\" : true"))
+        #expect(try await run("kick", "alice", "--reason", "done").contains("\"sessionEnded\" : true"))
+        #expect(try await run("revoke", "--user", "alice").contains("\"scope\" : \"user\""))
+        let refused = try await runProgram(rtm, ["admin", "info", "--admin-key", "wrong"], environment: ["RTM_ADMIN_URL": admin.baseURL])
         #expect(refused.status != 0)
         #expect(refused.output.contains("admin API answered 401: wrong admin key"))
     }

@@ -12,7 +12,7 @@ private let chromium: String? = ["chromium", "chromium-browser", "google-chrome"
 /// The admin web console in a real headless browser. Runs when Chromium and the Python
 /// DevTools client (`websocket-client`) are installed, and always in CI (`RTM_CONSOLE_TEST=1`,
 /// where a missing one is a failure); elsewhere it is skipped, with the reason.
-@Suite("Admin console", .serialized)
+@Suite("Admin console", .realTime, .serialized)
 struct AdminConsoleTests {
     @Test("console: loads in headless Chromium, takes the key, shows a published message and a connected user, draws the chart",
           .enabled(if: runsWhen(chromium != nil && pythonHas(["websocket"]), orRequiredBy: "RTM_CONSOLE_TEST"),
@@ -33,7 +33,7 @@ struct AdminConsoleTests {
         let screenshot = ProcessInfo.processInfo.environment["RTM_CONSOLE_SCREENSHOT"]
             ?? "\(packageRoot)/.build/console-test.png"
         let python = try #require(python3)
-        let result = try runProgram(python, [
+        let result = try await runProgram(python, [
             "\(packageRoot)/Tests/console/check_console.py", "--url", "\(admin.baseURL)/console", "--key", AdminHarness.key,
             "--expect", "hello from ops", "--expect", "roger", "--expect", "alice", "--expect", "bob",
             "--channel", "room", "--publish", "typed in the console", "--screenshot", screenshot,
@@ -56,7 +56,7 @@ struct AdminConsoleTests {
         defer { Task { await alice.logout(); await bob.logout() } }
         for i in 0..<60 { _ = try await (i < 30 ? alice : bob).subscribe(String(format: "ch%02d", i)) }
         let python = try #require(python3)
-        let result = try runProgram(python, [
+        let result = try await runProgram(python, [
             "\(packageRoot)/Tests/console/check_console.py", "--url", "\(admin.baseURL)/console", "--key", AdminHarness.key,
             "--expect", "1–50 of 60", "--expect", "ch49", "--next-page", "channels", "--then-expect", "51–60 of 60",
             "--then-expect", "ch59", "--screenshot", "\(packageRoot)/.build/console-pages.png",

@@ -108,7 +108,13 @@ struct RecordingLogHandler: LogHandler {
 }
 
 /// Runs a program to its end; returns its exit status and its output (stdout and stderr).
-func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+/// The wait holds a thread of its own, not one of the Swift concurrency pool's.
+func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    try await onOwnThread { try runProgramBlocking(executable, arguments, environment: environment) }
+}
+
+/// `runProgram` holding the calling thread: for a test trait's condition, which is not async.
+func runProgramBlocking(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -137,7 +143,7 @@ var python3: String? { program(named: "python3") }
 /// Whether `python3` can import every module of `modules` (the checkers the admin tests run
 /// need packages that only `.ci/run` installs).
 func pythonHas(_ modules: [String]) -> Bool {
-    guard let python3, let result = try? runProgram(python3, ["-c", "import " + modules.joined(separator: ", ")]) else { return false }
+    guard let python3, let result = try? runProgramBlocking(python3, ["-c", "import " + modules.joined(separator: ", ")]) else { return false }
     return result.status == 0
 }
 

@@ -9,7 +9,7 @@ import Testing
 extension ClusterTests {
     @Test("admin in a cluster: /v1/info lists every node (this one, the others alive, with their sessions; a node started later learns the ones without sessions) and /v1/sessions every node's sessions with their node; the answers match openapi/admin.yaml")
     func adminShowsEveryNode() async throws {
-        let (database, location, logger) = try Self.database()
+        let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
         func node(_ name: String) async throws -> AdminHarness {
             try await AdminHarness.start {
@@ -44,7 +44,7 @@ extension ClusterTests {
             let exchanges = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-admin-cluster-\(UUID()).json").path
             try b.exchanges.write(to: exchanges)
             defer { try? FileManager.default.removeItem(atPath: exchanges) }
-            let result = try runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges, "--partial"])
+            let result = try await runProgram(python, ["\(packageRoot)/openapi/check_exchanges.py", "\(packageRoot)/openapi/admin.yaml", exchanges, "--partial"])
             #expect(result.status == 0 && result.output.contains("0 failures"), "\(result.output)")
         }
         for node in [a, idle, b] { await node.stop() }
