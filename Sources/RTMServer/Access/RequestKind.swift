@@ -54,8 +54,9 @@ enum RequestKind: String, CaseIterable, Sendable {
 /// the binary fast paths with the fields its permission needs (the rest of the request stays
 /// in the read batch it came in).
 enum ClientRequest {
-    /// A JSON request (text frame), of a known type.
-    case json(RequestKind, Frame)
+    /// A JSON request (text frame), of a known type. Boxed: a `Frame` is large, and the
+    /// publish fast path must not build or copy a value its size for every message.
+    indirect case json(RequestKind, Frame)
     /// A publish of a read batch (binary `0x01`, or a JSON publish the fast reader took), to
     /// this (validated) channel.
     case batchedPublish(channel: String)

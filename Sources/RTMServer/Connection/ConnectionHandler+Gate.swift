@@ -27,10 +27,14 @@ struct GatePass {
     var rewrite: HookRewrite?
 }
 
-/// The gate's outcome for one request.
+/// The gate's outcome for one request. The rare cases are boxed, so that the common one (a
+/// publish passed) is a small value on the publish fast path.
 enum GateOutcome {
-    /// Run the request's handler.
-    case passed(GatePass)
+    /// Run the request's handler, with nothing learnt on the way.
+    case passed
+    /// Run the request's handler with what the gate learnt (credentials, a join's access, the
+    /// hook's rewrite).
+    indirect case passedWith(GatePass)
     /// Answer with this error (the request's id attached).
     case refused(RequestRefusal)
     /// Closing: no answer.
@@ -38,7 +42,7 @@ enum GateOutcome {
     /// The authorization hook must answer first: then the request is refused (deny) or runs
     /// with the pass and the answer's rewrite (allow). Everything the client sends meanwhile
     /// waits (`hold(until:)`).
-    case awaiting(EventLoopFuture<HookVerdict>, GatePass)
+    indirect case awaiting(EventLoopFuture<HookVerdict>, GatePass)
 }
 
 /// The one gate every client request passes, JSON or binary, on a MESSAGE or a STREAM
@@ -54,17 +58,22 @@ extension ConnectionHandler {
     func pass(_ request: ClientRequest, asked: Bool = false, payload: () -> HookQuestion.Publish? = { nil }) -> GateOutcome {
         let kind = request.kind
         // 1. Admission: the connection's state, then the publish rate (channel and user messages).
-        switch lifecycle.admit(kind) {
-        case .allowed: break
-        case .rejected(let refusal): return .refused(refusal)
-        case .ignored: return .ignored
+        // A batched publish is gathered only on a logged-in session, which admits it (the state
+        // machine's answer, read without building it for every message).
+        if case .batchedPublish = request, lifecycle.isLoggedIn {
+        } else {
+            switch lifecycle.admit(kind) {
+            case .allowed: break
+            case .rejected(let refusal): return .refused(refusal)
+            case .ignored: return .ignored
+            }
         }
         if kind == .publish || kind == .sendUser,
            !lifecycle.admitPublish(now: lifecycle.lastRead, lateness: fanout.liveness.ticks.lateness(now: lifecycle.lastRead)) {
             return .refused(lifecycle.budgets.publishRefusal)
         }
         // A run of batched publishes to one channel is decided once: the one before it passed.
-        if case .batchedPublish(let channel) = request, channel == intake.passedChannel { return .passed(GatePass()) }
+        if case .batchedPublish(let channel) = request, channel == intake.passedChannel { return .passed }
         // 2. The decision: the session's grants and the namespaces; a login's, join's or
         // renewal's tokens first.
         var pass = GatePass()
@@ -91,19 +100,24 @@ extension ConnectionHandler {
         // 3. The app's backend, where a namespace (or the connect setting) asks it.
         guard !asked, let hook = hub.authorizationHook, let (question, mode) = hookQuestion(for: request, payload: payload) else {
             if case .batchedPublish(let channel) = request { intake.passedChannel = channel }
-            return .passed(pass)
+            return Self.passed(pass)
         }
         switch hook.cached(question) {
         case .allow(let rewrite)?:
             // A kept allow has no rewrite to apply, so a run of publishes may share it.
             if case .batchedPublish(let channel) = request { intake.passedChannel = channel }
             pass.rewrite = rewrite
-            return .passed(pass)
+            return Self.passed(pass)
         case .deny(let refusal)?:
             return .refused(refusal)
         case nil:
             return .awaiting(hook.ask(question, failure: mode, on: connection.channel.eventLoop), pass)
         }
+    }
+
+    /// `.passed` when the gate learnt nothing, else `.passedWith`.
+    private static func passed(_ pass: GatePass) -> GateOutcome {
+        pass.credentials == nil && pass.access == nil && pass.rewrite == nil ? .passed : .passedWith(pass)
     }
 
     /// The hook's question about `request` and the failure mode to ask it with; nil: the hook

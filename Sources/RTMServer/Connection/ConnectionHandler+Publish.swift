@@ -111,7 +111,7 @@ extension ConnectionHandler {
                         HookQuestion.Publish(payload: publish.pointee.publish.payload, isText: publish.pointee.publish.isText,
                                              customType: publish.pointee.publish.customType)
                     }) {
-                    case .passed:
+                    case .passed, .passedWith:
                         break
                     case .refused(let refusal):
                         publishRun()

@@ -14,7 +14,9 @@ extension ConnectionHandler {
         }
         if kind == .login { lifecycle.loginAttempted() }
         switch pass(.json(kind, frame)) {
-        case .passed(let pass):
+        case .passed:
+            run(kind, frame, GatePass(), context: context)
+        case .passedWith(let pass):
             run(kind, frame, pass, context: context)
         case .refused(let refusal):
             send(.error(id: frame.id, refusal.code, refusal.reason), context: context)

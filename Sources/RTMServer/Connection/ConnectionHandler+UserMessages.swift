@@ -20,7 +20,7 @@ extension ConnectionHandler {
         let (receiver, problem) = Self.validatedName(request.receiverBytes, kind: "userId", limits: hub.configuration.limits,
                                                      cache: &intake.lastUserReceiver)
         switch pass(.binarySendUser(receiver: receiver)) {
-        case .passed: break
+        case .passed, .passedWith: break
         case .refused(let refusal): return send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
         case .ignored, .awaiting: return   // the hook is never asked about user messages
         }
@@ -48,7 +48,7 @@ extension ConnectionHandler {
             send(.error(id: nil, .invalidFrame, error.description), context: context)
         case .success(let upTo):
             switch pass(.binaryAckUser) {
-            case .passed:
+            case .passed, .passedWith:
                 guard let key = lifecycle.session else { return }
                 hub.mailbox.acknowledge(key, upTo: Int64(clamping: upTo), on: connection)
             case .refused(let refusal):
