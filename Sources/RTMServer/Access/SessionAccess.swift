@@ -92,6 +92,14 @@ struct SessionAccess: Sendable, Equatable {
         }
     }
 
+    /// The refusal of a capability token issued at `issued` (nil: none given) before `current`,
+    /// the one the grants of `whose` came from, or nil: a session's grants never go back to an
+    /// older token's (a renewal, a STREAM join, a resume).
+    static func goingBack(issued: UInt32?, current: UInt32?, of whose: String) -> RequestRefusal? {
+        guard let current, (issued ?? 0) < current else { return nil }
+        return RequestRefusal(code: .invalidToken, reason: "capability token rejected: \(issued.map { "issued at \($0)" } ?? "none given"), before \(whose) current one (\(current)); a session's grants never go back to an older token's")
+    }
+
     /// A subscription (or its presence, metadata or lock part) the session holds, re-decided
     /// when its grants change.
     enum Watch: Hashable, Sendable {

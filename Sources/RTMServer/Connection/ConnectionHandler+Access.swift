@@ -54,8 +54,8 @@ extension ConnectionHandler {
     /// A renewal's capability token issued before the session's current one: refused, so that
     /// a session's grants never go back to an older token's (however long it is valid).
     func olderToken(_ credentials: Credentials) -> RequestRefusal? {
-        guard let issued = credentials.issuedAt, let current = access?.issuedAt, issued < current else { return nil }
-        return RequestRefusal(code: .invalidToken, reason: "capability token rejected: issued at \(issued), before the session's current one (\(current)); a session's grants never go back to an older token's")
+        guard let issued = credentials.issuedAt else { return nil }   // no capability token: the grants stay
+        return SessionAccess.goingBack(issued: issued, current: access?.issuedAt, of: "the session's")
     }
 
     /// A join's access: its capability token's grants (refused when issued before those of its
@@ -76,8 +76,8 @@ extension ConnectionHandler {
             return .success(makeAccess(userId: userId, capabilities: session.capabilities, expiry: session.capabilityExpiry,
                                        issuedAt: session.issuedAt, source: session.source))
         }
-        if let issued = credentials.issuedAt, let current = session?.issuedAt, issued < current {
-            return .failure(RequestRefusal(code: .invalidToken, reason: "capability token rejected: issued at \(issued), before the one of '\(userId)'s session (\(current)); a session's grants never go back to an older token's"))
+        if let refusal = SessionAccess.goingBack(issued: credentials.issuedAt, current: session?.issuedAt, of: "'\(userId)'s session's") {
+            return .failure(refusal)
         }
         return .success(makeAccess(userId: userId, capabilities: capabilities, expiry: credentials.capabilityExpiry,
                                    issuedAt: credentials.issuedAt, source: .token))
@@ -142,8 +142,9 @@ extension ConnectionHandler {
             for stream in hub.streams.connections(of: key) {
                 stream.withHandler { $0.streamGrantsChanged(access) }
             }
-            endForbiddenWatches(key: key, access: access, context: context)
-        } else if let membership = stream {
+            // Unrestricted grants end nothing: the watches are decided again only when some may fail.
+            if !access.isUnrestricted { endForbiddenWatches(key: key, access: access, context: context) }
+        } else if let membership = stream, !access.isUnrestricted {
             endForbiddenStreamWatches(membership, access: access, context: context)
         }
     }

@@ -60,13 +60,12 @@ extension ConnectionHandler {
         // 1. Admission: the connection's state, then the publish rate (channel and user messages).
         // A batched publish is gathered only on a logged-in session, which admits it (the state
         // machine's answer, read without building it for every message).
-        if case .batchedPublish = request, lifecycle.isLoggedIn {
-        } else {
-            switch lifecycle.admit(kind) {
-            case .allowed: break
-            case .rejected(let refusal): return .refused(refusal)
-            case .ignored: return .ignored
-            }
+        let batched: Bool
+        if case .batchedPublish = request { batched = true } else { batched = false }
+        switch batched && lifecycle.isLoggedIn ? .allowed : lifecycle.admit(kind) {
+        case .allowed: break
+        case .rejected(let refusal): return .refused(refusal)
+        case .ignored: return .ignored
         }
         if kind == .publish || kind == .sendUser,
            !lifecycle.admitPublish(now: lifecycle.lastRead, lateness: fanout.liveness.ticks.lateness(now: lifecycle.lastRead)) {

@@ -328,9 +328,7 @@ final class Hub: Sendable {
     /// again when its grants change).
     func watches(of key: UserKey) -> (metadata: [String], peers: Set<String>) {
         state.withLockedValue { state in
-            (state.metadataWatchers.compactMap { target, watchers in
-                target.appId == key.appId && watchers.contains(key.userId) ? target.userId : nil
-            }, state.peerStatus.targets(of: key))
+            (Array(state.metadataWatched[key] ?? []), state.peerStatus.targets(of: key))
         }
     }
 

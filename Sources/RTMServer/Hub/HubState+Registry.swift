@@ -60,11 +60,15 @@ extension HubState {
 
     /// Subscribes `watcher` to storage events of `target`'s user metadata (or ends it).
     mutating func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
+        let watcherKey = UserKey(appId: target.appId, userId: watcher)
         if on {
             metadataWatchers[target, default: []].insert(watcher)
+            metadataWatched[watcherKey, default: []].insert(target.userId)
         } else {
             metadataWatchers[target]?.remove(watcher)
             if metadataWatchers[target]?.isEmpty == true { metadataWatchers[target] = nil }
+            metadataWatched[watcherKey]?.remove(target.userId)
+            if metadataWatched[watcherKey]?.isEmpty == true { metadataWatched[watcherKey] = nil }
         }
     }
 

@@ -134,6 +134,10 @@ struct HubState {
     let publishResendWindowMillis: Int64
     /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
     var metadataWatchers: [UserKey: Set<String>] = [:]
+    /// The same the other way round: watcher → the users whose metadata it watches (kept with
+    /// `metadataWatchers` by `watchMetadata`), so that a session's own watches are found without
+    /// a scan of everyone's.
+    var metadataWatched: [UserKey: Set<String>] = [:]
     /// Peer online status subscriptions (HubState+PeerStatus, §1.7).
     var peerStatus: PeerStatusRegistry
     /// Channel messages published since start (the admin API's counters).
@@ -215,8 +219,8 @@ struct HubState {
             if let resumeToken, resumeToken == session.resumeToken {
                 // No going back: a resume with a capability token issued before the session's
                 // current one (or with none, after one) would widen a narrowed session.
-                if let kept = session.grantsIssuedAt, (grantsIssuedAt ?? 0) < kept {
-                    return .rejected(RequestRefusal(code: .invalidToken, reason: "capability token rejected: \(grantsIssuedAt.map { "issued at \($0)" } ?? "none given"), before the resumed session's current one (\(kept)); a session's grants never go back to an older token's"))
+                if let refusal = SessionAccess.goingBack(issued: grantsIssuedAt, current: session.grantsIssuedAt, of: "the resumed session's") {
+                    return .rejected(refusal)
                 }
                 session.grantsIssuedAt = grantsIssuedAt
                 let replaced = session.connection
@@ -304,8 +308,8 @@ struct HubState {
         publisherMayHaveLeft(key, wallMillis: wallMillis)
         cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
-        for (target, var watchers) in metadataWatchers where target.appId == key.appId && watchers.remove(key.userId) != nil {
-            metadataWatchers[target] = watchers.isEmpty ? nil : watchers
+        for target in metadataWatched[key] ?? [] {
+            watchMetadata(of: UserKey(appId: key.appId, userId: target), watcher: key.userId, on: false)
         }
         return session.channels.sorted().compactMap {
             removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis, session: session.id)
