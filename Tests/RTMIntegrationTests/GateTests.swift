@@ -26,7 +26,7 @@ struct GateTests {
         { if case .watchEnded(let e) = $0 { e.kind == kind } else { false } }
     }
 
-    @Test("a narrower renewToken ends every watch it no longer allows, each with its event: a subscription's presence, metadata and lock parts, a user's metadata, a user's status, a stream topic")
+    @Test("PROTOCOL §8.1: a narrower renewToken ends every watch it no longer allows, each with its event: a subscription's presence, metadata and lock parts, a user's metadata, a user's status, a stream topic")
     func narrowingEndsEveryWatch() async throws {
         try await Harness.with { harness in
             let (alice, events) = try await Harness.client("alice", port: harness.port, login: false)
@@ -63,7 +63,7 @@ struct GateTests {
         }
     }
 
-    @Test("subscribeMetadata of another user with only a channel grant is refused; a STREAM join with withMetadata or withLock needs metadata.read or lock there")
+    @Test("PROTOCOL §8.1: subscribeMetadata of another user with only a channel grant is refused; a STREAM join with withMetadata or withLock needs metadata.read or lock there")
     func userMetadataAndStreamParts() async throws {
         try await Harness.with { harness in
             let (alice, _) = try await Harness.client("alice", port: harness.port, login: false)
@@ -81,7 +81,7 @@ struct GateTests {
         }
     }
 
-    @Test("a namespace made no-presence by a reload: the presence part of open subscriptions ends (watchEnded), and nobody is listed to later subscribers, members from before included")
+    @Test("PROTOCOL §8.1: a namespace made no-presence by a reload: the presence part of open subscriptions ends (watchEnded), and nobody is listed to later subscribers, members from before included")
     func noPresenceReload() async throws {
         try await Harness.with { harness in
             let (alice, events) = try await Harness.client("alice", port: harness.port)
@@ -98,7 +98,7 @@ struct GateTests {
         }
     }
 
-    @Test("no going back: a renewToken or a STREAM join with a capability token issued before the session's current one is refused; a STREAM join without one takes the session's grants")
+    @Test("PROTOCOL §8.1: no going back: a renewToken or a STREAM join with a capability token issued before the session's current one is refused; a STREAM join without one takes the session's grants")
     func noGoingBack() async throws {
         try await Harness.with { harness in
             let (alice, _) = try await Harness.client("alice", port: harness.port, login: false)
@@ -136,7 +136,7 @@ struct GateTests {
         }
     }
 
-    @Test("no going back at a resume: a login resuming a narrowed session with the older, wider capability token (or with none) is refused; with the current one it resumes")
+    @Test("PROTOCOL §8.1: no going back at a resume: a login resuming a narrowed session with the older, wider capability token (or with none) is refused; with the current one it resumes")
     func noGoingBackAtResume() async throws {
         try await Harness.with { harness in
             let now = UInt32(Date().timeIntervalSince1970)
@@ -169,7 +169,7 @@ struct GateTests {
         }
     }
 
-    @Test("the admin API keeps a namespace's rules too: no history stored in a no-history channel (400, -15004), the publish itself allowed")
+    @Test("PROTOCOL §8.1: the admin API keeps a namespace's rules too: no history stored in a no-history channel (400, -15004), the publish itself allowed")
     func adminHistoryInNoHistoryNamespace() async throws {
         let admin = try await AdminHarness.start { $0.namespaces = [try! ChannelNamespace(parsing: "ephemeral.*:no-history")] }
         let refused = try await admin.call("POST", "/v1/publish", body: ["channel": "ephemeral.a", "message": "x", "storeInHistory": true])
@@ -179,7 +179,7 @@ struct GateTests {
         await admin.stop()
     }
 
-    @Test("the default capability binds sessions without a capability token, on channels and users alike; reloaded narrower, it ends what it no longer allows")
+    @Test("PROTOCOL §8.1: the default capability binds sessions without a capability token, on channels and users alike; reloaded narrower, it ends what it no longer allows")
     func defaultCapability() async throws {
         let lobby = Capabilities(channels: ["lobby": [.subscribe, .publish, .presence]], users: ["bob": [.send]])
         try await Harness.with({ $0.defaultCapabilities = lobby }) { harness in
@@ -198,7 +198,7 @@ struct GateTests {
         }
     }
 
-    @Test("subscribe alone does not show the members: the reply lists nobody and says withPresence false, and no presence events come")
+    @Test("PROTOCOL §8.1: subscribe alone does not show the members: the reply lists nobody and says withPresence false, and no presence events come")
     func subscribeWithoutPresence() async throws {
         try await Harness.with { harness in
             let (alice, events) = try await Harness.client("alice", port: harness.port, login: false)
@@ -219,7 +219,7 @@ struct GateTests {
         }
     }
 
-    @Test("without status on the receiver: sendUser does not say whether it is online (JSON and binary), invite is refused; whereNow lists only channels with presence granted")
+    @Test("PROTOCOL §8.1: without status on the receiver: sendUser does not say whether it is online (JSON and binary), invite is refused; whereNow lists only channels with presence granted")
     func onlineStatusHidden() async throws {
         try await Harness.with({ $0.namespaces = [try! ChannelNamespace(parsing: "private.*:private")] }) { harness in
             let (alice, _) = try await Harness.client("alice", port: harness.port, login: false)

@@ -43,7 +43,7 @@ struct GateEmbeddedTests {
         return frame
     }
 
-    @Test("every request a MESSAGE or STREAM connection can send, without each grant its rule names: refused with -10104 and its id, nothing observable by a privileged session")
+    @Test("PROTOCOL §8.1: every request a MESSAGE or STREAM connection can send, without each grant its rule names: refused with -10104 and its id, nothing observable by a privileged session")
     func everyRequestThroughTheGate() async throws {
         let server = try EmbeddedServer()
         // bob may do everything and watches all a request could touch: channel c with every

@@ -45,7 +45,7 @@ struct RequestGateTests {
         }
     }
 
-    @Test("every request: without each grant its rule names it is refused with -10104 naming the grant; with every grant it passes; a request needing none passes with no grant at all", arguments: RequestKind.allCases)
+    @Test("PROTOCOL §8.1: every request: without each grant its rule names it is refused with -10104 naming the grant; with every grant it passes; a request needing none passes with no grant at all", arguments: RequestKind.allCases)
     func everyRequest(kind: RequestKind) {
         let rule = kind.rule
         for need in rule.needs {
@@ -68,14 +68,14 @@ struct RequestGateTests {
         }
     }
 
-    @Test("PROTOCOL.md §8.1 prints the gate's table as it is: one row per request, generated from RequestKind.rule")
+    @Test("PROTOCOL §8.1: PROTOCOL.md §8.1 prints the gate's table as it is: one row per request, generated from RequestKind.rule")
     func documentedTable() throws {
         let protocolFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../PROTOCOL.md").standardized
         let text = try String(contentsOf: protocolFile, encoding: .utf8)
         #expect(text.contains(RequestKind.ruleTable), "PROTOCOL.md §8.1's table differs from RequestKind.ruleTable; paste:\n\(RequestKind.ruleTable)")
     }
 
-    @Test("item by item: user metadata watches need the user grant; a stream join's metadata and lock parts need theirs; whereNow and sendUser replies reveal only what status and presence allow")
+    @Test("PROTOCOL §8.1: item by item: user metadata watches need the user grant; a stream join's metadata and lock parts need theirs; whereNow and sendUser replies reveal only what status and presence allow")
     func revelations() {
         let subscribeOnly = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["a": [.subscribe]]), namespaces: [])
         // subscribeMetadata with a userId and no storageType: the user's grant decides.
@@ -101,7 +101,7 @@ struct RequestGateTests {
         #expect(!open.reveals(.membership(channel: "private.a")) && open.reveals(.membership(channel: "lobby")))
     }
 
-    @Test("every watch kind is decided again with the decision of the request that started it")
+    @Test("PROTOCOL §8.1: every watch kind is decided again with the decision of the request that started it")
     func watches() {
         let narrow = SessionAccess(userId: "alice", capabilities: Capabilities(channels: ["a": [.subscribe]]), namespaces: [])
         #expect(narrow.refusal(toKeep: .subscription(channel: "a", features: [])) == nil)
