@@ -43,6 +43,7 @@ struct MessageBatchTests {
         var config = ServerConfiguration()
         config.channelReplayMax = 32
         var state = HubState(configuration: config)
+        state.setLoop(0, hasSubscribers: true, channel: Self.key)   // a subscriber on this node: the run is encoded
         let first = (1...5).map { Self.outgoing($0, msgId: UInt64(100 + $0)) }
         let (seqs, epoch, buffer, _) = state.publish(first, channel: Self.key, publisher: Self.alice, nowMillis: 1_000, dropSeq: 3,
                                               allocator: ByteBufferAllocator())
@@ -85,6 +86,7 @@ struct MessageBatchTests {
             let name = String(repeating: "c", count: 64)
             let key = long ? ChannelKey(appId: "app", name: name) : Self.key
             let publisher = long ? UserKey(appId: "app", userId: String(repeating: "u", count: 64)) : Self.alice
+            state.setLoop(0, hasSubscribers: true, channel: key)
             let messages = (1...count).map { i in
                 Hub.Outgoing(requestID: UInt64(i), msgId: nil, customType: long ? String(repeating: "t", count: 32) : nil, isText: false,
                              payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(i), count: size)))

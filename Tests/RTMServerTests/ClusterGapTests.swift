@@ -37,10 +37,9 @@ struct ClusterGapTests {
         var state = HubState(configuration: ServerConfiguration())
         _ = state.applyGap(BackplaneGap(appId: "app", channel: "room", epoch: "E2", from: 1, to: 7), channel: key)
         let (buffer, count, _) = state.applyCommitted([message(8, epoch: "E2")][...], channel: key, allocator: ByteBufferAllocator())
-        #expect(count == 1)
         #expect(state.channels[key]?.epoch == "E2" && state.channels[key]?.seq == 8)
         // Nobody on this node subscribes: nothing is encoded, and the message is kept for replay.
-        #expect(buffer == nil)
+        #expect(buffer == nil && count == 0)
         #expect(state.replay(key, after: ChannelPosition(epoch: "E2", seq: 7), nowMillis: Hub.wallMillis).messages.count == 1)
     }
 }

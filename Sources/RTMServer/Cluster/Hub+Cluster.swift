@@ -22,6 +22,7 @@ extension Hub {
     func publishThroughBackplane(_ backplane: any ChannelBackplane, appId: String, channel: String, publisher: UserKey,
                                  messages: [Outgoing]) async throws -> (seqs: [UInt64], epoch: String?) {
         var seqs = state.withLockedValue { $0.knownSequenceNumbers(of: messages, publisher: publisher) }
+            ?? Array(repeating: nil, count: messages.count)
         let fresh = messages.indices.filter { seqs[$0] == nil }
         guard !fresh.isEmpty else { return (seqs.map { $0 ?? 0 }, nil) }
         // Known down: refused at once (nothing is queued to be committed after the client's

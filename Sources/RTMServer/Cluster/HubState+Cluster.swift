@@ -2,76 +2,39 @@ import NIOCore
 import RTMProtocol
 
 extension HubState {
-    /// Cluster mode: applies messages a `ChannelBackplane` committed, of one channel,
-    /// in sequence order, from any node. The channel takes the backplane's epoch and numbers
-    /// (the same on every node, SPEC M-2), drops a resend committed twice (M-3, `ResendFilter`),
-    /// keeps the messages for replay as a local publish
-    /// does (so a subscriber that resumes on this node after publishing elsewhere is replayed
-    /// from here), and encodes them once for the fan-out (when it has subscribers here). Numbers at or below the channel's
-    /// are dropped (delivered already). Returns the buffer to fan out (nil: nothing new), how
-    /// many messages it holds, and the loops with subscribers.
+    /// Cluster mode: messages a `ChannelBackplane` committed, of one channel, in sequence order,
+    /// from any node, through step 3 of the channel pipeline (`applyLogged`, as a single node's
+    /// publish). What is the follower's alone: the channel takes the backplane's epoch (the same
+    /// on every node, SPEC M-2; the local placeholder or an older incarnation gives way), and
+    /// numbers at or below the channel's are dropped (delivered already). Returns the buffer to
+    /// fan out (nil: nothing new, or no subscriber here), how many messages it holds, and the
+    /// loops with subscribers.
     mutating func applyCommitted(_ messages: ArraySlice<BackplaneMessage>, channel key: ChannelKey,
                                  allocator: ByteBufferAllocator) -> (buffer: ByteBuffer?, count: Int, loops: UInt64) {
         var state = channels.removeValue(forKey: key) ?? newChannel(key)
-        var fresh: [RecentMessage] = []
-        fresh.reserveCapacity(messages.count)
-        var resends = ResendFilter()
-        defer {
-            resends.finish(into: &publishDedup)
-            // A publisher whose sessions ended before this node read its messages: its memory
-            // (made just now) goes after the window too, instead of staying for the uptime. A
-            // window already running is not pushed back by every batch read.
-            var previous: String?
-            for message in messages where message.msgId != nil && message.publisher != previous {
-                previous = message.publisher
-                let publisher = UserKey(appId: key.appId, userId: message.publisher)
-                if !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: Hub.wallMillis) }
-            }
-        }
-        for message in messages {
-            if message.epoch != state.epoch {
-                // The local placeholder epoch (or an older incarnation): the backplane's wins.
-                state.epoch = message.epoch
+        var buffer: ByteBuffer?
+        var count = 0
+        let nowMillis = Hub.wallMillis
+        var rest = messages
+        while let first = rest.first {
+            if first.epoch != state.epoch {
+                state.epoch = first.epoch
                 state.seq = 0
                 state.recent.removeAll()
-                fresh.removeAll()
+                (buffer, count) = (nil, 0)
             }
-            guard message.seq > state.seq else { continue }
-            state.seq = message.seq
-            let resent = message.msgId.map {
-                resends.isResend($0, seq: message.seq, publisher: UserKey(appId: key.appId, userId: message.publisher),
-                                 dedup: &publishDedup, capacity: dedupCapacity)
-            } ?? false
-            fresh.append(RecentMessage(seq: message.seq, millis: message.millis, publisher: message.publisher,
-                                       customType: message.customType, isText: message.isText, payload: message.payload, resent: resent))
-        }
-        if state.replayMax > 0, !fresh.isEmpty {
-            state.recent.append(contentsOf: fresh.suffix(state.replayMax))
-            trim(&state, nowMillis: Hub.wallMillis)
-        }
-        // Resends stay in the replay buffer for their numbers; they are sent to nobody.
-        if fresh.contains(where: \.resent) { fresh.removeAll { $0.resent } }
-        var buffer: ByteBuffer?
-        // Encoded only for a channel with subscribers on this node: a node without any keeps
-        // the messages for replay and sends them to nobody.
-        if !fresh.isEmpty, state.loops != 0 {
-            var size = 64
-            for message in fresh { size += message.payload.readableBytes + message.publisher.utf8.count + 8 }
-            var out = allocator.buffer(capacity: size + key.name.utf8.count)
-            // Consecutive messages of one publisher published at the same time share frames,
-            // as on the single-node path.
-            var rest = fresh[...]
-            while let first = rest.first {
-                let group = rest.prefix { $0.publisher == first.publisher && $0.millis == first.millis }
-                Self.appendFrames(group, seqs: group.lazy.map(\.seq), ts: first.millis,
-                                  template: .init(epoch: state.epoch, channel: key.name.utf8, publisher: first.publisher), into: &out)
-                rest = rest.dropFirst(group.count)
-            }
-            buffer = out
+            // One publisher's messages published at one time: one run, as a single node's read.
+            let run = rest.prefix { $0.publisher == first.publisher && $0.millis == first.millis && $0.epoch == first.epoch }
+            rest = rest.dropFirst(run.count)
+            let new = run.drop { $0.seq <= state.seq }
+            guard !new.isEmpty else { continue }
+            count += applyLogged(new, seqs: new.map(\.seq), publisher: UserKey(appId: key.appId, userId: first.publisher),
+                                 millis: first.millis, channel: key, state: &state, into: &buffer, nowMillis: nowMillis,
+                                 allocator: allocator).encoded
         }
         channels[key] = state
         pruneIfUnused(key)
-        return (buffer, fresh.count, state.loops)
+        return (count == 0 ? nil : buffer, count, state.loops)
     }
 
     /// Cluster mode: numbers of a channel that will never arrive (M-2), or the start of its new

@@ -103,11 +103,14 @@ extension HubState {
         keys.filter { cluster.remote[$0] != nil }
     }
 
-    /// The sequence numbers the publisher's messages already got (resends, M-3); nil for new ones.
-    mutating func knownSequenceNumbers(of messages: [Hub.Outgoing], publisher: UserKey) -> [UInt64?] {
-        guard var dedup = publishDedup.removeValue(forKey: publisher) else { return messages.map { _ in nil } }
+    /// Step 1 of the channel pipeline (`HubState+Pipeline`): the sequence numbers the
+    /// publisher's messages already got (resends, M-3), nil for new ones; nil altogether when
+    /// none is known (the usual case: nothing is allocated).
+    mutating func knownSequenceNumbers(of messages: [Hub.Outgoing], publisher: UserKey) -> [UInt64?]? {
+        guard var dedup = publishDedup.removeValue(forKey: publisher) else { return nil }
         defer { publishDedup[publisher] = dedup }   // taken out and put back: no copy of the table
-        return messages.map { message in message.msgId.flatMap { dedup[$0] } }
+        guard let first = messages.firstIndex(where: { $0.msgId.map { dedup[$0] != nil } ?? false }) else { return nil }
+        return messages.indices.map { index in index < first ? nil : messages[index].msgId.flatMap { dedup[$0] } }
     }
 
     /// Messages committed through this node: their ids are remembered at once for a resend here

@@ -13,79 +13,65 @@ extension HubState {
         var lost: Int?? = nil
     }
 
-    /// Publishes messages of one publisher to one channel: deduplicates resends (M-3), assigns
-    /// the next sequence numbers and encodes the new messages **once**, as few complete
-    /// WebSocket frames as possible (one `message` frame holds consecutive messages, up to
-    /// `maxFrameBody` bytes; nothing in it names a recipient), and keeps each for replay.
-    /// Returns the sequence numbers (a resend gets its first one), the channel epoch they were
-    /// numbered in, and the buffer to fan out.
+    /// A single node's publish of one publisher's messages to one channel, through the channel
+    /// pipeline (`HubState+Pipeline`): resends known to the publisher's memory get their first
+    /// number (M-3), the in-memory log numbers the rest, and `applyLogged` remembers, keeps and
+    /// encodes them **once**, as few complete WebSocket frames as possible (nothing in them
+    /// names a recipient). Returns the sequence numbers (a resend gets its first one), the
+    /// channel epoch they were numbered in, the buffer to fan out (nil: nothing new, or no
+    /// subscriber here), and the loops with subscribers.
     mutating func publish(_ messages: [Hub.Outgoing], channel key: ChannelKey, publisher: UserKey, nowMillis: Int64,
                           dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], epoch: String, buffer: ByteBuffer?, loops: UInt64) {
-        // Taken out of their tables while they change, so that appending to the replay buffer
-        // or the id list mutates the only copy instead of copying it on write.
+        // Taken out of the table while it changes, so that appending to the replay buffer
+        // mutates the only copy instead of copying it on write.
         var state = channels.removeValue(forKey: key) ?? newChannel(key)
-        var seqs: [UInt64] = []
-        seqs.reserveCapacity(messages.count)
-        var dedup = publishDedup.removeValue(forKey: publisher)
-        // The messages to deliver, in order, and their sequence numbers.
-        var fresh: [Int] = []
-        fresh.reserveCapacity(messages.count)
-        for (index, message) in messages.enumerated() {
-            if let id = message.msgId, let seq = dedup?[id] {
-                seqs.append(seq)
-                continue
-            }
-            state.seq += 1
-            seqs.append(state.seq)
-            if let id = message.msgId {
-                if dedup == nil { dedup = RecentIDs(capacity: dedupCapacity) }
-                dedup?.remember(id, state.seq)
-            }
-            if state.seq == dropSeq { continue }   // test flag: a deliberately lost message
-            fresh.append(index)
-        }
-        if let dedup { publishDedup[publisher] = dedup }
-        publishedMessages &+= UInt64(fresh.count)
         var buffer: ByteBuffer?
-        if !fresh.isEmpty {
-            let template = BinaryFrame.MessageTemplate(epoch: state.epoch, channel: key.name.utf8, publisher: publisher.userId)
-            var size = 64 + key.name.utf8.count + publisher.userId.utf8.count
-            for index in fresh { size += messages[index].payload.readableBytes + 8 }
-            var out = allocator.buffer(capacity: size)
-            if fresh.count == messages.count {
-                // Every message is new (the usual case): the messages read in place through a
-                // buffer pointer; a lazy map (or an array's subscript) copies each message, its
-                // payload and custom type retained and released, every time it is read: half the
-                // publish path's time at one subscriber went into that reference counting.
-                messages.withUnsafeBufferPointer { messages in
-                    Self.appendFrames(messages, seqs: seqs, ts: nowMillis, template: template, into: &out)
-                }
-            } else {
-                Self.appendFrames(fresh.lazy.map { messages[$0] }, seqs: fresh.lazy.map { seqs[$0] }, ts: nowMillis, template: template, into: &out)
+        let known = knownSequenceNumbers(of: messages, publisher: publisher)
+        var seqs: [UInt64]
+        if known == nil, dropSeq == nil {
+            // Every message is new (the usual case): read in place through a buffer pointer; a
+            // lazy map (or an array's subscript) copies each message, its payload and custom
+            // type retained and released, every time it is read: half the publish path's time
+            // at one subscriber went into that reference counting.
+            let first = appendToMemoryLog(messages.count, channel: &state)
+            seqs = Array(first..<(first + UInt64(messages.count)))
+            let applied = messages.withUnsafeBufferPointer { messages in
+                applyLogged(messages, seqs: seqs, publisher: publisher, millis: nowMillis, channel: key, state: &state,
+                            into: &buffer, nowMillis: nowMillis, allocator: allocator)
             }
-            buffer = out
-            if state.replayMax > 0 {
-                // The kept payloads are copied into one buffer of their own (one allocation), so
-                // that replay does not pin the publisher's read buffers.
-                let kept = fresh.suffix(state.replayMax)
-                var keptBytes = 0
-                for index in kept { keptBytes += messages[index].payload.readableBytes }
-                var copy = allocator.buffer(capacity: keptBytes)
-                for index in kept { copy.writeImmutableBuffer(messages[index].payload) }
-                var start = copy.readerIndex   // sliced after all writes: no copy on write
-                for index in kept {
-                    let length = messages[index].payload.readableBytes
-                    state.recent.append(RecentMessage(seq: seqs[index], millis: nowMillis, publisher: publisher.userId,
-                                                      customType: messages[index].customType, isText: messages[index].isText,
-                                                      payload: copy.getSlice(at: start, length: length)!))
-                    start += length
+            // The same msgId twice in one read (M-3): the second copy is acknowledged with the
+            // first's number (it was kept for its own, sent to nobody).
+            if applied.resent { seqs = firstNumbers(of: messages, seqs: seqs, publisher: publisher) }
+        } else {
+            var numbered: [UInt64] = []
+            numbered.reserveCapacity(messages.count)
+            var fresh: [Int] = []
+            for index in messages.indices {
+                if let seq = known?[index] {
+                    numbered.append(seq)
+                } else {
+                    numbered.append(appendToMemoryLog(1, channel: &state))
+                    // Test flag: a deliberately lost message (numbered, never delivered or kept).
+                    if numbered[index] != dropSeq { fresh.append(index) }
                 }
-                trim(&state, nowMillis: nowMillis)
             }
+            if !fresh.isEmpty, applyLogged(fresh.lazy.map { messages[$0] }, seqs: fresh.map { numbered[$0] }, publisher: publisher,
+                                           millis: nowMillis, channel: key, state: &state, into: &buffer, nowMillis: nowMillis,
+                                           allocator: allocator).resent {
+                numbered = firstNumbers(of: messages, seqs: numbered, publisher: publisher)
+            }
+            seqs = numbered
         }
         channels[key] = state
         pruneIfUnused(key)
         return (seqs, state.epoch, buffer, state.loops)
+    }
+
+    /// The numbers to acknowledge: each message's first (a copy of an id seen earlier in the
+    /// same read gets the earlier one's).
+    private func firstNumbers(of messages: [Hub.Outgoing], seqs: [UInt64], publisher: UserKey) -> [UInt64] {
+        var memory = publishDedup[publisher]
+        return messages.indices.map { index in messages[index].msgId.flatMap { memory?[$0] } ?? seqs[index] }
     }
 
     /// A frame's body stays within the clients' frame limit (64 KB) unless one message alone
