@@ -92,7 +92,7 @@ struct ClusterFailoverStreamTests {
             func release(_ config: inout RTMClientConfig) { config.requestTimeout = 10 }
             let (alice, _) = try await Harness.client("alice", port: a.port, configure: release)
             let (bob, bobEvents) = try await Harness.client("bob", port: b.port, configure: release)
-            #expect(await waitUntil(.seconds(10)) { a.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
+            #expect(await waitUntil(.seconds(10)) { a.server.hub.read { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
 
             // 40 a second for 12 s, each send on its own (as a stream of requests in flight).
             let acknowledged = NIOLockedValueBox<[String: UInt64]>([:])

@@ -136,7 +136,7 @@ struct ClusterFailoverTests {
             let (carol, carolEvents) = try await Harness.client("carol", port: cluster.b.port)
             try await carol.subscribe("room")
             let (bob, bobEvents) = try await Harness.client("bob", port: cluster.b.port)
-            #expect(await waitUntil { cluster.a.harness.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
+            #expect(await waitUntil { cluster.a.harness.server.hub.read { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
 
             // Replicated: five publishes, three user messages.
             var kept: [PublishReceipt] = []

@@ -13,11 +13,11 @@ extension ClusterTests {
     private static let room = ChannelKey(appId: Harness.appId, name: "room")
 
     private static func follows(_ node: Harness, _ key: ChannelKey = room) -> Bool {
-        node.server.hub.state.withLockedValue { $0.interest.isFollowed(key) }
+        node.server.hub.read { $0.interest.isFollowed(key) }
     }
 
     private static func holds(_ node: Harness, _ key: ChannelKey = room) -> Bool {
-        node.server.hub.state.withLockedValue { $0.channels[key] != nil }
+        node.server.hub.read { $0.channels[key] != nil }
     }
 
     /// Waits (at most 10 s) until `condition` holds.

@@ -110,7 +110,7 @@ extension ClusterTests {
                 let (winner, winnerEvents) = loser == 0 ? (clientB, eventsB) : (clientA, eventsA)
                 #expect(await winnerEvents.next(within: .milliseconds(500)) { $0.link?.currentState == .failed } == nil)
                 #expect(await winner.linkState == .connected)
-                let sessions = [a, b].map { node in node.server.hub.state.withLockedValue { $0.sessions[UserKey(appId: Harness.appId, userId: user)] != nil } }
+                let sessions = [a, b].map { node in node.server.hub.read { $0.sessions[UserKey(appId: Harness.appId, userId: user)] != nil } }
                 #expect(sessions.filter { $0 }.count == 1)
                 await winner.logout()
             }

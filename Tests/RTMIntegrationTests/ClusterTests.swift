@@ -127,8 +127,8 @@ struct ClusterTests {
             // alice logs out: no session of hers anywhere (B learns it through the log).
             await first.logout()
             #expect(await StreamTests.eventually {
-                a.server.hub.state.withLockedValue { $0.sessions[publisher] == nil }
-                    && b.server.hub.state.withLockedValue { $0.cluster.remote[publisher] == nil }
+                a.server.hub.read { $0.sessions[publisher] == nil }
+                    && b.server.hub.read { $0.cluster.remote[publisher] == nil }
             })
             // Her next session, on B, resends: the first number, nothing stored; through A too.
             let (next, _) = try await Harness.client("alice", port: b.port)

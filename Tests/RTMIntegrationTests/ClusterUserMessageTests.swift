@@ -68,7 +68,7 @@ struct ClusterUserMessageTests {
             let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
             var receipts: [UserMessageReceipt] = []
             // Bob's login is known on node A before A answers a send: receiverOnline is the cluster's.
-            #expect(await waitUntil { a.harness.server.hub.state.withLockedValue { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
+            #expect(await waitUntil { a.harness.server.hub.read { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
             for i in 1...20 { receipts.append(try await alice.publish(toUser: "bob", message: "m\(i)")) }
             #expect(receipts.allSatisfy { $0.stored && $0.receiverOnline })
             #expect(receipts.map(\.messageId) == (1...20).map { UInt64($0) })   // per receiver, dense

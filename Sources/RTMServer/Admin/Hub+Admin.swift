@@ -6,22 +6,22 @@ import RTMProtocol
 /// ends of sessions an administrator decides (disconnect, kick, ban, revoke).
 extension Hub {
     func channelSummaries(appId: String?, page: AdminPage) -> AdminModels.Channels {
-        state.withLockedValue { $0.channelSummaries(appId: appId, page: page) }
+        read { $0.channelSummaries(appId: appId, page: page) }
     }
 
     /// Cluster mode: the nodes this one knows, with their sessions (nil on a single node).
     func clusterNodes() -> [AdminModels.ClusterNode]? {
-        state.withLockedValue { $0.clusterNodes() }
+        read { $0.clusterNodes() }
     }
 
     func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [HubState.RecentMessage])? {
-        state.withLockedValue { $0.channelDetail(key) }
+        read { $0.channelDetail(key) }
     }
 
     /// One page of sessions, each online one with its connection's figures (read on the
     /// connection's loop, one hop per loop). The future completes on `loop`.
     func sessionSummaries(appId: String?, page: AdminPage, node: String, on loop: any EventLoop) -> EventLoopFuture<AdminModels.Sessions> {
-        let (summaries, connections) = state.withLockedValue { $0.sessionSummaries(appId: appId, page: page) }
+        let (summaries, connections) = read { $0.sessionSummaries(appId: appId, page: page) }
         var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [(index: Int, connection: ConnectionRef)])] = [:]
         for (index, connection) in connections.enumerated() {
             guard let connection else { continue }
@@ -44,7 +44,7 @@ extension Hub {
     /// completes once every open connection has them.
     func reloadAccessRules(_ rules: AccessRules.Rules) -> EventLoopFuture<Void> {
         accessRules.replace(rules)
-        state.withLockedValue { $0.reload(namespaces: rules.namespaces) }
+        modify { ($0.reload(namespaces: rules.namespaces), []) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit { for connection in connections { connection.onLoop { $0.accessRulesChanged() } } }
@@ -56,7 +56,7 @@ extension Hub {
     /// (new buckets, full). The future completes once every open connection has them.
     func reloadLimits(_ limits: ConnectionLimits) -> EventLoopFuture<Void> {
         let rates = ConnectionRates(limits)   // one refusal for every connection
-        state.withLockedValue { $0.reload(connectionRates: rates) }
+        modify { ($0.reload(connectionRates: rates), []) }
         let byLoop = Dictionary(grouping: openConnections, by: \.loopIndex)
         let done = byLoop.map { index, connections in
             fanouts[index].eventLoop.submit {
@@ -71,10 +71,10 @@ extension Hub {
     }
 
     /// Channel messages published since start.
-    var publishedMessages: UInt64 { state.withLockedValue { $0.publishedCount } }
+    var publishedMessages: UInt64 { read { $0.publishedCount } }
 
     /// Channels the server knows (with members, subscribers or recent messages).
-    var channelCount: Int { state.withLockedValue { $0.channelCount } }
+    var channelCount: Int { read { $0.channelCount } }
 
     /// Disconnects a user's MESSAGE connection without ending its session: a `goaway` frame
     /// (code 28 kickedOutByServer, `reason`), then close 1001. The SDK reconnects by itself and
@@ -105,7 +105,7 @@ extension Hub {
 
     /// Ends the sessions served by these connections (a revoked token's).
     func endSessions(connections ids: [UInt64], code: LinkStateChangeReason, reason: String) -> Int {
-        let keys = state.withLockedValue { $0.users(ofConnections: ids) }
+        let keys = read { $0.users(ofConnections: ids) }
         return keys.filter { endSession($0, code: code, reason: reason) }.count
     }
 }

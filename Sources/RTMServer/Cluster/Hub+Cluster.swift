@@ -21,7 +21,7 @@ extension Hub {
     /// copy when it reads it (the same decision everywhere: one log order).
     func publishThroughBackplane(_ backplane: any ChannelBackplane, appId: String, channel: String, publisher: UserKey,
                                  messages: [Outgoing]) async throws -> (seqs: [UInt64], epoch: String?) {
-        var seqs = state.withLockedValue { $0.knownSequenceNumbers(of: messages, publisher: publisher) }
+        var seqs = modify { ($0.knownSequenceNumbers(of: messages, publisher: publisher), []) }
             ?? Array(repeating: nil, count: messages.count)
         let fresh = messages.indices.filter { seqs[$0] == nil }
         guard !fresh.isEmpty else { return (seqs.map { $0 ?? 0 }, nil) }
@@ -51,7 +51,7 @@ extension Hub {
         // numbers) when the log brings them back.
         let ids = fresh.compactMap { index in messages[index].msgId.flatMap { id in seqs[index].map { (msgId: id, seq: $0) } } }
         let stored = receipts.reduce(0) { $0 + ($1.resent ? 0 : 1) }
-        state.withLockedValue { $0.committed(ids, publisher: publisher, count: stored) }
+        modify { ($0.committed(ids, publisher: publisher, count: stored), []) }
         return (seqs.map { $0 ?? 0 }, (receipts.first { !$0.resent } ?? receipts.first)?.epoch)
     }
 
@@ -72,12 +72,12 @@ extension Hub {
             var end = start + 1
             while end < messages.endIndex, messages[end].channel == first.channel, messages[end].appId == first.appId { end += 1 }
             let key = ChannelKey(appId: first.appId, name: first.channel)
-            state.withLockedValue { state in
+            modify(inOrder: { state in
                 let (buffer, count, loops) = state.applyCommitted(messages[start..<end], channel: key, allocator: allocator)
                 // Queued while the state is held, as in `publish`: every loop gets a channel's
                 // messages in sequence order.
-                if let buffer { enqueueRaw(buffer, messages: count, to: key, loops: loops) }
-            }
+                return ((), buffer.map { .fanOut($0, messages: count, channel: key, loops: loops) })
+            })
             start = end
         }
     }
@@ -88,11 +88,11 @@ extension Hub {
     func applyGaps(_ gaps: [BackplaneGap]) {
         for gap in gaps {
             let key = ChannelKey(appId: gap.appId, name: gap.channel)
-            state.withLockedValue { state in
-                guard let loops = state.applyGap(gap, channel: key) else { return }
+            modify(inOrder: { state in
+                guard let loops = state.applyGap(gap, channel: key) else { return ((), nil) }
                 let frame = Frame(type: .gap, channel: gap.channel, ts: Self.wallMillis, epoch: gap.epoch, count: gap.count)
-                perform([HubState.Broadcast(channel: key, frame: frame, loops: loops, except: nil, requires: [])])
-            }
+                return ((), .broadcast(HubState.Broadcast(channel: key, frame: frame, loops: loops, except: nil, requires: [])))
+            })
             if let count = gap.count {
                 cluster.gaps(count)
                 logger.warning("channel messages lost across the cluster: subscribers told with a gap notice",
@@ -143,7 +143,7 @@ extension Hub {
     /// any of its messages; what subscribers here missed meanwhile is delivered, then the
     /// requests that waited go on.
     private func followStarted(_ start: BackplaneFollowStart) {
-        let (waiters, gap, messages) = state.withLockedValue { $0.followStarted(start, nowMillis: Self.wallMillis) }
+        let (waiters, gap, messages) = modify { ($0.followStarted(start, nowMillis: Self.wallMillis), []) }
         if let gap { applyGaps([gap]) }
         if !messages.isEmpty { applyCommitted(messages) }
         for waiter in waiters { waiter.succeed(true) }
@@ -160,7 +160,7 @@ extension Hub {
         case .gaps(let gaps):
             applyGaps(dropTopicGaps(gaps))
         case .positions(let positions):
-            state.withLockedValue { $0.applyPositions(positions, wallMillis: Self.wallMillis) }   // before any subscribe or publish
+            modify { ($0.applyPositions(positions, wallMillis: Self.wallMillis), []) }   // before any subscribe or publish
         case .following(let starts):
             for start in starts { followStarted(start) }
         case .link(let up):

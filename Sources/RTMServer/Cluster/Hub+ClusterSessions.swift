@@ -51,7 +51,7 @@ extension Hub {
         switch event {
         case .nodeDied(let node):
             modify { state in state.orphanActions(state.nodeDied(node, now: now)) + state.takeReadyLogins() }
-        case .nodeReturned(let node): state.withLockedValue { $0.nodeReturned(node) }
+        case .nodeReturned(let node): modify { ($0.nodeReturned(node), []) }
         default: break
         }
     }
@@ -59,8 +59,8 @@ extension Hub {
     /// Starts sending this node's cluster events, the first being its `hello`.
     func startClusterSender(_ backplane: any ChannelBackplane) {
         guard let sender = clusterSender else { return }
-        state.withLockedValue { $0.clusterHello() }
-        sender.start(take: { [self] in state.withLockedValue { $0.takeClusterEvents() } }, publish: { events in
+        modify { ($0.clusterHello(), []) }
+        sender.start(take: { [self] in modify { ($0.takeClusterEvents(), []) } }, publish: { events in
             let now = Self.wallMillis
             _ = try await backplane.publish(events.map { event in
                 BackplanePublish(appId: "", channel: event.logChannel, publisher: event.from, msgId: nil, customType: nil,

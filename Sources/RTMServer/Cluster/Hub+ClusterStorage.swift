@@ -3,6 +3,6 @@
 extension Hub {
     /// A channel's set: the channel has members here; a user's set: someone here watches it.
     func hasStorageSubscribers(_ key: StorageKey) -> Bool {
-        state.withLockedValue { $0.hasStorageSubscribers(key) }
+        read { $0.hasStorageSubscribers(key) }
     }
 }

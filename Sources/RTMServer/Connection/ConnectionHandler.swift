@@ -62,7 +62,7 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let config = hub.configuration
         self.lifecycle = ServerConnectionStateMachine(
             acceptedAt: .now(), timeouts: .init(login: config.loginDeadline, close: config.closeTimeout),
-            rates: hub.state.withLockedValue { $0.connectionRates })
+            rates: hub.read { $0.connectionRates })
         hub.liveHandlers.wrappingIncrement(ordering: .relaxed)
     }
 

@@ -2,8 +2,35 @@ import NIOCore
 import RTMProtocol
 
 /// The hub's one way to change its state and act on it: an event runs under the state lock and
-/// returns its actions; `run` performs them after the lock is released.
+/// returns its actions; `run` performs them after the lock is released. These are the only
+/// places that take the state lock (`read` for what only looks).
 extension Hub {
+    /// Reads the state under the lock; changes nothing.
+    func read<Result>(_ body: (HubState) -> Result) -> Result {
+        state.withLockedValue { body($0) }
+    }
+
+    /// Runs `event` on the state under the lock, and its one ordered hop (`LockedHubAction`)
+    /// before the lock is released: the hops of two such events reach each loop in the order of
+    /// the events. Allocates nothing (the publish hot path).
+    func modify<Result>(inOrder event: (inout HubState) -> (Result, LockedHubAction?)) -> Result {
+        state.withLockedValue { state in
+            let (result, hop) = event(&state)
+            if let hop { runLocked(hop) }
+            return result
+        }
+    }
+
+    /// Performs an ordered hop, under the state lock: a non-blocking hand-over to event loops.
+    private func runLocked(_ action: LockedHubAction) {
+        switch action {
+        case .fanOut(let buffer, let messages, let channel, let loops):
+            enqueueRaw(buffer, messages: messages, to: channel, loops: loops)
+        case .broadcast(let broadcast):
+            perform([broadcast])
+        }
+    }
+
     /// Runs `event` on the state under the lock, then performs the actions it returned.
     @discardableResult
     func modify<Result>(_ event: (inout HubState) -> (Result, [HubAction])) -> Result {

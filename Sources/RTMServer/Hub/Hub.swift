@@ -122,9 +122,9 @@ final class Hub: Sendable {
         // Receivers with a session on another node are online too (none on a single node: its
         // table of remote sessions stays empty).
         mailbox.setOnlineElsewhere { [unowned self] keys in
-            state.withLockedValue { $0.onlineElsewhere(keys) }
+            read { $0.onlineElsewhere(keys) }
         }
-        webhooks?.setSource { [unowned self] in state.withLockedValue { $0.takeWebhookEvents() } }
+        webhooks?.setSource { [unowned self] in modify { ($0.takeWebhookEvents(), []) } }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }, interested: { [unowned self] key in hasStorageSubscribers(key) })
@@ -148,42 +148,42 @@ final class Hub: Sendable {
     /// A new WebSocket connection: its handle, counted among the open connections.
     func register(_ channel: any Channel) -> ConnectionRef {
         let fanout = fanout(for: channel.eventLoop)
-        return state.withLockedValue { $0.register(channel, loopIndex: fanout.index) }
+        return modify { ($0.register(channel, loopIndex: fanout.index), []) }
     }
 
     func unregister(_ connection: ConnectionRef) {
-        state.withLockedValue { $0.unregister(connection) }
+        modify { ($0.unregister(connection), []) }
     }
 
     /// Every open connection (for shutdown and metrics).
-    var openConnections: [ConnectionRef] { state.withLockedValue { $0.openConnections } }
+    var openConnections: [ConnectionRef] { read { $0.openConnections } }
 
     /// How many connections are open (upgraded WebSockets).
-    var openConnectionCount: Int { state.withLockedValue { $0.openConnectionCount } }
+    var openConnectionCount: Int { read { $0.openConnectionCount } }
 
     /// Whether the server is draining (`RTMServer.drain()`).
-    var isDraining: Bool { state.withLockedValue { $0.isDraining } }
+    var isDraining: Bool { read { $0.isDraining } }
 
     /// Starts draining; false when it had started already.
     func startDraining() -> Bool {
-        state.withLockedValue { $0.startDraining() }
+        modify { ($0.startDraining(), []) }
     }
 
     /// Connection counts by kind, and the PCU peak.
-    var connectionCounters: ConnectionCounters { state.withLockedValue { $0.connectionCounters } }
+    var connectionCounters: ConnectionCounters { read { $0.connectionCounters } }
 
     /// A MESSAGE connection logged in or a STREAM connection joined (`opened`), or one of them
     /// closed.
     func countConnection(_ kind: ConnectionCounters.Kind, opened: Bool) {
-        state.withLockedValue { $0.countConnection(kind, opened: opened) }
+        modify { ($0.countConnection(kind, opened: opened), []) }
     }
 
     /// Logged-in sessions, online or within their grace window.
-    var sessionCount: Int { state.withLockedValue { $0.sessionCount } }
+    var sessionCount: Int { read { $0.sessionCount } }
 
     /// Members of a channel (for tests and tools).
     func members(appId: String, channel: String) -> [String] {
-        state.withLockedValue { $0.members(of: ChannelKey(appId: appId, name: channel)) }
+        read { $0.members(of: ChannelKey(appId: appId, name: channel)) }
     }
 
     // MARK: presence
@@ -199,15 +199,15 @@ final class Hub: Sendable {
     }
 
     func state(of userId: String, appId: String, channel: String) -> [String: String]? {
-        state.withLockedValue { $0.state(of: userId, appId: appId, channel: channel) }
+        read { $0.state(of: userId, appId: appId, channel: channel) }
     }
 
     func whoNow(appId: String, channel: String, after: String?) -> (snapshot: HubState.Snapshot, next: String?, total: Int) {
-        state.withLockedValue { $0.whoNow(appId: appId, channel: channel, after: after, pageSize: 100) }
+        read { $0.whoNow(appId: appId, channel: channel, after: after, pageSize: 100) }
     }
 
     func whereNow(_ user: UserKey) -> [String]? {
-        state.withLockedValue { $0.whereNow(user) }
+        read { $0.whereNow(user) }
     }
 
     // MARK: sessions
@@ -239,11 +239,11 @@ final class Hub: Sendable {
     }
 
     func userKey(of connection: ConnectionRef) -> UserKey? {
-        state.withLockedValue { $0.userKey(of: connection) }
+        read { $0.userKey(of: connection) }
     }
 
     func connection(of key: UserKey) -> ConnectionRef? {
-        state.withLockedValue { $0.connection(of: key) }
+        read { $0.connection(of: key) }
     }
 
     // MARK: channels
@@ -262,7 +262,7 @@ final class Hub: Sendable {
 
     /// A loop's local subscriber set of a channel changed between empty and non-empty.
     func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
-        state.withLockedValue { $0.setLoop(index, hasSubscribers: hasSubscribers, channel: channel) }
+        modify { ($0.setLoop(index, hasSubscribers: hasSubscribers, channel: channel), []) }
     }
 
     /// One message to publish.
@@ -286,14 +286,13 @@ final class Hub: Sendable {
                  allocator: ByteBufferAllocator) -> (seqs: [UInt64], epoch: String) {
         let key = ChannelKey(appId: appId, name: channel)
         let dropSeq = configuration.testDropSeq
-        return state.withLockedValue { state in
+        return modify(inOrder: { state in
             let (seqs, epoch, buffer, loops) = state.publish(messages, channel: key, publisher: publisher, nowMillis: Self.wallMillis,
                                                        dropSeq: dropSeq, allocator: allocator)
             // Queued to each loop while the sequence numbers are still held: every loop receives
             // a channel's messages in sequence order, whoever published them.
-            if let buffer { enqueueRaw(buffer, messages: messages.count, to: key, loops: loops) }
-            return (seqs, epoch)
-        }
+            return ((seqs, epoch), buffer.map { .fanOut($0, messages: messages.count, channel: key, loops: loops) })
+        })
     }
 
     func enqueueRaw(_ buffer: ByteBuffer, messages: Int, to channel: ChannelKey, loops: UInt64) {
@@ -303,31 +302,31 @@ final class Hub: Sendable {
     /// What a returning subscriber missed in a channel (M-2). Call after the connection has
     /// joined the channel's fan-out, so that anything newer arrives live.
     func replay(appId: String, channel: String, after position: ChannelPosition) -> HubState.Replay {
-        state.withLockedValue { $0.replay(ChannelKey(appId: appId, name: channel), after: position, nowMillis: Self.wallMillis) }
+        modify { ($0.replay(ChannelKey(appId: appId, name: channel), after: position, nowMillis: Self.wallMillis), []) }
     }
 
     /// Where a channel is now: its epoch and last sequence number (creating the channel).
     func channelPosition(appId: String, channel: String) -> ChannelPosition {
-        state.withLockedValue { $0.channelPosition(ChannelKey(appId: appId, name: channel)) }
+        modify { ($0.channelPosition(ChannelKey(appId: appId, name: channel)), []) }
     }
 
     // MARK: storage
 
     /// Subscribes `watcher` to storage events of `target`'s user metadata.
     func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
-        state.withLockedValue { $0.watchMetadata(of: target, watcher: watcher, on: on) }
+        modify { ($0.watchMetadata(of: target, watcher: watcher, on: on), []) }
     }
 
     /// `key`'s session has new grants, from a capability token issued then (nil: from none):
     /// a resume with an older one is refused.
     func grantsChanged(_ key: UserKey, issuedAt: UInt32?) {
-        state.withLockedValue { $0.sessions[key]?.grantsIssuedAt = issuedAt }
+        modify { ($0.grantsChanged(key, issuedAt: issuedAt), []) }
     }
 
     /// The users whose metadata and whose online status `key` watches (its watches to decide
     /// again when its grants change).
     func watches(of key: UserKey) -> (metadata: [String], peers: Set<String>) {
-        state.withLockedValue { state in
+        read { state in
             (Array(state.metadataWatched[key] ?? []), state.peerStatus.targets(of: key))
         }
     }
@@ -335,7 +334,7 @@ final class Hub: Sendable {
     /// Ends `key`'s watches of these users' online status (its grants no longer allow them):
     /// no rate, no reply.
     func endPeerWatches(_ key: UserKey, users: [String]) {
-        state.withLockedValue { $0.peerStatus.unsubscribe(key, targets: users) }
+        modify { ($0.peerStatus.unsubscribe(key, targets: users), []) }
     }
 
     /// A metadata set changed: channel members that asked for storage events, or the user's

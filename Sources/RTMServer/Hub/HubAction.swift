@@ -2,6 +2,17 @@ import Logging
 import NIOCore
 import RTMProtocol
 
+/// What may run while the hub's state lock is still held: only a non-blocking hop to event
+/// loops whose order must be the transaction's (a channel's messages in sequence order, whoever
+/// published them, and a gap notice among them: `Hub.modify(inOrder:)`). Everything else is a
+/// `HubAction` and runs after the lock is released.
+enum LockedHubAction: Sendable {
+    /// An encoded run of channel messages to the loops with subscribers of `channel`.
+    case fanOut(ByteBuffer, messages: Int, channel: ChannelKey, loops: UInt64)
+    /// A frame to a channel's subscribers, ordered with its messages (a gap notice).
+    case broadcast(HubState.Broadcast)
+}
+
 /// One effect of a `HubState` event. Events return them in order; `Hub.run` performs them
 /// after releasing the state lock (writes are hops to event loops, store calls go to their own
 /// queues, timers come back as events).

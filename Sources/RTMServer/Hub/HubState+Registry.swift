@@ -96,6 +96,11 @@ extension HubState {
         }
     }
 
+    /// `key`'s session has new grants, from a capability token issued then (nil: from none).
+    mutating func grantsChanged(_ key: UserKey, issuedAt: UInt32?) {
+        sessions[key]?.grantsIssuedAt = issuedAt
+    }
+
     // MARK: cluster reads
 
     /// Of these users, those with a session on another node.

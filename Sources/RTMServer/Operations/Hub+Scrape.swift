@@ -22,7 +22,7 @@ extension Hub {
             metrics.set(.peakMessageConnections, counts.peakMessage)
             metrics.set(.webSocketConnections, openConnectionCount)
             metrics.set(.sessions, sessionCount)
-            cluster.followed(state.withLockedValue { $0.interest.count })   // nothing on a single node
+            cluster.followed(read { $0.interest.count })   // nothing on a single node
             metrics.set(.mailboxQueue, depth)
             metrics.set(.storageQueue, storage.queueDepth)
             metrics.set(.draining, isDraining ? 1 : 0)

@@ -13,7 +13,7 @@ extension Hub {
     func invitationRequest(_ frame: Frame, user: UserKey, on eventLoop: any EventLoop) -> EventLoopFuture<InvitationReply> {
         let now = NIODeadline.now()
         let promise = eventLoop.makePromise(of: InvitationReply.self)
-        let actions = state.withLockedValue { $0.invitationRequest(frame, user: user, now: now, wallMillis: Self.wallMillis, reply: promise) }
+        let actions = modify { ($0.invitationRequest(frame, user: user, now: now, wallMillis: Self.wallMillis, reply: promise), []) }
         let writes = actions.filter(\.isInvitationStore)
         guard !writes.isEmpty else {
             run(actions)

@@ -4,20 +4,20 @@ import RTMProtocol
 /// Peer online status (AGORA_REFERENCE §1.7): the calls, and the effects of status changes.
 extension Hub {
     func queryPeers(_ caller: UserKey, users: [String]) -> Result<[PeerOnlineStatus], PeerStatusRegistry.Refusal> {
-        state.withLockedValue { $0.queryPeers(caller, users: users, limits: configuration.limits, now: .now()) }
+        modify { ($0.queryPeers(caller, users: users, limits: configuration.limits, now: .now()), []) }
     }
 
     func subscribePeers(_ caller: UserKey, users: [String]) -> Result<(peers: [PeerOnlineStatus], version: UInt64), PeerStatusRegistry.Refusal> {
-        state.withLockedValue { $0.subscribePeers(caller, users: users, limits: configuration.limits, now: .now()) }
+        modify { ($0.subscribePeers(caller, users: users, limits: configuration.limits, now: .now()), []) }
     }
 
     func unsubscribePeers(_ caller: UserKey, users: [String]) -> PeerStatusRegistry.Refusal? {
-        state.withLockedValue { $0.unsubscribePeers(caller, users: users, limits: configuration.limits, now: .now()) }
+        modify { ($0.unsubscribePeers(caller, users: users, limits: configuration.limits, now: .now()), []) }
     }
 
     /// A session's connection went silent past its threshold, or spoke again after that.
     func peerSilence(_ key: UserKey, connection: ConnectionRef, silent: Bool) {
-        send(state.withLockedValue { $0.peerSilence(key, connection: connection, silent: silent) })
+        send(modify { ($0.peerSilence(key, connection: connection, silent: silent), []) })
     }
 
     /// A session's connection closed without a logout, its last sign of life at `lastSeen`: it
@@ -48,6 +48,6 @@ extension Hub {
     /// Visible members of each channel (0 for one that does not exist), getChannelMemberCount;
     /// nil when `caller` is over its rate.
     func memberCounts(_ caller: UserKey, channels: [String]) -> [String: Int]? {
-        state.withLockedValue { $0.memberCounts(caller, channels: channels, now: .now()) }
+        modify { ($0.memberCounts(caller, channels: channels, now: .now()), []) }
     }
 }
