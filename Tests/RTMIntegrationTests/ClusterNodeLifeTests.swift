@@ -170,7 +170,7 @@ extension ClusterTests {
             await b.stop()
             let declared = try await Self.waitForMetric("rtm_cluster_nodes", 1, port: a.port)
             #expect(declared)
-            #expect(a.server.hub.cluster.deadNodes == ["b"])
+            #expect(a.server.hub.deadNodes == ["b"])
         }
     }
 }

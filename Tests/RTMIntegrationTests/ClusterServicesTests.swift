@@ -268,7 +268,7 @@ struct ClusterServicesTests {
             await b.server.configuration.backplane?.stop()
             await b.server.configuration.sharedServices?.stop()
             let died = ContinuousClock.now
-            let declared = await Self.waitUntil { a.server.hub.cluster.deadNodes == ["b"] }
+            let declared = await Self.waitUntil { a.server.hub.deadNodes == ["b"] }
             #expect(declared)
             let declaredAt = ContinuousClock.now
             #expect(await aliceEvents.first(within: soon, where: Self.lock(.lockReleased)) != nil)

@@ -26,7 +26,6 @@ final class ClusterStatus: Sendable {
         /// When a commit may next be tried while the link is down on a failed commit.
         var nextProbe = NIODeadline.uptimeNanoseconds(0)
         var liveNodes = 0
-        var deadNodes: Set<String> = []
     }
 
     /// False on a single node: nothing here is reported.
@@ -220,25 +219,12 @@ final class ClusterStatus: Sendable {
         gapCounter?.increment(by: Int64(count))
     }
 
-    /// Nodes' lives (`BackplaneEvent.liveNodes`, `.nodeDied`, `.nodeReturned`).
-    func nodes(_ event: BackplaneEvent) {
-        switch event {
-        case .liveNodes(let count):
-            state.withLockedValue { $0.liveNodes = count }
-            nodesGauge?.record(count)
-        case .nodeDied(let node):
-            guard state.withLockedValue({ $0.deadNodes.insert(node).inserted }) else { return }
-            logger.warning("cluster node declared dead: its lease passed without renewal", metadata: ["node": "\(node)"])
-        case .nodeReturned(let node):
-            guard state.withLockedValue({ $0.deadNodes.remove(node) != nil }) else { return }
-            logger.notice("cluster node back: it renews its lease again", metadata: ["node": "\(node)"])
-        default:
-            break
-        }
+    /// The number of nodes with a live lease (`BackplaneEvent.liveNodes`). Which nodes are
+    /// dead is the hub's to keep (`ClusterReplica.deadNodes`): their sessions depend on it.
+    func liveNodesChanged(_ count: Int) {
+        state.withLockedValue { $0.liveNodes = count }
+        nodesGauge?.record(count)
     }
-
-    /// The nodes declared dead and not back.
-    var deadNodes: Set<String> { state.withLockedValue { $0.deadNodes } }
 }
 
 /// A commit refused because the other nodes declared this node dead (its lease lapsed: it was

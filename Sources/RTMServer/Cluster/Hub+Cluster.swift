@@ -178,7 +178,7 @@ extension Hub {
                 lockNodeDied(node)   // its users' locks: TTL from now
                 streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
             }
-            cluster.nodes(event)
+            if case .liveNodes(let count) = event { cluster.liveNodesChanged(count) }
         }
     }
 

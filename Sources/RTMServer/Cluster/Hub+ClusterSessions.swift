@@ -45,13 +45,16 @@ extension Hub {
         }
     }
 
+    /// The nodes declared dead and not back (kept once, in `ClusterReplica`).
+    var deadNodes: Set<String> { read { $0.cluster.deadNodes } }
+
     /// A node's lease ran out, or came back.
     func nodeLifeChanged(_ event: BackplaneEvent) {
         let now = NIODeadline.now()
         switch event {
         case .nodeDied(let node):
-            modify { state in state.orphanActions(state.nodeDied(node, now: now)) + state.takeReadyLogins() }
-        case .nodeReturned(let node): modify { ($0.nodeReturned(node), []) }
+            modify { $0.nodeDied(node, now: now) }
+        case .nodeReturned(let node): modify { $0.nodeReturned(node) }
         default: break
         }
     }

@@ -276,15 +276,19 @@ extension HubState {
     }
 
     /// A node's lease ran out (`BackplaneEvent.nodeDied`): its sessions get their grace window.
-    mutating func nodeDied(_ node: String, now: NIODeadline) -> [ClusterReplica.OrphanTimer] {
+    /// The set of dead nodes is kept here only (`ClusterReplica.deadNodes`).
+    mutating func nodeDied(_ node: String, now: NIODeadline) -> [HubAction] {
         guard cluster.isEnabled, cluster.deadNodes.insert(node).inserted else { return [] }
         cluster.releaseLoginsOfGoneNodes()
-        return orphans(where: { ClusterEvent.node(of: $0) == node }, now: now)
+        let timers = orphans(where: { ClusterEvent.node(of: $0) == node }, now: now)
+        return [.log(.warning, "cluster node declared dead: its lease passed without renewal", ["node": "\(node)"])]
+            + orphanActions(timers) + takeReadyLogins()
     }
 
     /// The node renewed its lease again: its sessions are its own again.
-    mutating func nodeReturned(_ node: String) {
-        cluster.deadNodes.remove(node)
+    mutating func nodeReturned(_ node: String) -> [HubAction] {
+        guard cluster.deadNodes.remove(node) != nil else { return [] }
+        return [.log(.notice, "cluster node back: it renews its lease again", ["node": "\(node)"])]
     }
 
     private func orphans(where owned: (String) -> Bool, now: NIODeadline) -> [ClusterReplica.OrphanTimer] {
