@@ -229,7 +229,7 @@ extension DeliveryTests {
             await client.logout()
         }
         let hub = harness.server.hub
-        func remembered() -> Set<String> { hub.read { Set($0.publishDedup.keys.map(\.userId)) } }
+        func remembered() -> Set<String> { hub.read { Set($0.resends.ids.keys.map(\.userId)) } }
         // The server ends a session when it reads the logout, which may come after the SDK's
         // `logout()` returns: awaited briefly. Within the window the last visitor's channel ids
         // are still there (a resend from its next session is recognised).
@@ -250,8 +250,8 @@ extension DeliveryTests {
         #expect(remembered() == ["stays"])
         #expect(await eventually(within: soon, every: .milliseconds(5)) { hub.mailbox.rememberedSenders == 0 })
         await stay.logout()
-        try await sessionEndsUntil { hub.read { $0.publishDedup.isEmpty } }
-        #expect(hub.read { $0.publishDedup.isEmpty && $0.dedupRetention.pending == 0 })
+        try await sessionEndsUntil { hub.read { $0.resends.ids.isEmpty } }
+        #expect(hub.read { $0.resends.ids.isEmpty && $0.resends.retention.pending == 0 })
         await harness.stop()
     }
 }

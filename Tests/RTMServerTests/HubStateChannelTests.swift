@@ -58,7 +58,7 @@ struct HubStateChannelTests {
         login(alice, id: 1)
         #expect(publish(&state, ["a"], msgIds: [10], at: 0) == [1])
         _ = state.endSession(alice, event: .remoteLeave, wallMillis: 1_000)   // logged out: no session anywhere
-        #expect(state.dedupRetention.pending == 1)
+        #expect(state.resends.retention.pending == 1)
         login(alice, id: 2)   // its next session resends
         #expect(publish(&state, ["a"], msgIds: [10], at: 2_000) == [1])
         #expect(publish(&state, ["b"], msgIds: [11], at: 2_000) == [2])
@@ -70,7 +70,7 @@ struct HubStateChannelTests {
         // After it: forgotten (the same id is a new message now).
         login(bob, id: 4)
         _ = state.endSession(bob, event: .remoteLeave, wallMillis: 63_001)
-        #expect(state.publishDedup[alice] == nil && state.dedupRetention.pending == 0)
+        #expect(state.resends.ids[alice] == nil && state.resends.retention.pending == 0)
         #expect(publish(&state, ["b"], msgIds: [11], at: 63_001) == [3])
     }
 

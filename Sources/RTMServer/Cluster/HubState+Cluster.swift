@@ -71,41 +71,13 @@ extension HubState {
         invitationLogStarts(positions)
         // The same memory, filled the same way, as when the log is applied (a copy committed
         // later keeps the first number).
-        var resends = ResendFilter()
         var seeded: Set<UserKey> = []
         for recent in positions.recentIds {
             let publisher = UserKey(appId: recent.appId, userId: recent.publisher)
-            _ = resends.isResend(recent.msgId, seq: recent.seq, publisher: publisher, dedup: &publishDedup, capacity: dedupCapacity)
+            _ = resends.remember(CollectionOfOne(PublishResendMemory.NumberedID(offset: 0, id: recent.msgId, seq: recent.seq)),
+                                 publisher: publisher)
             seeded.insert(publisher)
         }
-        resends.finish(into: &publishDedup)
-        for publisher in seeded where !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: wallMillis) }
-    }
-}
-
-/// M-3 across nodes: a client that resends a publish through another node (its first node died
-/// before the ack) may have it committed twice. Every node applies the log in the same order and
-/// remembers each publisher's message ids with their first number (`publishDedup`, the same
-/// memory a publish on this node consults before committing), so every node drops the same
-/// later copy. Consecutive messages of one publisher touch its memory once.
-struct ResendFilter {
-    private var current: (publisher: UserKey, ids: RecentIDs<UInt64>)?
-
-    /// Whether `id` of `publisher` was committed before under another number; remembers it if new.
-    mutating func isResend(_ id: UInt64, seq: UInt64, publisher: UserKey, dedup: inout [UserKey: RecentIDs<UInt64>],
-                           capacity: Int) -> Bool {
-        if current?.publisher != publisher {
-            finish(into: &dedup)
-            current = (publisher, dedup.removeValue(forKey: publisher) ?? RecentIDs(capacity: capacity))
-        }
-        if let first = current!.ids[id] { return first != seq }
-        current!.ids.remember(id, seq)
-        return false
-    }
-
-    /// Puts the memory in use back.
-    mutating func finish(into dedup: inout [UserKey: RecentIDs<UInt64>]) {
-        if let current { dedup[current.publisher] = current.ids }
-        current = nil
+        for publisher in seeded where !resends.isRetiring(publisher) { publisherMayHaveLeft(publisher, wallMillis: wallMillis) }
     }
 }

@@ -50,20 +50,18 @@ extension HubState {
         guard let last = seqs.last else { return (0, false) }
         // M-3: every id is remembered with its number (a resend's first), once per publisher run.
         var resent: [Bool]?
-        var resends = ResendFilter()
-        var sawId = false
-        for (offset, index) in bodies.indices.enumerated() {
-            guard let id = bodies[index].msgId else { continue }
-            sawId = true
-            if resends.isResend(id, seq: seqs[offset], publisher: publisher, dedup: &publishDedup, capacity: dedupCapacity) {
-                if resent == nil { resent = Array(repeating: false, count: seqs.count) }
-                resent?[offset] = true
-            }
+        let numbered = zip(seqs.indices, bodies.indices).lazy.compactMap { (offset: Int, index: Int) -> PublishResendMemory.NumberedID? in
+            guard let id = bodies[index].msgId else { return nil }
+            return PublishResendMemory.NumberedID(offset: offset, id: id, seq: seqs[offset])
         }
-        resends.finish(into: &publishDedup)
+        let remembered = resends.remember(numbered, publisher: publisher)
+        if !remembered.copies.isEmpty {
+            resent = Array(repeating: false, count: seqs.count)
+            for offset in remembered.copies { resent?[offset] = true }
+        }
         // A publisher without a session here (the admin API, another node's user): its memory
         // goes after the resend window instead of staying for the uptime.
-        if sawId, !dedupRetention.isPending(publisher) { publisherMayHaveLeft(publisher, wallMillis: nowMillis) }
+        if remembered.count > 0, !resends.isRetiring(publisher) { publisherMayHaveLeft(publisher, wallMillis: nowMillis) }
         state.seq = max(state.seq, last)
         if state.replayMax > 0 { keep(bodies, seqs: seqs, resent: resent, publisher: publisher.userId, millis: millis, in: &state, nowMillis: nowMillis, allocator: allocator) }
         // Encoded only for a channel with subscribers on this node.

@@ -112,20 +112,14 @@ extension HubState {
     /// publisher's messages already got (resends, M-3), nil for new ones; nil altogether when
     /// none is known (the usual case: nothing is allocated).
     mutating func knownSequenceNumbers(of messages: [Hub.Outgoing], publisher: UserKey) -> [UInt64?]? {
-        guard var dedup = publishDedup.removeValue(forKey: publisher) else { return nil }
-        defer { publishDedup[publisher] = dedup }   // taken out and put back: no copy of the table
-        guard let first = messages.firstIndex(where: { $0.msgId.map { dedup[$0] != nil } ?? false }) else { return nil }
-        return messages.indices.map { index in index < first ? nil : messages[index].msgId.flatMap { dedup[$0] } }
+        resends.knownNumbers(of: messages, publisher: publisher)
     }
 
     /// Messages committed through this node: their ids are remembered at once for a resend here
     /// (every node remembers them again, with the same numbers, when the log brings them back).
     mutating func committed(_ ids: [(msgId: UInt64, seq: UInt64)], publisher: UserKey, count: Int) {
-        var resends = ResendFilter()
-        for (id, seq) in ids {
-            _ = resends.isResend(id, seq: seq, publisher: publisher, dedup: &publishDedup, capacity: dedupCapacity)
-        }
-        resends.finish(into: &publishDedup)
+        _ = resends.remember(ids.indices.map { PublishResendMemory.NumberedID(offset: $0, id: ids[$0].msgId, seq: ids[$0].seq) },
+                             publisher: publisher)
         publishedMessages &+= UInt64(count)
     }
 

@@ -126,12 +126,8 @@ struct HubState {
     let replayMax: Int
     /// The namespaces (their replay limits apply to the channels created from now on).
     private(set) var namespaces: [ChannelNamespace]
-    /// Recent client message ids of each publisher → the sequence number they got (M-3).
-    var publishDedup: [UserKey: RecentIDs<UInt64>] = [:]
-    let dedupCapacity: Int
-    /// When the memories of publishers without a session go (`publishResendWindow`).
-    var dedupRetention = ResendMemoryRetention()
-    let publishResendWindowMillis: Int64
+    /// Each publisher's recent client message ids → the number they got (M-3).
+    var resends: PublishResendMemory
     /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
     var metadataWatchers: [UserKey: Set<String>] = [:]
     /// The same the other way round: watcher → the users whose metadata it watches (kept with
@@ -172,8 +168,8 @@ struct HubState {
         self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
         self.replayMax = max(0, configuration.channelReplayMax)
         self.namespaces = configuration.namespaces
-        self.dedupCapacity = configuration.dedupCapacity
-        self.publishResendWindowMillis = configuration.publishResendWindow.nanoseconds / 1_000_000
+        self.resends = PublishResendMemory(capacity: configuration.dedupCapacity,
+                                           windowMillis: configuration.publishResendWindow.nanoseconds / 1_000_000)
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
         self.presenceDebounceMillis = configuration.presenceDebounce.nanoseconds / 1_000_000
         self.peerStatus = PeerStatusRegistry(configuration: configuration)
@@ -322,11 +318,9 @@ struct HubState {
     /// would grow with every user that ever published, for the whole uptime. Memories due by
     /// now go at the same time.
     mutating func publisherMayHaveLeft(_ key: UserKey, wallMillis: Int64) {
-        if sessions[key] == nil, cluster.remote[key] == nil, publishDedup[key] != nil {
-            dedupRetention.sessionsEnded(key, nowMillis: wallMillis, windowMillis: publishResendWindowMillis)
-        }
-        for due in dedupRetention.due(nowMillis: wallMillis) where sessions[due] == nil && cluster.remote[due] == nil {
-            publishDedup[due] = nil
+        if sessions[key] == nil, cluster.remote[key] == nil { resends.publisherLeft(key, nowMillis: wallMillis) }
+        for due in resends.due(nowMillis: wallMillis) where sessions[due] == nil && cluster.remote[due] == nil {
+            resends.forget(due)
         }
     }
 
