@@ -11,7 +11,10 @@ import RTMProtocol
 /// Ordering without the lock: a user's `joinChannel` / `leaveChannel` webhook events go into
 /// the state's outbox inside the transaction that made them and the dispatcher's queue takes
 /// them from there in that order (`WebhookDispatcher.addSource`), so two connections of one
-/// user on two event loops (a rejoin replacing a lost connection) cannot swap them.
+/// user on two event loops (a rejoin replacing a lost connection) cannot swap them. Membership
+/// changes reach the link in the order `run` hands them over: events of one channel decided at
+/// the same moment on two loops (a lost connection's leave, its user's rejoin on another
+/// loop) may reach the other nodes in either order.
 final class StreamHub: Sendable {
     private let state: NIOLockedValueBox<StreamState>
     private let webhooks: WebhookDispatcher?
