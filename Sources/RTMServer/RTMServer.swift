@@ -313,7 +313,7 @@ public final class RTMServer: Service, Sendable {
         await Self.bounded(bound, "cluster events", logger) {   // while the pools are up
             await self.hub.clusterSender?.stop()
             self.hub.modify { $0.invitationRepliesStopped() }   // requests whose events did not come back
-            await self.hub.streams.cluster?.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
+            await self.hub.streams.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
         }
         await Self.bounded(bound, "user messages", logger) {
             await self.hub.mailbox.drain()

@@ -4,12 +4,12 @@ import RTMProtocol
 
 /// A cluster's topic path (`TopicPublishPath`): each message committed through the backplane
 /// (`Hub.publishTopic`, one log channel per topic, each publisher's messages in order through
-/// `StreamClusterLink`) and answered once committed; every node delivers what it reads back
+/// `BackplaneStreamLink`) and answered once committed; every node delivers what it reads back
 /// (`Hub.deliverTopicMessages`). A message that could not be committed gets the same
 /// `channelPublishMessageTimeout` as a channel publish (nothing stored), one that found too many
 /// of its publisher's messages waiting `channelPublishMessageTooFrequent`.
 struct BackplaneTopicPath: TopicPublishPath {
-    let link: StreamClusterLink
+    let link: BackplaneStreamLink
     let logger: Logger
 
     func publish(_ frame: Frame, publisher: StreamMembership, topic: String, recipients: [ConnectionRef],

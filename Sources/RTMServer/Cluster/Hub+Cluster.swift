@@ -165,7 +165,7 @@ extension Hub {
             for start in starts { followStarted(start) }
         case .link(let up):
             cluster.setDatabase(up: up, reason: up ? "the listening connection is back" : "the listening connection was lost", from: .listener)
-            if up { streams.syncAll() }   // stream channel changes the others missed (StreamHub+Cluster)
+            if up { streams.syncAll() }   // stream channel changes the others missed (StreamState+Remote)
         case .fenced:
             fenced()
         case .leaseLapsed(let peers):
@@ -176,7 +176,7 @@ extension Hub {
             nodeLifeChanged(event)   // a dead node's sessions time out after their grace window
             if case .nodeDied(let node) = event {
                 lockNodeDied(node)   // its users' locks: TTL from now
-                streams.remoteNodeDied(node)   // its stream channel members leave (StreamHub+Cluster)
+                streams.remoteNodeDied(node)   // its stream channel members leave (StreamState+Remote)
             }
             if case .liveNodes(let count) = event { cluster.liveNodesChanged(count) }
         }
@@ -245,6 +245,6 @@ extension Hub {
             if case .fenced = event { await cluster.fenced() }
         }
         startClusterSender(backplane)
-        streams.cluster?.announceStart()
+        streams.announceStart()
     }
 }

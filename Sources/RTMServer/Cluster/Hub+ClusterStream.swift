@@ -8,11 +8,11 @@ import RTMProtocol
 /// `Limits.allowedPunctuation`):
 /// - `/stream/<channel>/<topic>`: the topic's messages. One log channel per (stream channel,
 ///   topic), so the backplane keeps a topic's messages in one order, and each publisher's in
-///   its publishing order (`StreamClusterLink`). Every node, the publisher's included, delivers
+///   its publishing order (`BackplaneStreamLink`). Every node, the publisher's included, delivers
 ///   what it reads back to its own members subscribed to that topic and publisher: exactly
 ///   once, as channel messages are.
 /// - `/stream/<channel>`: membership changes (`StreamClusterEvent`), mirrored by every node
-///   (`StreamHub+Cluster`): presence and topic events, snapshots with the remote members.
+///   (`StreamState+Remote`): presence and topic events, snapshots with the remote members.
 /// - `/stream/`: node starts.
 extension Hub {
     /// The prefix of the stream channels' log channels.
@@ -46,7 +46,7 @@ extension Hub {
 
     /// Queues a topic message of `publisher` for the backplane; `done` runs (on any thread)
     /// once it is committed, or failed, or refused.
-    static func publishTopic(_ link: StreamClusterLink, publisher: StreamMembership, topic: String, frame: Frame,
+    static func publishTopic(_ link: BackplaneStreamLink, publisher: StreamMembership, topic: String, frame: Frame,
                              done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         var payload = ByteBuffer()
         if let text = frame.text { payload.writeString(text) } else if let data = frame.data { payload.writeBytes(data) }

@@ -1,7 +1,7 @@
 /// Cluster mode: a change of a stream channel's membership on one node, written to
 /// the backplane's log (log channel `/stream/<channel>`, JSON) so that every other node keeps
 /// a mirror of the channel's remote members: their presence, their topics and metas
-/// (`StreamHub+Cluster`). Quiet members (`beQuiet`) are never announced: nobody sees them.
+/// (`StreamState+Remote`). Quiet members (`beQuiet`) are never announced: nobody sees them.
 struct StreamClusterEvent: Codable, Sendable, Equatable {
     enum Op: String, Codable, Sendable {
         /// A member joined (visible).

@@ -200,10 +200,10 @@ extension ConnectionHandler {
             kept.remove(part)
             send(Self.watchEnded(part.watchName, channel: channel, refusal: refusal).with { $0.channelType = "stream" }, context: context)
         }
-        if kept != services { hub.streams.setServices(of: membership, kept) }
-        for topic in hub.streams.joinedTopics(of: membership).sorted() {
-            guard let refusal = access.refusal(toKeep: .topic(streamChannel: channel, topic: topic)) else { continue }
-            _ = hub.streams.leaveTopic(membership, topic: topic)
+        let left = hub.streams.grantsChanged(membership, services: kept) { topic in
+            access.refusal(toKeep: .topic(streamChannel: channel, topic: topic))
+        }
+        for (topic, refusal) in left {
             send(Self.watchEnded("topic", channel: channel, refusal: refusal).with {
                 $0.channelType = "stream"
                 $0.topic = topic

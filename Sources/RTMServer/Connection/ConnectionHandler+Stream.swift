@@ -54,7 +54,7 @@ extension ConnectionHandler {
             }
             return topic
         }
-        func reply(_ failure: StreamHub.Failure?) {
+        func reply(_ failure: RequestRefusal?) {
             if let failure {
                 send(.error(id: frame.id, failure.code, failure.reason), context: context)
             } else {

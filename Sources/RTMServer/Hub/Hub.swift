@@ -113,10 +113,12 @@ final class Hub: Sendable {
         }
         self.fanouts = fanouts
         self.fanoutByLoop = byLoop
+        // The composition root: one node's stream seams, or the cluster's (Hub+ClusterStream).
         let streamLink = configuration.backplane.map {
-            StreamClusterLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)   // Hub+ClusterStream
+            BackplaneStreamLink(backplane: $0, instance: hubState.serverEpoch, status: cluster)
         }
-        self.streams = StreamHub(limits: configuration.limits, webhooks: webhooks, cluster: streamLink)
+        self.streams = StreamHub(limits: configuration.limits, instance: hubState.serverEpoch, webhooks: webhooks,
+                                 link: streamLink ?? LocalStreamLink())
         self.topicPublishing = streamLink.map { BackplaneTopicPath(link: $0, logger: logger) } ?? LocalTopicPath()
         self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger, lockHolder: lockHolder)
         // Receivers with a session on another node are online too (none on a single node: its
@@ -124,7 +126,7 @@ final class Hub: Sendable {
         mailbox.setOnlineElsewhere { [unowned self] keys in
             read { $0.onlineElsewhere(keys) }
         }
-        webhooks?.setSource { [unowned self] in modify { ($0.takeWebhookEvents(), []) } }
+        webhooks?.addSource { [unowned self] in modify { ($0.takeWebhookEvents(), []) } }
         storage.setChangeHandler({ [unowned self] key, kind, metadata, notifyAll in
             storageChanged(key, kind: kind, metadata: metadata, notifyAll: notifyAll)
         }, interested: { [unowned self] key in hasStorageSubscribers(key) })

@@ -29,8 +29,8 @@ final class WebhookDispatcher: @unchecked Sendable {
     /// `counters.failedAttempts` when the receiver was last found failing.
     private var failedAttemptsWhenDown = 0
     private var random = SystemRandomNumberGenerator()
-    /// The hub's outbox (`WebhookOutbox`), taken on `wake`.
-    private var source: (@Sendable () -> [WebhookEvent])?
+    /// The outboxes (`WebhookOutbox`: the hub's, the stream channels'), taken on `wake`.
+    private var sources: [@Sendable () -> [WebhookEvent]] = []
 
     /// Opens the queue (`webhooks.sqlite` under `dataDirectory`) and posts what an earlier run
     /// left in it.
@@ -77,18 +77,20 @@ final class WebhookDispatcher: @unchecked Sendable {
         queue.async { self.accept([event]) }
     }
 
-    /// Where the hub's session and channel events wait (its `WebhookOutbox`, taken under the
-    /// hub's lock, in the order they happened). Set once, before the server serves.
-    func setSource(_ take: @escaping @Sendable () -> [WebhookEvent]) {
-        queue.sync { source = take }
+    /// One more place where events wait in the order they happened (a `WebhookOutbox`, taken
+    /// under its owner's lock: the hub's session and channel events, the stream channels').
+    /// Each source's order is kept. Added before the server serves.
+    func addSource(_ take: @escaping @Sendable () -> [WebhookEvent]) {
+        queue.sync { sources.append(take) }
     }
 
-    /// The hub queued events: they are taken on this queue, in order, and written.
+    /// A source queued events: they are taken on this queue, in order, and written.
     func wake() {
-        queue.async {
-            guard let source = self.source else { return }
-            self.accept(source())
-        }
+        queue.async { self.takeSources() }
+    }
+
+    private func takeSources() {
+        for source in sources { accept(source()) }
     }
 
     /// Delivery counters and the receiver's state.
@@ -115,7 +117,7 @@ final class WebhookDispatcher: @unchecked Sendable {
     func stop() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
-                if let source = self.source { self.accept(source()) }
+                self.takeSources()
                 self.flush()
                 // The sessions still open end with this run: their leave and offline events
                 // are on disk, posted by the next run if not now.

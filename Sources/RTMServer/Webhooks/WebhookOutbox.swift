@@ -1,7 +1,8 @@
-/// The webhook events of the hub's session and channel changes, in the order they happened. A
-/// plain value inside `HubState`: events are added under the hub's lock (so one user's events
-/// keep their order whichever thread made them) and taken, in order, by the dispatcher's own
-/// queue (`WebhookDispatcher.take`); nothing is posted or written under the lock.
+/// The webhook events of the hub's session and channel changes (or the stream channels'), in
+/// the order they happened. A plain value inside `HubState` (`StreamState`): events are added
+/// under its owner's lock (so one user's events keep their order whichever thread made them)
+/// and taken, in order, by the dispatcher's own queue (`WebhookDispatcher.addSource`); nothing
+/// is posted or written under the lock.
 struct WebhookOutbox {
     /// False when no webhook URL is configured: nothing is kept.
     var isEnabled = false
@@ -25,6 +26,13 @@ struct WebhookOutbox {
     mutating func channelChanged(_ type: WebhookEvent.EventType, _ key: UserKey, channel: String, reason: String?, ts: Int64) {
         guard isEnabled else { return }
         add(type, key, channel: channel, channelType: "message", reason: reason, ts: ts)
+    }
+
+    /// A stream channel joined or left (its STREAM connection, K-3).
+    mutating func streamChanged(_ type: WebhookEvent.EventType, _ membership: StreamMembership, reason: String?, ts: Int64) {
+        guard isEnabled else { return }
+        add(type, UserKey(appId: membership.channel.appId, userId: membership.userId), channel: membership.channel.name,
+            channelType: "stream", reason: reason, ts: ts)
     }
 
     /// The events so far, oldest first; the outbox is left empty.

@@ -2,11 +2,11 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Cluster mode: how stream channels reach the backplane. Each member's topic
-/// messages go through its own `TopicOutbox` queue, and each channel's membership changes
-/// (`StreamClusterEvent`) through the channel's, one commit in flight per queue, so they are
-/// stored (and applied on every node) in the order they happened.
-final class StreamClusterLink: Sendable {
+/// A cluster's `StreamClusterLink`: how stream channels reach the backplane. Each member's topic
+/// messages go through its own `TopicOutbox` queue (`BackplaneTopicPath`), and each channel's
+/// membership changes (`StreamClusterEvent`) through the channel's, one commit in flight per
+/// queue, so they are stored (and applied on every node) in the order they were queued.
+final class BackplaneStreamLink: StreamClusterLink, Sendable {
     let backplane: any ChannelBackplane
     /// This server run (`Hub.epoch`), carried by every membership event.
     let instance: String
@@ -40,15 +40,23 @@ final class StreamClusterLink: Sendable {
     /// in one queue (in the order they happened); when the database is down they are lost and
     /// the `sync` sent when it is back repairs the other nodes' view.
     func announce(_ event: StreamClusterEvent, channel: ChannelKey,
-                  done: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }) {
-        announcedChannels.withLockedValue { _ = $0.insert(channel) }
+                  done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        announced.withLockedValue { _ = $0.insert(channel) }
         send(Self.publish(event, appId: channel.appId, logChannel: Hub.streamLogChannel(channel.name), publisher: event.user ?? ""),
              for: StreamMembership(channel: channel, userId: ""), done: done)
     }
 
     /// The channels this node announced members in (each gets a `sync` when the database link
     /// comes back, so that the other nodes learn what they missed, leaves included).
-    let announcedChannels = NIOLockedValueBox<Set<ChannelKey>>([])
+    private let announced = NIOLockedValueBox<Set<ChannelKey>>([])
+
+    func announcedChannels() -> Set<ChannelKey> {
+        announced.withLockedValue { $0 }
+    }
+
+    func forget(_ channel: ChannelKey) {
+        announced.withLockedValue { _ = $0.remove(channel) }
+    }
 
     /// Tells the other nodes this run started: members of this node's earlier run are gone.
     func announceStart() {
@@ -67,7 +75,7 @@ final class StreamClusterLink: Sendable {
     /// Waits (up to `limit`) until every queued message was committed or failed: a server that
     /// shuts down lets its members' last changes reach the other nodes first, but never waits
     /// for a database that does not answer.
-    func settle(within limit: Duration = .seconds(2)) async {
+    func settle(within limit: Duration) async {
         let deadline = ContinuousClock.now + limit
         while !outbox.isIdle, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
