@@ -79,6 +79,7 @@ public enum LockStoreContract {
             #expect(acquired == .done(owned, change: SharedLockChange(appId: s.appId, channel: "ch", kind: .lockAcquired, detail: owned)))
             #expect(try await s.perform(.acquire, "L", by: "alice") == .done(owned, change: nil))
             #expect(try await s.perform(.acquire, "L", by: "bob").refusal == .lockAcquireFailed)
+            #expect(try await s.perform(.set(ttl: 10, maxLocks: 32), "L", by: "bob") == .done(owned, change: nil))
         },
         .init("§2.12 fencing tokens: every acquisition gets a larger one, across locks and channels") { s async throws in
             var tokens = [try await s.held("A", by: "alice"), try await s.held("B", channel: "other", by: "bob")]

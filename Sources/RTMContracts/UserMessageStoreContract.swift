@@ -69,6 +69,9 @@ public enum UserMessageStoreContract {
             #expect(try await s.pending("bob").isEmpty)
             let next = try await s.commit([s.message(to: "bob", "4")]).map(\.id)
             #expect(next[0] > later[0] && later[0] > ids[1])
+            // A commit applies its acknowledgements before it stores its messages.
+            _ = try await s.commit([s.message(to: "bob", "5")], acks: [(receiver: "bob", upTo: .max)])
+            #expect(try await s.pending("bob").map(\.text) == ["5"])
         },
         .init("M-1: the cap keeps a receiver's newest messages; the dropped are counted and reported once") { s async throws in
             _ = try await s.commit((1...3).map { s.message(to: "bob", "m\($0)") }, cap: 5)
@@ -117,6 +120,15 @@ public enum UserMessageStoreContract {
             let later = try await s.commit([s.message(to: "bob", "a", ts: now + 1, clientMsgId: 7)], resendsSince: now + 3_600_000)
             #expect(!later[0].isResend && later[0].id > first[0].id)
             #expect(try await s.pending("bob").count == 2)
+        },
+        .init("M-3: the resend window counts from when a message was stored, not from its timestamp") { s async throws in
+            // A message whose timestamp is older than the window (accepted long before, or by a
+            // node whose clock is behind) but stored now: its resend is still recognised.
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let first = try await s.commit([s.message(to: "bob", "a", ts: now - 120_000, clientMsgId: 7)], resendsSince: now - 60_000)
+            let again = try await s.commit([s.message(to: "bob", "a", ts: now - 120_000, clientMsgId: 7)], resendsSince: now - 60_000)
+            #expect(again == [CommittedUserMessage(id: first[0].id, isResend: true)])
+            #expect(try await s.pending("bob").count == 1)
         },
     ]
 

@@ -4,8 +4,9 @@ import RTMTestSupport
 import Testing
 
 /// The lock seam's contract (`LockStoreContract`) on the cluster's store: `PostgresServices`
-/// on a real PostgreSQL. Time passes by moving the case's due times back.
-@Suite("SharedLockStore contract: PostgresServices", .realTime, .contractDatabase,
+/// on a real PostgreSQL. Time passes by moving the case's due times back. Serialized: a sweep
+/// releases every application's due locks, another case's too.
+@Suite("SharedLockStore contract: PostgresServices", .realTime, .serialized, .contractDatabase,
        .enabled(if: PostgresTestServer.isRequiredOrAvailable, "PostgreSQL server binaries not installed"))
 struct PostgresLockStoreContractTests {
     @Test(arguments: LockStoreContract.cases)
