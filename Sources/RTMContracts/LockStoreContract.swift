@@ -112,12 +112,14 @@ public enum LockStoreContract {
             }
             #expect(try await s.store.locks(appId: s.appId, channel: "ch").isEmpty)
         },
-        .init("§2.12 locks: a channel's locks sorted by name, each with its owner and token; other channels and apps apart") { s async throws in
+        .init("§2.12 locks: a channel's locks sorted by name (code point order), each with its owner and token; other channels and apps apart") { s async throws in
             _ = try await s.perform(.set(ttl: 5, maxLocks: 32), "b", by: "alice")
             let token = try await s.held("a", ttl: 7, by: "alice")
+            for name in ["B", "_z", "A1"] { _ = try await s.perform(.set(ttl: 5, maxLocks: 32), name, by: "alice") }
             _ = try await s.held("c", channel: "other", by: "bob")
-            #expect(try await s.store.locks(appId: s.appId, channel: "ch")
-                    == [LockDetail(lockName: "a", owner: "alice", ttl: 7, fencingToken: token), LockDetail(lockName: "b", ttl: 5)])
+            let locks = try await s.store.locks(appId: s.appId, channel: "ch")
+            #expect(locks.map(\.lockName) == ["A1", "B", "_z", "a", "b"])
+            #expect(locks.suffix(2) == [LockDetail(lockName: "a", owner: "alice", ttl: 7, fencingToken: token), LockDetail(lockName: "b", ttl: 5)])
             #expect(try await s.store.locks(appId: s.appId + "-other", channel: "ch").isEmpty)
         },
         .init("§2.12 TTL: an owner gone offline keeps its locks for ttl; then the sweep releases them (lockReleased)") { s async throws in

@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOPosix
+import PostgresNIO
 import RTMPostgres
 import RTMTestSupport
 import Testing
@@ -38,7 +40,12 @@ struct ContractDatabaseTrait: SuiteTrait, TestScoping {
     func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
         let server = try await PostgresTestServer.start()
         defer { server.destroy() }
-        let database = ContractDatabase(server: server, location: try PostgresLocation(url: server.url + "?sslmode=disable"))
+        // Text sorted as a production database sorts it (a language's order, by ICU), not byte
+        // by byte as the test server's C locale does: an order the store leaves to the database
+        // would differ from the single node's.
+        _ = try await server.sql("CREATE DATABASE contract TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'C.UTF-8'")
+        let url = "postgres://\(server.user)@127.0.0.1:\(server.port)/contract?sslmode=disable"
+        let database = ContractDatabase(server: server, location: try PostgresLocation(url: url))
         try await ContractDatabase.$current.withValue(database) { try await function() }
     }
 }
@@ -49,6 +56,20 @@ extension Trait where Self == ContractDatabaseTrait {
 }
 
 extension ContractDatabase {
+    /// Runs one statement on the suite's database (a connection of its own, closed after).
+    func execute(_ statement: String) async throws {
+        let connection = try await PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(),
+                                                              configuration: location.connectionConfiguration(), id: 0,
+                                                              logger: Self.logger)
+        do {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Self.logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
+    }
+
     /// A node's started `PostgresServices` (metadata, history and locks) named `node`.
     static func services(_ database: ContractDatabase, node: String) async throws -> PostgresServices {
         let services = PostgresServices(location: database.location, node: node, logger: logger)

@@ -13,7 +13,7 @@ struct PostgresLockStoreContractTests {
     func contract(_ rule: ContractCase<LockStoreSubject>) async throws {
         try await ContractDatabase.withCase(open: ContractDatabase.services, stop: { await $0.stop() }) { services, database, name in
             try await rule.run(on: LockStoreSubject(store: services, appId: name) { seconds in
-                _ = try await database.server.sql(
+                try await database.execute(
                     "UPDATE rtm_lock SET due_at = due_at - interval '\(seconds) seconds' WHERE app = '\(name)' AND due_at IS NOT NULL")
             })
         }
