@@ -130,6 +130,26 @@ public enum ServiceStoreContract {
                 HistoryMessage(publisher: "p4000", text: "t4000", ts: 4_000)])
             #expect(try await s.history(channel: "other").map(\.text) == ["elsewhere"])
         },
+        .init("§2.8: a message is stored exactly: any Unicode text, empty text and empty data apart from none") { s async throws in
+            let messages = [HistoryMessage(publisher: "p", text: "", ts: 1_001),
+                            HistoryMessage(publisher: "p", text: "é 中文 🎉 \"quoted\"\n\\", customType: "", ts: 1_002),
+                            HistoryMessage(publisher: "p", data: Data(), ts: 1_003), HistoryMessage(publisher: "p", data: Data([0, 0xFF]), ts: 1_004)]
+            for message in messages { _ = try await s.append(message) }
+            let read = try await s.history()
+            #expect(read.map(\.text) == messages.reversed().map(\.text))
+            #expect(read.map(\.data) == messages.reversed().map(\.data))
+            #expect(read.map(\.customType) == messages.reversed().map(\.customType))
+        },
+        .init("§2.8: a text with a NUL character is stored whole", knownDifference: nulText) { s async throws in
+            #expect(try await s.append(HistoryMessage(publisher: "p", text: "zero\u{0}byte", ts: 1_000)) == 1_000)
+            #expect(try await s.history().map(\.text) == ["zero\u{0}byte"])
+        },
+        .init("§2.11: metadata values are stored exactly: any Unicode (NUL included) and a value of the full 16 KB") { s async throws in
+            let stored = Metadata(majorRevision: 1, items: [MetadataItem(key: "big", value: String(repeating: "é", count: 8_192), revision: 1),
+                                                            MetadataItem(key: "odd", value: "zero\u{0}byte 🎉 \"q\"\n", revision: 1)])
+            _ = try await s.modify(s.key()) { _ in stored }
+            #expect(try await s.load(s.key()) == stored)
+        },
         .init("§2.8: an append's timestamp is made unique in its channel (a millisecond past the newest where needed) and returned; lastHistoryTs is the newest") { s async throws in
             var stored: [Int64?] = []
             for ts in [1_000, 1_000, 999, 1_005] as [Int64] { stored.append(try await s.append(HistoryMessage(publisher: "p", text: "\(ts)", ts: ts))) }

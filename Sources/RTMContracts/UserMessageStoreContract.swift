@@ -39,6 +39,9 @@ public struct UserMessageStoreSubject: Sendable {
     }
 }
 
+/// The stores' known difference on NUL characters in text (user messages and history).
+let nulText = "text with a NUL character: the embedded stores keep it only up to the NUL; PostgreSQL refuses it (a text column cannot hold one), which fails the whole commit or append. Fix: refuse NUL in message text at the protocol (all modes), or store text as bytes"
+
 /// The rules every `UserMessageStore` keeps (SPEC M-1, M-3), the single node's
 /// (`SQLiteUserMessageStore`) and a cluster's (`PostgresUserMessageStore`) alike; `sharedCases`
 /// adds what a store shared by several nodes promises on top (`SharedUserMessageStore`).
@@ -59,6 +62,18 @@ public enum UserMessageStoreContract {
             #expect(bob.allSatisfy { $0.appId == s.appId && $0.receiver == "bob" && $0.sender == "alice" })
             #expect(try await s.pending("carol").map(\.text) == ["c1"])
             #expect(try await s.pending("nobody").isEmpty)
+        },
+        .init("M-1: payloads are stored exactly: any Unicode text, empty text and empty data apart from none") { s async throws in
+            let texts: [String?] = ["", "é 中文 🎉 \"quoted\"\n\\\t", nil, nil]
+            let datas: [Data?] = [nil, nil, Data(), Data([0, 0xFF, 0])]
+            _ = try await s.commit(zip(texts, datas).map { s.message(to: "bob", $0, data: $1) })
+            let read = try await s.pending("bob")
+            #expect(read.map(\.text) == texts)
+            #expect(read.map(\.data) == datas)
+        },
+        .init("M-1: a text with a NUL character is stored whole", knownDifference: nulText) { s async throws in
+            _ = try await s.commit([s.message(to: "bob", "zero\u{0}byte"), s.message(to: "bob", "next")])
+            #expect(try await s.pending("bob").map(\.text) == ["zero\u{0}byte", "next"])
         },
         .init("M-1: an acknowledgement deletes the receiver's messages up to its id, nobody else's; ids are never reused") { s async throws in
             let ids = try await s.commit([s.message(to: "bob", "1"), s.message(to: "bob", "2"), s.message(to: "carol", "c")]).map(\.id)
