@@ -150,15 +150,12 @@ public enum ServiceStoreContract {
             _ = try await s.modify(s.key()) { _ in stored }
             #expect(try await s.load(s.key()) == stored)
         },
-        .init("§2.8: an append's timestamp is made unique in its channel (a millisecond past the newest where needed) and returned; lastHistoryTs is the newest") { s async throws in
+        .init("§2.8: an append's timestamp is made unique in its channel (a millisecond past the newest where needed) and returned") { s async throws in
             var stored: [Int64?] = []
             for ts in [1_000, 1_000, 999, 1_005] as [Int64] { stored.append(try await s.append(HistoryMessage(publisher: "p", text: "\(ts)", ts: ts))) }
             #expect(stored == [1_000, 1_001, 1_002, 1_005])
             #expect(try await s.append(HistoryMessage(publisher: "p", ts: 1_000), channel: "other") == 1_000)
             #expect(try await s.history().map(\.ts) == [1_005, 1_002, 1_001, 1_000])
-            let store = s.store, app = s.appId
-            #expect(try await blocking { try store.lastHistoryTs(appId: app, channelType: "message", channel: "ch") } == 1_005)
-            #expect(try await blocking { try store.lastHistoryTs(appId: app, channelType: "message", channel: "none") } == 0)
         },
         .init("§2.8 / M-3: a message whose dedupKey is stored already is not stored again (nil); the same key in another channel is another message") { s async throws in
             #expect(try await s.append(HistoryMessage(publisher: "p", text: "a", ts: 1_000), dedupKey: "e:1") == 1_000)

@@ -102,17 +102,6 @@ extension PostgresServices {
         }
     }
 
-    public func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64 {
-        let client = self.client, logger = self.logger
-        return try blockingCall(timeout: callTimeout) {
-            var last: Int64 = 0
-            for try await ts in try await client.query("""
-                SELECT coalesce(max(ts), 0) FROM rtm_history WHERE app = \(appId) AND channel_type = \(channelType) AND channel = \(channel)
-                """, logger: logger).decode(Int64.self) { last = ts }
-            return last
-        }
-    }
-
     public func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage] {
         let client = self.client, logger = self.logger
         return try blockingCall(timeout: callTimeout) {

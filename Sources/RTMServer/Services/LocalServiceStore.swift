@@ -46,10 +46,6 @@ final class LocalServiceStore: SharedServiceStore {
         try base.appendHistory(record)
     }
 
-    func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64 {
-        try base.lastHistoryTs(appId: appId, channelType: channelType, channel: channel)
-    }
-
     func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage] {
         try base.history(appId: appId, channelType: channelType, channel: channel, start: start, end: end, limit: limit)
     }

@@ -57,13 +57,6 @@ final class SQLiteServiceStore: ServiceStore {
         }
     }
 
-    func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64 {
-        try db.read { db in
-            try Int64.fetchOne(db, sql: "SELECT MAX(ts) FROM history WHERE app = ? AND channel_type = ? AND channel = ?",
-                               arguments: [appId, channelType, channel])
-        } ?? 0
-    }
-
     func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage] {
         try db.read { db in
             let rows = try Row.fetchAll(db, sql: """

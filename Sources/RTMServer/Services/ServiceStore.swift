@@ -57,8 +57,6 @@ public protocol ServiceStore: Sendable {
     /// page boundary must never split equal ones). Returns the timestamp it was stored with;
     /// nil when one with the same `dedupKey` is already stored (nothing is written).
     func appendHistory(_ record: HistoryRecord) throws -> Int64?
-    /// The newest stored timestamp of a channel's history (0 if none).
-    func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64
     /// Up to `limit` messages with `end <= ts < start`, newest first.
     func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage]
     /// Deletes history older than `millis`; returns how many.

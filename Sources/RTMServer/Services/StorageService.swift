@@ -118,7 +118,7 @@ final class StorageService: @unchecked Sendable {
     func read(_ key: StorageKey, reply: @escaping @Sendable (Result<Metadata, Failure>) -> Void) {
         queue.async { [self] in
             do {
-                reply(.success(try store.loadMetadata(key) ?? Metadata(majorRevision: 0)))
+                reply(.success((try store.loadMetadata(key).map(MetadataDocument.init) ?? MetadataDocument()).metadata))
             } catch {
                 logger.error("metadata read failed", metadata: ["error": "\(String(reflecting: error))"])
                 reply(.failure(Failure(code: .storageOperationFailed, reason: StoreFailureWords.reason("the store could not be read", error, write: false))))
