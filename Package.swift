@@ -137,6 +137,15 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ], swiftSettings: strict),
+        // The contract suites of the shared-state seams (user messages, metadata and history,
+        // locks, invitations): each rule once, run by RTMServerTests against the single node's
+        // implementation and by RTMPostgresTests against the cluster's. Test code: nothing shipped
+        // links it.
+        .target(name: "RTMContracts", dependencies: [
+            "RTMServer", "RTMProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ], swiftSettings: strict),
         // The load generator behind `rtm bench`: its own lean WebSocket client, HDR histograms.
         .target(name: "RTMBench", dependencies: [
             "RTMProtocol", "RTMAuth", "RTMClient",
@@ -183,7 +192,7 @@ let package = Package(
         .testTarget(name: "RTMProtocolTests", dependencies: ["RTMProtocol"], swiftSettings: strict),
         .testTarget(name: "RTMAuthTests", dependencies: ["RTMAuth"], swiftSettings: strict),
         .testTarget(name: "RTMPostgresTests", dependencies: [
-            "RTMPostgres", "RTMTestSupport",
+            "RTMPostgres", "RTMTestSupport", "RTMContracts",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -195,7 +204,7 @@ let package = Package(
         ], swiftSettings: strict),
         // The server's rules as values, time passed in: no sockets, no clock, milliseconds.
         .testTarget(name: "RTMServerTests", dependencies: [
-            "RTMServer", "RTMProtocol", "RTMAuth", "RTMWebSocket", "RTMTestSupport",
+            "RTMServer", "RTMProtocol", "RTMAuth", "RTMWebSocket", "RTMTestSupport", "RTMContracts",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -98,11 +98,13 @@ extension PostgresServices {
         }
     }
 
+    /// The channel's locks in code point order (`COLLATE "C"`), as one node sorts them, whatever
+    /// the database's own collation.
     public func locks(appId: String, channel: String) async throws -> [LockDetail] {
         try await bounded("a lock list") { [self] in
             var details: [LockDetail] = []
             for try await (name, ttl, owner, token) in try await client.query("""
-                SELECT name, ttl, owner, token FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) ORDER BY name
+                SELECT name, ttl, owner, token FROM rtm_lock WHERE app = \(appId) AND channel = \(channel) ORDER BY name COLLATE "C"
                 """, logger: logger).decode((String, Int, String?, Int64).self) {
                 details.append(Row(ttl: ttl, owner: owner, token: token).detail(name))
             }

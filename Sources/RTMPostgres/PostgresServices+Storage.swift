@@ -72,44 +72,33 @@ extension PostgresServices {
         return metadata
     }
 
-    public func appendHistory(_ record: HistoryRecord) throws -> Bool {
+    public func appendHistory(_ record: HistoryRecord) throws -> Int64? {
         let client = self.client, logger = self.logger
         return try blockingCall(timeout: callTimeout) {
             try await client.transaction(AppendHistory(record: record), logger: logger)
         }
     }
 
-    /// One history append (`appendHistory`): false when its dedup key was stored already.
+    /// One history append (`appendHistory`): its timestamp, nil when its dedup key was stored already.
     private struct AppendHistory: PostgresTransaction {
         let record: HistoryRecord
 
-        func run(on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        func run(on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
             let message = record.message
             // Appenders of one channel one at a time, so that timestamps stay unique (the cursor).
             let name = "\(record.appId)\n\(record.channelType)\n\(record.channel)"
             try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 12))", logger: logger)
-            var inserted = false
-            for try await _ in try await connection.query("""
+            var inserted: Int64?
+            for try await ts in try await connection.query("""
                 INSERT INTO rtm_history (app, channel_type, channel, ts, publisher, text, data, custom_type, dedup)
                 SELECT \(record.appId), \(record.channelType), \(record.channel),
                        greatest(\(message.ts), coalesce(max(ts), 0) + 1), \(message.publisher), \(message.text),
                        \(message.data.map { ByteBuffer(bytes: $0) }), \(message.customType), \(record.dedupKey)
                 FROM rtm_history WHERE app = \(record.appId) AND channel_type = \(record.channelType) AND channel = \(record.channel)
                 ON CONFLICT DO NOTHING
-                RETURNING 1
-                """, logger: logger).decode(Int.self) { inserted = true }
+                RETURNING ts
+                """, logger: logger).decode(Int64.self) { inserted = ts }
             return inserted
-        }
-    }
-
-    public func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64 {
-        let client = self.client, logger = self.logger
-        return try blockingCall(timeout: callTimeout) {
-            var last: Int64 = 0
-            for try await ts in try await client.query("""
-                SELECT coalesce(max(ts), 0) FROM rtm_history WHERE app = \(appId) AND channel_type = \(channelType) AND channel = \(channel)
-                """, logger: logger).decode(Int64.self) { last = ts }
-            return last
         }
     }
 

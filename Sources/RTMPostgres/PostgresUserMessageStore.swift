@@ -153,10 +153,11 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
     }
 
     /// Claims the client message ids of `messages` (SPEC M-3): a message whose sender already
-    /// used its id (at or after `resendsSince`, in this batch, or committed by any node) is a
-    /// resend. The claims are rows of `rtm_user_sent` under its primary key, inserted in one
+    /// used its id (stored at or after `resendsSince`, in this batch, or committed by any node)
+    /// is a resend. The claims are rows of `rtm_user_sent` under its primary key, inserted in one
     /// order by every node, so of two attempts committed at once the second waits for the
-    /// first and then sees it. Returns the resends by index.
+    /// first and then sees it; each is dated when it is stored (now, by this node's clock, as
+    /// `resendsSince` is), not by its message's timestamp. Returns the resends by index.
     private static func claimClientIDs(_ messages: [StoredUserMessage], resendsSince: Int64,
                                        on connection: PostgresConnection, logger: Logger) async throws -> [Int: FirstAttempt] {
         struct Key: Hashable { let app: String, sender: String, id: Int64 }
@@ -169,7 +170,9 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         }
         guard !first.isEmpty else { return resends }
         let keys = first.keys.sorted { ($0.app, $0.sender, $0.id) < ($1.app, $1.sender, $1.id) }
-        let apps = keys.map(\.app), senders = keys.map(\.sender), ids = keys.map(\.id), stamps = keys.map { messages[first[$0]!].ts }
+        let apps = keys.map(\.app), senders = keys.map(\.sender), ids = keys.map(\.id)
+        let storedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let stamps = [Int64](repeating: storedAt, count: keys.count)
         var claimed: Set<Key> = []
         // A record older than the window is taken over (the id is new again).
         for try await (app, sender, id) in try await connection.query("""

@@ -110,8 +110,10 @@ struct PostgresUserMessageStoreTests {
             let waiting = try await call { try a.pending(appId: "app", receiver: "bob", notBefore: 0) }
             #expect(waiting.compactMap(\.text) == ["r1", "r2"] + (0..<20).map { "c\($0)" })
             #expect(waiting.map(\.id) == Array(1...22))
-            // A record older than the window is forgotten: the id counts as new.
-            let late = try await call { try b.commit([self.message(to: "bob", "r1", clientMsgId: 7)], acknowledgements: [], cap: 100, resendsSince: 2_000) }
+            // A record older than the window (dated when stored: a window starting an hour from
+            // now) is forgotten: the id counts as new.
+            let hourLater = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+            let late = try await call { try b.commit([self.message(to: "bob", "r1", clientMsgId: 7)], acknowledgements: [], cap: 100, resendsSince: hourLater) }
             #expect(late == [CommittedUserMessage(id: 23)])
         }
     }

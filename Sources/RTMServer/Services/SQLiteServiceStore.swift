@@ -43,22 +43,18 @@ final class SQLiteServiceStore: ServiceStore {
         }
     }
 
-    func appendHistory(_ r: HistoryRecord) throws -> Bool {
+    func appendHistory(_ r: HistoryRecord) throws -> Int64? {
         try db.write { db in
+            let newest = try Int64.fetchOne(db, sql: "SELECT MAX(ts) FROM history WHERE app = ? AND channel_type = ? AND channel = ?",
+                                            arguments: [r.appId, r.channelType, r.channel]) ?? 0
+            let ts = max(r.message.ts, newest + 1)
             try db.execute(sql: """
                 INSERT OR IGNORE INTO history(app, channel_type, channel, publisher, text, data, custom_type, ts, dedup)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [r.appId, r.channelType, r.channel, r.message.publisher, r.message.text,
-                                 r.message.data, r.message.customType, r.message.ts, r.dedupKey])
-            return db.changesCount > 0
+                                 r.message.data, r.message.customType, ts, r.dedupKey])
+            return db.changesCount > 0 ? ts : nil
         }
-    }
-
-    func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64 {
-        try db.read { db in
-            try Int64.fetchOne(db, sql: "SELECT MAX(ts) FROM history WHERE app = ? AND channel_type = ? AND channel = ?",
-                               arguments: [appId, channelType, channel])
-        } ?? 0
     }
 
     func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage] {

@@ -42,20 +42,21 @@ public struct HistoryRecord: Sendable, Equatable {
 }
 
 /// Durable storage of metadata sets and message history, behind which the embedded SQLite
-/// store sits (and a PostgreSQL one for several nodes, `SharedServiceStore`). Called by one
-/// owner (`StorageService`) from its own queue (never an event loop), so calls may block; an
-/// implementation need not be reentrant.
+/// store sits (and a PostgreSQL one for several nodes). The server uses it through
+/// `SharedServiceStore`, which adds the writes' compare-and-set and the change notices. Called
+/// by one owner (`StorageService`) from its own queue (never an event loop), so calls may
+/// block.
 public protocol ServiceStore: Sendable {
-    /// The stored set, or nil.
+    /// The stored set, or nil (never written).
     func loadMetadata(_ key: StorageKey) throws -> Metadata?
-    /// Replaces the stored set; an empty set is deleted.
+    /// Replaces the stored set. An empty set is kept with its revision (a set emptied by a
+    /// remove goes on from its revision; deleting it would let a stale revision match again).
     func saveMetadata(_ key: StorageKey, _ metadata: Metadata) throws
-    /// Appends a history message; false when one with the same `dedupKey` is already stored.
-    /// A shared store makes the timestamp unique within the channel itself (moving it forward
-    /// by a millisecond where needed), as several nodes append.
-    func appendHistory(_ record: HistoryRecord) throws -> Bool
-    /// The newest stored timestamp of a channel's history (0 if none).
-    func lastHistoryTs(appId: String, channelType: String, channel: String) throws -> Int64
+    /// Appends a history message, its timestamp made unique within the channel (moved forward
+    /// by a millisecond past the newest where needed: timestamps are the paging cursor, and a
+    /// page boundary must never split equal ones). Returns the timestamp it was stored with;
+    /// nil when one with the same `dedupKey` is already stored (nothing is written).
+    func appendHistory(_ record: HistoryRecord) throws -> Int64?
     /// Up to `limit` messages with `end <= ts < start`, newest first.
     func history(appId: String, channelType: String, channel: String, start: Int64, end: Int64, limit: Int) throws -> [HistoryMessage]
     /// Deletes history older than `millis`; returns how many.

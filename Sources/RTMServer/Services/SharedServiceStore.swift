@@ -1,16 +1,18 @@
 import RTMProtocol
 
-/// A metadata and history store shared by several nodes (cluster mode; RTMPostgres'
-/// `PostgresServices`, `rtm serve --postgres URL`). On top of `ServiceStore`:
+/// The metadata and history store as the server uses it (`StorageService`), for a cluster
+/// shared by several nodes (RTMPostgres' `PostgresServices`, `rtm serve --postgres URL`) and
+/// for a single node alike (`LocalServiceStore`, over the embedded SQLite store). On top of
+/// `ServiceStore`:
 ///
-/// - **Compare-and-set across nodes** (`modifyMetadata`): the read, the revision check and the
-///   write of a set run in one transaction that excludes every other writer of the same set on
-///   any node, so of two writes expecting the same revision exactly one wins (§2.11).
+/// - **Compare-and-set** (`modifyMetadata`): the read, the revision check and the write of a
+///   set run in one transaction that excludes every other writer of the same set (on any
+///   node), so of two writes expecting the same revision exactly one wins (§2.11).
 /// - **Storage events across nodes**: after a write commits, its node `announce`s it; every
 ///   other node hears of it through `followStorage`, reads the set again and tells its own
-///   subscribers.
+///   subscribers (a single node has no one to tell).
 ///
-/// `StorageService` does not cache sets read from a shared store (other nodes write them).
+/// `StorageService` does not cache sets (other nodes may write them).
 public protocol SharedServiceStore: ServiceStore {
     /// Reads `key`'s set (nil: never written), calls `change` with it and stores what it
     /// returns, all in one transaction that no other writer of `key` (on any node) interleaves

@@ -4,11 +4,11 @@ import RTMProtocol
 
 /// The one owner of metadata sets and message history (AGORA_REFERENCE §2.8, §2.11).
 ///
-/// Every operation runs on one serial queue: a write reads the set, checks its revisions,
-/// writes the new set through to the store and announces it, before the next write starts, so
-/// two writers with the same revision cannot both win. Sets are cached after first use.
-/// With a `SharedServiceStore` (cluster mode) nothing is cached and the check and write run in
-/// one store transaction, which excludes the other nodes' writers too.
+/// Every operation runs on one serial queue. A write's read, revision check and write run in
+/// one store transaction (`SharedServiceStore.modifyMetadata`), which excludes every other
+/// writer of the set (other nodes' too, in a cluster), so two writers with the same revision
+/// cannot both win; then it is announced. One node and a cluster take the same path: a single
+/// node's store is `LocalServiceStore`.
 final class StorageService: @unchecked Sendable {
     /// A failed operation: the error code and a reason naming the problem.
     typealias Failure = RequestRefusal
@@ -17,34 +17,27 @@ final class StorageService: @unchecked Sendable {
     typealias ChangeHandler = @Sendable (StorageKey, StorageEventKind, Metadata, _ notifyAll: Bool) -> Void
 
     private let queue = CountedQueue(label: "rtm.storage")
-    private let store: any ServiceStore
+    private let store: any SharedServiceStore
     private let limits: Limits
     private let logger: Logger
     private var onChange: ChangeHandler = { _, _, _, _ in }
     private var isInterested: @Sendable (StorageKey) -> Bool = { _ in true }
 
     // Confined to `queue`.
-    private var documents: [StorageKey: MetadataDocument] = [:]
-    private var lastHistoryTs: [String: Int64] = [:]
-    /// Shared store: the newest revision of each set this node's subscribers were told of.
+    /// The newest revision of each set this node's subscribers were told of.
     private var announced: [StorageKey: Int64] = [:]
     private static let maxAnnounced = 100_000
-    private let isShared: Bool
 
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
     /// Whether a guard's owner holds its lock of the set's channel now.
-    typealias LockHolder = @Sendable (MetadataLockGuard, StorageKey) -> Bool
+    typealias LockHolder = LocalServiceStore.LockHolder
 
-    private let lockHolder: LockHolder
-
-    /// `lockHolder` answers a metadata write's lock guard (`lockName`) with a local store; a
-    /// shared store checks it in the write's transaction instead.
+    /// A cluster's store is used as it is; a single node's embedded store becomes a
+    /// `LocalServiceStore`, whose lock guards `lockHolder` answers from this node's locks.
     init(store: any ServiceStore, limits: Limits, logger: Logger, lockHolder: @escaping LockHolder) {
-        self.store = store
-        self.lockHolder = lockHolder
-        self.isShared = store is any SharedServiceStore
+        self.store = (store as? any SharedServiceStore) ?? LocalServiceStore(store, lockHolder: lockHolder)
         self.limits = limits
         self.logger = logger
     }
@@ -62,8 +55,7 @@ final class StorageService: @unchecked Sendable {
     // MARK: metadata
 
     /// Applies a write. `requiredLock` (a write guarded by a channel lock, §2.11): the writer
-    /// must hold the lock when the write is made: checked on the queue just before the
-    /// revisions with a local store, in the write's own transaction with a shared one.
+    /// must hold the lock when the write is made, checked in the write's own transaction.
     func write(_ operation: MetadataDocument.Operation, key: StorageKey, request: Metadata,
                options: MetadataDocument.WriteOptions, author: String, notifyAll: Bool = false,
                requiredLock: MetadataLockGuard? = nil,
@@ -79,26 +71,17 @@ final class StorageService: @unchecked Sendable {
                 return document.metadata
             }
             do {
-                let metadata: Metadata
-                if let shared = store as? any SharedServiceStore {
-                    // SPEC §2.11 across nodes: read, check and write in one transaction.
-                    metadata = try shared.modifyMetadata(key, requiredLock: requiredLock, apply)
-                    announced[key] = metadata.majorRevision
-                    shared.announce(StorageChangeNotice(key: key, kind: StorageEventKind(operation),
-                                                        majorRevision: metadata.majorRevision, notifyAll: notifyAll))
-                } else {
-                    if let requiredLock, !lockHolder(requiredLock, key) { throw requiredLock.notHeld }
-                    metadata = try apply(try load(key).metadata)
-                    try store.saveMetadata(key, metadata)
-                    documents[key] = MetadataDocument(metadata)
-                }
+                // §2.11: read, check and write in one transaction.
+                let metadata = try store.modifyMetadata(key, requiredLock: requiredLock, apply)
+                remember(key, metadata.majorRevision)
+                store.announce(StorageChangeNotice(key: key, kind: StorageEventKind(operation),
+                                                   majorRevision: metadata.majorRevision, notifyAll: notifyAll))
                 reply(.success(metadata))
                 onChange(key, StorageEventKind(operation), metadata, notifyAll)
             } catch let refusal as RequestRefusal {   // this node's check, or the shared store's
                 reply(.failure(refusal))
             } catch {
                 logger.error("metadata write failed", metadata: ["error": "\(String(reflecting: error))"])
-                documents[key] = nil   // reload from the store next time
                 reply(.failure(Failure(code: .storageOperationFailed, reason: StoreFailureWords.reason("the store could not be written", error, write: true))))
             }
         }
@@ -112,8 +95,7 @@ final class StorageService: @unchecked Sendable {
             do {
                 let metadata = try store.loadMetadata(notice.key) ?? Metadata()
                 guard metadata.majorRevision > announced[notice.key] ?? -1 else { return }
-                if announced.count >= Self.maxAnnounced { announced = [:] }   // bounded; a reset only re-reads
-                announced[notice.key] = metadata.majorRevision
+                remember(notice.key, metadata.majorRevision)
                 onChange(notice.key, notice.kind, metadata, notice.notifyAll)
             } catch {
                 logger.warning("a set another node changed could not be read", metadata: ["error": "\(error)"])
@@ -121,17 +103,22 @@ final class StorageService: @unchecked Sendable {
         }
     }
 
-    /// Starts hearing of other nodes' metadata changes (cluster mode; nothing with a local store).
+    /// Notes that this node's subscribers were told of `key` at `revision` (on the queue).
+    private func remember(_ key: StorageKey, _ revision: Int64) {
+        if announced.count >= Self.maxAnnounced { announced = [:] }   // bounded; a reset only re-reads
+        announced[key] = revision
+    }
+
+    /// Starts hearing of other nodes' metadata changes (a single node hears nothing).
     func followOtherNodes() {
-        guard let shared = store as? any SharedServiceStore else { return }
-        shared.followStorage { [weak self] notice in self?.remoteChanged(notice) }
+        store.followStorage { [weak self] notice in self?.remoteChanged(notice) }
     }
 
     /// The current set (empty, revision 0, if none was ever written).
     func read(_ key: StorageKey, reply: @escaping @Sendable (Result<Metadata, Failure>) -> Void) {
         queue.async { [self] in
             do {
-                reply(.success(try load(key).metadata))
+                reply(.success((try store.loadMetadata(key).map(MetadataDocument.init) ?? MetadataDocument()).metadata))
             } catch {
                 logger.error("metadata read failed", metadata: ["error": "\(String(reflecting: error))"])
                 reply(.failure(Failure(code: .storageOperationFailed, reason: StoreFailureWords.reason("the store could not be read", error, write: false))))
@@ -139,31 +126,17 @@ final class StorageService: @unchecked Sendable {
         }
     }
 
-    private func load(_ key: StorageKey) throws -> MetadataDocument {
-        if let cached = documents[key] { return cached }
-        let document = try store.loadMetadata(key).map(MetadataDocument.init) ?? MetadataDocument()
-        if !isShared { documents[key] = document }   // other nodes write a shared store
-        return document
-    }
-
     // MARK: history
 
     /// Stores a message in a channel's history. Its timestamp is the server time, moved forward
-    /// by a millisecond where needed so that it is unique within the channel: timestamps are
-    /// the paging cursor, and a page boundary must never split equal ones. Replies with it.
+    /// by the store where needed so that it is unique within the channel (the paging cursor).
+    /// Replies with it (a resend already stored: with the time given).
     func appendHistory(appId: String, channelType: String, channel: String, message: HistoryMessage, dedupKey: String?,
                        reply: @escaping @Sendable (Result<Int64, Failure>) -> Void) {
         queue.async { [self] in
             do {
-                let cursorKey = "\(appId)\n\(channelType)\n\(channel)"
-                var message = message
-                if !isShared {   // a shared store makes the timestamp unique itself (several nodes append)
-                    let last = try lastHistoryTs[cursorKey] ?? store.lastHistoryTs(appId: appId, channelType: channelType, channel: channel)
-                    message.ts = max(message.ts, last + 1)
-                }
                 let record = HistoryRecord(appId: appId, channelType: channelType, channel: channel, message: message, dedupKey: dedupKey)
-                if try store.appendHistory(record), !isShared { lastHistoryTs[cursorKey] = message.ts }
-                reply(.success(message.ts))
+                reply(.success(try store.appendHistory(record) ?? message.ts))
             } catch {
                 logger.error("history write failed", metadata: ["error": "\(String(reflecting: error))"])
                 reply(.failure(Failure(code: .historyOperationFailed, reason: StoreFailureWords.reason("the history could not be written", error, write: true))))
