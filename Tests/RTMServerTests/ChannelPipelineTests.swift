@@ -68,27 +68,12 @@ struct ChannelPipelineTests {
         var buffer = try #require(published.buffer)
         var delivered: [UInt64] = []
         while buffer.readableBytes > 0 {
-            guard let frame = buffer.readWebSocketTestFrame() else { Issue.record("a partial frame"); return }
+            guard let frame = buffer.readServerWebSocketFrame() else { Issue.record("a partial frame"); return }
             guard case .messages(let items) = try BinaryFrame.decode(frame) else { Issue.record("not a message frame"); return }
             delivered += items.map(\.seq)
         }
         #expect(delivered == [1, 3])
         let replay = state.replay(room, after: ChannelPosition(epoch: published.epoch, seq: 0), nowMillis: 1)
         #expect(replay.lost == nil)
-    }
-}
-
-extension ByteBuffer {
-    /// The payload of the next unmasked server WebSocket frame, if whole.
-    fileprivate mutating func readWebSocketTestFrame() -> ByteBuffer? {
-        guard let header = readInteger(as: UInt8.self), header & 0x80 != 0, let b1 = readInteger(as: UInt8.self) else { return nil }
-        let length: Int
-        switch b1 & 0x7F {
-        case 126: length = readInteger(as: UInt16.self).map(Int.init) ?? -1
-        case 127: length = readInteger(as: UInt64.self).map { Int(clamping: $0) } ?? -1
-        case let short: length = Int(short)
-        }
-        guard length >= 0 else { return nil }
-        return readSlice(length: length)
     }
 }
