@@ -24,8 +24,8 @@ extension AdminAPI {
                 AdminModels.Refusal(operation: key.operation.rawValue, code: key.code, name: RTMErrorCode(rawValue: key.code).description, count: count)
             }.sorted { ($0.count, $1.operation, $1.code) > ($1.count, $0.operation, $0.code) },
             webhooks: hub.webhooks?.stats)
-        if let backplane = hub.configuration.backplane, let nodes = hub.clusterNodes() {
-            info.cluster = AdminModels.Cluster(node: backplane.node, database: hub.cluster.databaseUp ? "up" : "down",
+        if let nodes = hub.clusterNodes(), let me = nodes.first {   // nil on a single node: no cluster to describe
+            info.cluster = AdminModels.Cluster(node: me.node, database: hub.cluster.databaseUp ? "up" : "down",
                                                liveNodes: hub.cluster.liveNodes, nodes: nodes)
         }
         return info

@@ -119,7 +119,6 @@ final class ClusterStatus: Sendable {
     /// end after it, and with the link down nothing else would correct it (new commits are
     /// refused at once), so the node would say "up" with the database gone.
     func setDatabase(up: Bool, reason: String, from evidence: LinkEvidence) {
-        guard enabled else { return }
         let changed = state.withLockedValue { state -> Bool in
             if evidence == .listener { state.listenerUp = up }
             if up && !state.listenerUp { return false }

@@ -278,7 +278,7 @@ extension HubState {
     /// A node's lease ran out (`BackplaneEvent.nodeDied`): its sessions get their grace window.
     /// The set of dead nodes is kept here only (`ClusterReplica.deadNodes`).
     mutating func nodeDied(_ node: String, now: NIODeadline) -> [HubAction] {
-        guard cluster.isEnabled, cluster.deadNodes.insert(node).inserted else { return [] }
+        guard cluster.deadNodes.insert(node).inserted else { return [] }
         cluster.releaseLoginsOfGoneNodes()
         let timers = orphans(where: { ClusterEvent.node(of: $0) == node }, now: now)
         return [.log(.warning, "cluster node declared dead: its lease passed without renewal", ["node": "\(node)"])]

@@ -18,7 +18,8 @@ extension HubState {
     /// ones not followed yet are asked for (`HubAction.follow`), and their requests wait;
     /// returns whether every one is followed already (then nobody waits and no waiter is kept).
     mutating func needFollowing(_ needs: [FollowNeed]) -> (ready: Bool, [HubAction]) {
-        guard !interest.followsEverything, needs.contains(where: { !interest.isFollowed($0.key) }) else {
+        // A single node follows every channel (`ChannelInterest.isFollowed`): always ready.
+        guard needs.contains(where: { !interest.isFollowed($0.key) }) else {
             for need in needs { _ = interest.need(need.key, waiter: nil) }   // in use again
             let waiters = needs.compactMap(\.waiter)
             return (true, waiters.isEmpty ? [] : [.answerFollow(waiters, true)])
@@ -104,7 +105,7 @@ extension HubState {
     /// The sweep: channels without a local subscriber for the idle time (the replay window)
     /// stop being followed; their replay buffers go (they would not be kept up to date).
     mutating func sweepInterest(nowMillis: Int64) -> [HubAction] {
-        guard !interest.followsEverything else { return [] }
+        // Nothing to end on a single node: it never starts a follow.
         let ended = interest.sweep(nowMillis: nowMillis, idleMillis: replayWindowMillis) { (channels[$0]?.loops ?? 0) != 0 }
         guard !ended.isEmpty else { return [] }
         for (key, _) in ended where channels[key] != nil {
