@@ -95,10 +95,10 @@ struct PostgresUserMessageStoreTests {
         try await withStores { a, b in
             let first = try await call { try a.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r1", clientMsgId: 7)],
                                                       acknowledgements: [], cap: 100, resendsSince: 0) }
-            #expect(first == [CommittedUserMessage(id: 1), CommittedUserMessage(id: 1, isResend: true)])
+            #expect(first == [CommittedUserMessage(id: 1, previous: 0), CommittedUserMessage(id: 1, isResend: true)])   // ids dense per receiver
             let again = try await call { try b.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r2", clientMsgId: 8)],
                                                       acknowledgements: [], cap: 100, resendsSince: 0) }
-            #expect(again == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2)])
+            #expect(again == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2, previous: 1)])
             // Two nodes commit the same resend at once, 20 times: exactly one stores it.
             for round in 0..<20 {
                 let id = UInt64(100 + round)
@@ -112,7 +112,7 @@ struct PostgresUserMessageStoreTests {
             #expect(waiting.map(\.id) == Array(1...22))
             // A record older than the window is forgotten: the id counts as new.
             let late = try await call { try b.commit([self.message(to: "bob", "r1", clientMsgId: 7)], acknowledgements: [], cap: 100, resendsSince: 2_000) }
-            #expect(late == [CommittedUserMessage(id: 23)])
+            #expect(late == [CommittedUserMessage(id: 23, previous: 22)])
         }
     }
 }

@@ -89,7 +89,7 @@ final class Hub: Sendable {
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
                                    commitDelay: configuration.userMessageCommitDelay, deadline: configuration.userMessageDeadline,
-                                   logger: logger, metrics: metrics,
+                                   timers: loops.first, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
         hubState.webhooks.isEnabled = webhooks != nil
