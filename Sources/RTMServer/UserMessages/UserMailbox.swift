@@ -183,22 +183,23 @@ final class UserMailbox: Sendable {
 
     /// Runs one event under the lock, then its actions (and resumes `drain`s it left idle).
     private func event(_ body: (inout UserMailboxState) -> UserMailboxState.Actions) {
-        let (actions, waiters) = state.withLockedValue { locked -> (UserMailboxState.Actions, [CheckedContinuation<Void, Never>]) in
+        typealias Taken = (UserMailboxState.Actions, (@Sendable (Set<UserKey>) -> Set<UserKey>)?, [CheckedContinuation<Void, Never>])
+        let (actions, lookup, waiters) = state.withLockedValue { locked -> Taken in
             let actions = body(&locked.machine)
-            guard !locked.drainWaiters.isEmpty, locked.machine.isIdle else { return (actions, []) }
+            guard !locked.drainWaiters.isEmpty, locked.machine.isIdle else { return (actions, locked.onlineElsewhere, []) }
             defer { locked.drainWaiters = [] }
-            return (actions, locked.drainWaiters)
+            return (actions, locked.onlineElsewhere, locked.drainWaiters)
         }
-        run(actions)
+        run(actions, onlineElsewhere: lookup)
         for waiter in waiters { waiter.resume() }
     }
 
     /// Performs `actions`, in their order (`UserMailboxState.Actions`).
-    private func run(_ actions: UserMailboxState.Actions) {
+    private func run(_ actions: UserMailboxState.Actions, onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)? = nil) {
         guard !actions.isEmpty else { return }
         for refusal in actions.refusals { refuse(refusal) }
         var writes: [Int: UserMessageWrites] = [:]
-        answer(actions.answers, into: &writes)
+        answer(actions.answers, onlineElsewhere: onlineElsewhere, into: &writes)
         for report in actions.dropped { tellDropped(report) }
         for delivery in actions.deliveries { writes[delivery.connection.loopIndex, default: UserMessageWrites()].deliver(delivery) }
         if !actions.deliveries.isEmpty { metrics?.userMessagesOut(actions.deliveries.count) }
@@ -263,10 +264,11 @@ final class UserMailbox: Sendable {
 
     /// Answers senders: callbacks at once, binary replies gathered per event loop. Whether a
     /// receiver not online here is online elsewhere is asked once for all of them.
-    private func answer(_ answers: [UserMailboxState.Answer], into writes: inout [Int: UserMessageWrites]) {
+    private func answer(_ answers: [UserMailboxState.Answer], onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?,
+                        into writes: inout [Int: UserMessageWrites]) {
         guard !answers.isEmpty else { return }
         var elsewhere: Set<UserKey> = []
-        if let onlineElsewhere = state.withLockedValue({ $0.onlineElsewhere }) {
+        if let onlineElsewhere {
             let away = Set(answers.lazy.filter { !$0.onlineHere }.map(\.receiver))
             if !away.isEmpty { elsewhere = onlineElsewhere(away) }
         }
