@@ -20,7 +20,7 @@ struct PostgresUserMessageStoreTests {
         }, stop: { await $0.stop() }, body)
     }
 
-    /// Runs a (blocking) store call off the cooperative pool, as the mailbox's writer queue does.
+    /// Runs a (blocking) store call off the cooperative pool, as the store's own thread does for the mailbox.
     private func call<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await offPool(body)
     }

@@ -17,11 +17,14 @@ import RTMProtocol
 /// goes into the next transaction (group commit sized by load), and the mailbox takes new
 /// messages while the store commits (a pipeline).
 ///
-/// Hand-offs from a binary `sendUser` read on its connection's event loop: the loop runs `send`
-/// and, the store being free, hands the transaction to the store's thread (**1** hand-off to the
-/// commit; a message that arrives while a commit runs joins the next one, which the end of that
-/// commit queues on the same thread); the commit's end, on the store's thread, hands each event
-/// loop its replies and deliveries (**2** hand-offs to the sender's reply being written).
+/// Hand-offs (thread, queue or loop hops) from a `sendUser` read on its connection's event loop.
+/// The loop runs `send` under the lock. While a commit runs (any load), the message joins the
+/// next one, which the end of that commit hands to the store's thread: **1** hand-off to the
+/// commit; the commit's end, on the store's thread, hands each event loop its replies and
+/// deliveries: **2** to the sender's reply being written. A message that finds the store idle
+/// waits for the commit delay (`userMessageCommitDelay`, 1 ms by default), whose wake-up runs on
+/// `timers`: one more each (2 and 3; 1 and 2 with no delay). Before this shape (a mailbox queue
+/// and a writer queue): 3 to the commit and 5 to the reply when idle, 2 and 4 under load.
 final class UserMailbox: Sendable {
     /// What the sender is told.
     struct Receipt: Sendable {
