@@ -201,15 +201,9 @@ final class UserMailbox: Sendable {
     private func run(_ actions: UserMailboxState.Actions, onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)? = nil) {
         guard !actions.isEmpty else { return }
         for refusal in actions.refusals { refuse(refusal) }
-        var writes: [Int: UserMessageWrites] = [:]
-        answer(actions.answers, onlineElsewhere: onlineElsewhere, into: &writes)
         for report in actions.dropped { tellDropped(report) }
-        for delivery in actions.deliveries { writes[delivery.connection.loopIndex, default: UserMessageWrites()].deliver(delivery) }
-        if !actions.deliveries.isEmpty { metrics?.userMessagesOut(actions.deliveries.count) }
-        let epoch = store.epoch
-        for (_, loopWrites) in writes {
-            guard let loop = loopWrites.eventLoop else { continue }
-            loop.execute { loopWrites.run(epoch: epoch) }
+        if !actions.answers.isEmpty || !actions.deliveries.isEmpty {
+            write(actions.answers, actions.deliveries, onlineElsewhere: onlineElsewhere)
         }
         if let request = actions.commit { commit(request) }
         for read in actions.reads { self.read(read) }
@@ -219,6 +213,26 @@ final class UserMailbox: Sendable {
                 let now = timers.now
                 event { $0.wake(now: now) }
             }
+        }
+    }
+
+    /// Answers senders (callbacks at once) and hands each event loop with work the replies and
+    /// deliveries to write (after any `dropped` report to the same connection: it was queued
+    /// first). Whether a receiver not online here is online elsewhere is asked once for all.
+    private func write(_ answers: [UserMailboxState.Answer], _ deliveries: [UserMailboxState.Delivery],
+                       onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?) {
+        var elsewhere: Set<UserKey> = []
+        if let onlineElsewhere {
+            let away = Set(answers.lazy.compactMap(\.away))
+            if !away.isEmpty { elsewhere = onlineElsewhere(away) }
+        }
+        let writes = UserMessageWrites(answers: answers, deliveries: deliveries, elsewhere: elsewhere, epoch: store.epoch)
+        for answer in answers {
+            if case .callback(let callback) = answer.reply { callback(.success(writes.receipt(answer))) }
+        }
+        if !deliveries.isEmpty { metrics?.userMessagesOut(deliveries.count) }
+        for (index, loop) in writes.loops() {
+            loop.execute { writes.run(loop: index) }
         }
     }
 
@@ -261,30 +275,6 @@ final class UserMailbox: Sendable {
                 event { $0.newestFound(newest) }
             case .failure(let error):
                 logger.debug("checking for other nodes' user messages failed", metadata: ["error": "\(ClusterCommitFailure.logDescription(error))"])
-            }
-        }
-    }
-
-    /// Answers senders: callbacks at once, binary replies gathered per event loop. Whether a
-    /// receiver not online here is online elsewhere is asked once for all of them.
-    private func answer(_ answers: [UserMailboxState.Answer], onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?,
-                        into writes: inout [Int: UserMessageWrites]) {
-        guard !answers.isEmpty else { return }
-        var elsewhere: Set<UserKey> = []
-        if let onlineElsewhere {
-            let away = Set(answers.lazy.filter { !$0.onlineHere }.map(\.receiver))
-            if !away.isEmpty { elsewhere = onlineElsewhere(away) }
-        }
-        for answer in answers {
-            let receipt = Receipt(id: answer.id, receiverOnline: answer.onlineHere || elsewhere.contains(answer.receiver))
-            switch answer.reply {
-            case .callback(let callback):
-                callback(.success(receipt))
-            case .binary(let connection, let requestID, let tellsStatus):
-                writes[connection.loopIndex, default: UserMessageWrites()].reply(
-                    BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(receipt.id),
-                                              receiverOnline: tellsStatus ? receipt.receiverOnline : nil),
-                    on: connection)
             }
         }
     }

@@ -56,8 +56,11 @@ extension UserMailboxState {
     struct Answer {
         let reply: UserMailbox.ReplyTo
         let id: Int64
-        let receiver: UserKey
-        let onlineHere: Bool
+        /// The receiver, when it is not online here (nil: it is).
+        let away: UserKey?
+
+        /// The receiver is online here.
+        var onlineHere: Bool { away == nil }
     }
 
     /// A sender's refusal.

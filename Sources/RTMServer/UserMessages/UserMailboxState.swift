@@ -120,7 +120,7 @@ struct UserMailboxState {
         for submission in batch {
             if let clientMsgId = submission.message.clientMsgId, let first = recent[sender]?[clientMsgId] {
                 let receiver = submission.message.receiverKey
-                actions.answers.append(Answer(reply: submission.reply, id: first, receiver: receiver, onlineHere: online[receiver] != nil))
+                actions.answers.append(Answer(reply: submission.reply, id: first, away: online[receiver] == nil ? receiver : nil))
             } else {
                 pending.append(Pending(submission: submission, sender: sender, due: due))
             }
@@ -295,25 +295,27 @@ struct UserMailboxState {
             if let clientMsgId = message.clientMsgId, online[item.sender] != nil {
                 recent[item.sender, default: RecentIDs(capacity: configuration.dedupCapacity)].remember(clientMsgId, result.id)
             }
+            let receiver = online.index(forKey: key)   // one look-up for the answer and the delivery
             if !answered {
-                actions.answers.append(Answer(reply: item.submission.reply, id: result.id, receiver: key, onlineHere: online[key] != nil))
+                actions.answers.append(Answer(reply: item.submission.reply, id: result.id, away: receiver == nil ? key : nil))
             }
             // A resend the store recognised (after a restart, through another node, or twice in
             // one batch): its first copy is delivered (or waits in the store), never this one.
-            if !result.isResend { deliverLive(Live(message: message, previous: result.previous), to: key, &actions) }
+            if !result.isResend, let receiver { deliverLive(Live(message: message, previous: result.previous), to: receiver, &actions) }
         }
     }
 
-    /// A committed message for `key`: to its connection at once if it follows what that has;
-    /// held behind a login's read; a gap (another node's message) is read from the store.
-    private mutating func deliverLive(_ live: Live, to key: UserKey, _ actions: inout Actions) {
-        guard let receiver = online[key] else { return }   // it waits in the store
-        if receiver.held != nil {
-            online[key]!.held!.append(live)
-        } else if let previous = live.previous, previous != receiver.delivered {
-            reread(key, &actions)
+    /// A committed message for the receiver at `index` of `online`: to its connection at once
+    /// if it follows what that has; held behind a login's read; a gap (another node's message)
+    /// is read from the store.
+    private mutating func deliverLive(_ live: Live, to index: Dictionary<UserKey, Receiver>.Index, _ actions: inout Actions) {
+        if online.values[index].held != nil {
+            online.values[index].held!.append(live)
+        } else if let previous = live.previous, previous != online.values[index].delivered {
+            reread(online.keys[index], &actions)
         } else {
-            online[key]!.markDelivered(live.message, storeEpoch: configuration.storeEpoch)
+            online.values[index].markDelivered(live.message, storeEpoch: configuration.storeEpoch)
+            let receiver = online.values[index]
             actions.deliveries.append(Delivery(connection: receiver.connection, binary: receiver.binary, message: live.message))
         }
     }

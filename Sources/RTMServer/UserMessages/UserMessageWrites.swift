@@ -2,36 +2,52 @@ import Foundation
 import NIOCore
 import RTMProtocol
 
-/// What one event of the mailbox writes through one event loop: binary `sendUser` replies and
-/// deliveries, gathered per connection on the loop (one frame each where they fit, one flush
-/// per connection), so that a commit for a thousand receivers costs one hop per loop, not a
-/// thousand.
+/// What one event of the mailbox writes through the event loops: the binary `sendUser` replies
+/// and the deliveries. Every loop with work gets the event's whole lists and writes its own
+/// part (picked by loop index), gathered per connection (one frame each where they fit, one
+/// flush per connection): a commit for a thousand receivers costs one hop per loop, and the
+/// thread that ran the event (the store's) does no per-message work for them.
 struct UserMessageWrites: Sendable {
-    private var replies: [(connection: ConnectionRef, reply: BinaryFrame.SendUserReply)] = []
-    private var deliveries: [UserMailboxState.Delivery] = []
-    private(set) var eventLoop: (any EventLoop)?
+    let answers: [UserMailboxState.Answer]
+    let deliveries: [UserMailboxState.Delivery]
+    /// Of the receivers not online here, those online on another node.
+    let elsewhere: Set<UserKey>
+    /// The store's mailbox epoch (messages without one of their own are under it).
+    let epoch: String
 
-    mutating func reply(_ reply: BinaryFrame.SendUserReply, on connection: ConnectionRef) {
-        eventLoop = connection.channel.eventLoop
-        replies.append((connection, reply))
+    /// The loops with something to write, by index.
+    func loops() -> [Int: any EventLoop] {
+        var loops: [Int: any EventLoop] = [:]
+        for answer in answers {
+            if case .binary(let connection, _, _) = answer.reply, loops[connection.loopIndex] == nil {
+                loops[connection.loopIndex] = connection.channel.eventLoop
+            }
+        }
+        for delivery in deliveries where loops[delivery.connection.loopIndex] == nil {
+            loops[delivery.connection.loopIndex] = delivery.connection.channel.eventLoop
+        }
+        return loops
     }
 
-    mutating func deliver(_ delivery: UserMailboxState.Delivery) {
-        eventLoop = delivery.connection.channel.eventLoop
-        deliveries.append(delivery)
+    /// The receipt of `answer`.
+    func receipt(_ answer: UserMailboxState.Answer) -> UserMailbox.Receipt {
+        UserMailbox.Receipt(id: answer.id, receiverOnline: answer.away.map { elsewhere.contains($0) } ?? true)
     }
 
-    /// On the loop: encodes and writes everything, per connection in first-seen order, one flush
-    /// each (the connection's outbox counts the bytes).
-    func run(epoch: String) {
+    /// On loop `index`: encodes and writes its part, per connection in first-seen order, one
+    /// flush each (the connection's outbox counts the bytes).
+    func run(loop index: Int) {
         var order: [ConnectionRef] = []
         var repliesOf: [UInt64: [BinaryFrame.SendUserReply]] = [:]
         var messagesOf: [UInt64: (binary: Bool, messages: [StoredUserMessage])] = [:]
-        for (connection, reply) in replies {
-            if repliesOf[connection.id] == nil, messagesOf[connection.id] == nil { order.append(connection) }
-            repliesOf[connection.id, default: []].append(reply)
+        for answer in answers {
+            guard case .binary(let connection, let requestID, let tellsStatus) = answer.reply, connection.loopIndex == index else { continue }
+            if repliesOf[connection.id] == nil { order.append(connection) }
+            repliesOf[connection.id, default: []].append(
+                BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(answer.id),
+                                          receiverOnline: tellsStatus ? receipt(answer).receiverOnline : nil))
         }
-        for delivery in deliveries {
+        for delivery in deliveries where delivery.connection.loopIndex == index {
             let id = delivery.connection.id
             if repliesOf[id] == nil, messagesOf[id] == nil { order.append(delivery.connection) }
             messagesOf[id, default: (delivery.binary, [])].messages.append(delivery.message)
