@@ -61,8 +61,9 @@ struct UserMailboxState {
     }
 
     /// A message waiting for a commit.
+    /// (Its message waits beside it, in `pendingMessages`: a commit takes that list whole.)
     struct Pending {
-        let submission: UserMailbox.Submission
+        let reply: UserMailbox.ReplyTo
         let sender: UserKey
         /// When it must be answered.
         let due: NIODeadline
@@ -77,6 +78,8 @@ struct UserMailboxState {
         let id: UInt64
         /// Its messages (emptied when abandoned: they will never be stored).
         var batch: [Pending]
+        /// The messages of `batch`, in its order.
+        var messages: [StoredUserMessage]
         let acks: [UserKey: Int64]
         let due: NIODeadline
         var phase: Phase
@@ -86,6 +89,8 @@ struct UserMailboxState {
     /// The receivers with a connection here.
     var online: [UserKey: Receiver] = [:]
     private var pending: [Pending] = []
+    /// The messages of `pending`, in its order.
+    private var pendingMessages: [StoredUserMessage] = []
     private var acks: [UserKey: Int64] = [:]
     private var commit: Commit?
     private var lastCommitID: UInt64 = 0
@@ -122,7 +127,8 @@ struct UserMailboxState {
                 let receiver = submission.message.receiverKey
                 actions.answers.append(Answer(reply: submission.reply, id: first, away: online[receiver] == nil ? receiver : nil))
             } else {
-                pending.append(Pending(submission: submission, sender: sender, due: due))
+                pending.append(Pending(reply: submission.reply, sender: sender, due: due))
+                pendingMessages.append(submission.message)
             }
         }
         startCommit(now: now, force: false, &actions)
@@ -170,7 +176,7 @@ struct UserMailboxState {
             // resends with the same msgId). Its acknowledgements come again with the next ack.
             if !answered { refuse(commit.batch, reason: timedOut ? unansweredInTime : reason, &actions) }
         case .committed(let results):
-            committed(commit.batch, results, answered: answered, &actions)
+            committed(commit.batch, commit.messages, results, answered: answered, &actions)
         }
         startCommit(now: now, force: true, &actions)   // what arrived meanwhile
         askWake(nextWake, &actions)
@@ -222,15 +228,16 @@ struct UserMailboxState {
         flushAt = nil
         expireLate(now: now, &actions)
         guard !pending.isEmpty || !acks.isEmpty else { return }
-        let batch = pending
+        let batch = pending, messages = pendingMessages
         pending = []
+        pendingMessages = []
         let acknowledgements = acks
         acks = [:]
         lastCommitID &+= 1
         // The commit may take only what its oldest message has left (they wait in arrival order).
         let due = batch.first?.due ?? now + configuration.deadline
-        commit = Commit(id: lastCommitID, batch: batch, acks: acknowledgements, due: due, phase: .queued)
-        actions.commit = CommitRequest(id: lastCommitID, messages: batch.map(\.submission.message),
+        commit = Commit(id: lastCommitID, batch: batch, messages: messages, acks: acknowledgements, due: due, phase: .queued)
+        actions.commit = CommitRequest(id: lastCommitID, messages: messages,
                                        acknowledgements: acknowledgements.map { (appId: $0.key.appId, receiver: $0.key.userId, upTo: $0.value) },
                                        due: due)
         // Its senders are answered by `due` whatever the store is doing.
@@ -247,6 +254,7 @@ struct UserMailboxState {
             commit.phase = .abandoned
             refuse(commit.batch, reason: notTakenInTime, &actions)
             commit.batch = []
+            commit.messages = []
         case .running:
             commit.phase = .answered
             refuse(commit.batch, reason: unansweredInTime, &actions)
@@ -263,6 +271,7 @@ struct UserMailboxState {
         let count = pending.prefix { $0.due <= now }.count
         refuse(pending[..<count], reason: notTakenInTime, &actions)
         pending.removeFirst(count)
+        pendingMessages.removeFirst(count)
     }
 
     /// The next wake-up needed: the delayed commit's start, the commit's deadline, the oldest
@@ -282,27 +291,44 @@ struct UserMailboxState {
     }
 
     /// A transaction's results: answers, the resend memory, deliveries.
-    private mutating func committed(_ batch: [Pending], _ results: [CommittedUserMessage], answered: Bool, _ actions: inout Actions) {
+    private mutating func committed(_ batch: [Pending], _ messages: [StoredUserMessage], _ results: [CommittedUserMessage], answered: Bool,
+                                    _ actions: inout Actions) {
         storedCount &+= UInt64(results.lazy.filter { !$0.isResend }.count)
         if !answered { actions.answers.reserveCapacity(actions.answers.count + batch.count) }
         actions.deliveries.reserveCapacity(batch.count)
-        for (item, result) in zip(batch, results) {
-            var message = item.submission.message
+        // A sender's messages come in runs (one read of its connection): its resend memory is
+        // looked up once per run.
+        var run: (sender: UserKey, ids: [(UInt64, Int64)])?
+        for (index, (item, result)) in zip(batch, results).enumerated() {
+            var message = messages[index]
             message.id = result.id
             message.epoch = result.epoch
             let key = message.receiverKey
-            // Remembered for senders with a connection here (the store answers the others).
-            if let clientMsgId = message.clientMsgId, online[item.sender] != nil {
-                recent[item.sender, default: RecentIDs(capacity: configuration.dedupCapacity)].remember(clientMsgId, result.id)
+            if let clientMsgId = message.clientMsgId {
+                if run?.sender != item.sender {
+                    if let run { remember(run.ids, of: run.sender) }
+                    run = (item.sender, [])
+                }
+                run!.ids.append((clientMsgId, result.id))
             }
             let receiver = online.index(forKey: key)   // one look-up for the answer and the delivery
             if !answered {
-                actions.answers.append(Answer(reply: item.submission.reply, id: result.id, away: receiver == nil ? key : nil))
+                actions.answers.append(Answer(reply: item.reply, id: result.id, away: receiver == nil ? key : nil))
             }
             // A resend the store recognised (after a restart, through another node, or twice in
             // one batch): its first copy is delivered (or waits in the store), never this one.
             if !result.isResend, let receiver { deliverLive(Live(message: message, previous: result.previous), to: receiver, &actions) }
         }
+        if let run { remember(run.ids, of: run.sender) }
+    }
+
+    /// Remembers a sender's message ids and the ids they got, when it has a connection here (the
+    /// store answers the others' resends, M-3).
+    private mutating func remember(_ ids: [(UInt64, Int64)], of sender: UserKey) {
+        guard online[sender] != nil else { return }
+        var memory = recent.removeValue(forKey: sender) ?? RecentIDs(capacity: configuration.dedupCapacity)
+        for (clientMsgId, id) in ids { memory.remember(clientMsgId, id) }
+        recent[sender] = memory
     }
 
     /// A committed message for the receiver at `index` of `online`: to its connection at once
@@ -321,7 +347,7 @@ struct UserMailboxState {
     }
 
     private func refuse(_ batch: some Collection<Pending>, reason: String, _ actions: inout Actions) {
-        actions.refusals.append(contentsOf: batch.map { Refusal(reply: $0.submission.reply, reason: reason) })
+        actions.refusals.append(contentsOf: batch.map { Refusal(reply: $0.reply, reason: reason) })
     }
 
     /// The refusal of a message whose commit had not begun by its deadline (it never will).
