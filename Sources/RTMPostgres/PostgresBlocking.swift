@@ -4,8 +4,8 @@ import NIOCore
 import RTMServer
 
 /// Runs `body` (postgres-nio's async API) and blocks the calling thread until it ends or
-/// `timeout` passes. For the stores RTMServer calls synchronously from their owners' dedicated
-/// queues (the mailbox's writer, the storage queue), never from an event loop.
+/// `timeout` passes. For the stores RTMServer calls synchronously from dedicated threads (the
+/// user-message store's own, the storage queue), never from an event loop.
 func blockingCall<T: Sendable>(timeout: TimeAmount, _ body: @escaping @Sendable () async throws -> T) throws -> T {
     let done = DispatchSemaphore(value: 0)
     let result = NIOLockedValueBox<Result<T, any Error>?>(nil)

@@ -22,14 +22,16 @@ import RTMServer
 /// receivers (JSON, under 8000 bytes; an empty list means "any"); every node `LISTEN`s on a
 /// dedicated connection and also polls every `pollInterval` (a notification is only a wake-up).
 ///
-/// **Synchronous calls**: `UserMessageStore` is called from the mailbox's dedicated writer
-/// queue (never an event loop), so each call runs postgres-nio's async API in a task and
-/// blocks that queue until it ends (at most `callTimeout`).
-public final class PostgresUserMessageStore: SharedUserMessageStore {
+/// **Its thread**: the mailbox makes every call on the store's own thread (`thread`, never an
+/// event loop), one at a time; each runs postgres-nio's async API in a task and blocks that
+/// thread until it ends (at most `callTimeout`).
+public final class PostgresUserMessageStore: UserMessageStore {
     /// The `LISTEN`/`NOTIFY` channel of user-message commits.
     public static let notificationChannel = "rtm_user"
 
     public let epoch: String
+    /// See `UserMessageStore.thread`.
+    public let thread = StoreThread(label: "rtm.user-store.postgres")
     /// This node's name (its own notifications are ignored).
     public let node: String
     private let client: PostgresClient
@@ -136,7 +138,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
                 messages[index].clientMsgId.map { (messages[index], $0, id) }
             }, on: connection, logger: logger)
             var results = [CommittedUserMessage](repeating: CommittedUserMessage(id: 0), count: messages.count)
-            for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id, epoch: epoch) }
+            for (index, id) in zip(fresh, ids) { results[index] = CommittedUserMessage(id: id, epoch: epoch, previous: id - 1) }   // dense per receiver
             for (index, first) in resends {
                 // A resend of one earlier in this batch has its id only now.
                 let id = first.inBatch.map { results[$0].id } ?? first.id
@@ -327,7 +329,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         }
     }
 
-    // MARK: SharedUserMessageStore
+    // MARK: following the other nodes
 
     public func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64] {
         guard !receivers.isEmpty else { return [:] }
@@ -412,8 +414,7 @@ public final class PostgresUserMessageStore: SharedUserMessageStore {
         }
     }
 
-    /// Runs `body` and blocks the calling thread (the mailbox's writer queue, never an event
-    /// loop) until it ends or `callTimeout` passes.
+    /// Runs `body` and blocks the calling thread (the store's `thread`, never an event loop) until it ends or `callTimeout` passes.
     private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
         try blockingCall(timeout: callTimeout, body)
     }

@@ -20,7 +20,7 @@ struct PostgresUserMessageStoreTests {
         }, stop: { await $0.stop() }, body)
     }
 
-    /// Runs a (blocking) store call off the cooperative pool, as the mailbox's writer queue does.
+    /// Runs a (blocking) store call off the cooperative pool, as the store's own thread does for the mailbox.
     private func call<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await offPool(body)
     }
@@ -95,10 +95,10 @@ struct PostgresUserMessageStoreTests {
         try await withStores { a, b in
             let first = try await call { try a.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r1", clientMsgId: 7)],
                                                       acknowledgements: [], cap: 100, resendsSince: 0) }
-            #expect(first == [CommittedUserMessage(id: 1), CommittedUserMessage(id: 1, isResend: true)])
+            #expect(first == [CommittedUserMessage(id: 1, previous: 0), CommittedUserMessage(id: 1, isResend: true)])   // ids dense per receiver
             let again = try await call { try b.commit([message(to: "bob", "r1", clientMsgId: 7), message(to: "bob", "r2", clientMsgId: 8)],
                                                       acknowledgements: [], cap: 100, resendsSince: 0) }
-            #expect(again == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2)])
+            #expect(again == [CommittedUserMessage(id: 1, isResend: true), CommittedUserMessage(id: 2, previous: 1)])
             // Two nodes commit the same resend at once, 20 times: exactly one stores it.
             for round in 0..<20 {
                 let id = UInt64(100 + round)
@@ -114,7 +114,7 @@ struct PostgresUserMessageStoreTests {
             // now) is forgotten: the id counts as new.
             let hourLater = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
             let late = try await call { try b.commit([self.message(to: "bob", "r1", clientMsgId: 7)], acknowledgements: [], cap: 100, resendsSince: hourLater) }
-            #expect(late == [CommittedUserMessage(id: 23)])
+            #expect(late == [CommittedUserMessage(id: 23, previous: 22)])
         }
     }
 }

@@ -14,6 +14,7 @@ struct UserMailboxAckTests {
     /// the acknowledgements they apply.
     private final class GatedStore: UserMessageStore, @unchecked Sendable {
         let epoch = "gated"
+        let thread = StoreThread(label: "test.gated")
         private let gate = DispatchSemaphore(value: 0)
         let applied = NIOLockedValueBox<[Int64]>([])
 
@@ -49,8 +50,7 @@ struct UserMailboxAckTests {
         #expect(store.applied.withLockedValue { $0 } == [], "an acknowledgement of ids never written was applied")
 
         store.open()   // the three waiting messages are written to the connection
-        mailbox.writer.sync {}   // the read has ended and handed its messages to the mailbox's queue
-        mailbox.queue.sync {}    // which has written them
+        store.thread.waitForCalls()   // the read has ended, and its messages were handed to the connection's loop
         mailbox.acknowledge(bob, upTo: 1_000_000, on: stranger)
         await mailbox.drain()
         #expect(store.applied.withLockedValue { $0 } == [], "an acknowledgement from another connection was applied")

@@ -13,6 +13,7 @@ struct UserMailboxDeadlineTests {
     /// `honoursDue` (as the PostgreSQL store does) and throwing then.
     private final class SlowStore: UserMessageStore, @unchecked Sendable {
         let epoch = "slow"
+        let thread = StoreThread(label: "test.slow")
         private let durations: [TimeAmount]
         private let honoursDue: Bool
         private let calls = NIOLockedValueBox(0)

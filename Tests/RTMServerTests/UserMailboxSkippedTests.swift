@@ -13,13 +13,13 @@ struct UserMailboxSkippedTests {
     @Test("M-1: ids dense within an epoch: only a jump within one epoch counts, never the first read of a login or a new epoch's jump")
     func skippedCounts() {
         let e = "store"
-        #expect(UserMailbox.skipped([Self.message(3), Self.message(4)], after: 0, epoch: nil, storeEpoch: e) == 0)
-        #expect(UserMailbox.skipped([Self.message(6), Self.message(7)], after: 5, epoch: e, storeEpoch: e) == 0)
-        #expect(UserMailbox.skipped([Self.message(9), Self.message(10)], after: 5, epoch: e, storeEpoch: e) == 3)
-        #expect(UserMailbox.skipped([Self.message(6), Self.message(9)], after: 5, epoch: e, storeEpoch: e) == 2)
-        #expect(UserMailbox.skipped([Self.message(Self.next + 1, "store.2")], after: 5, epoch: e, storeEpoch: e) == 0)
-        #expect(UserMailbox.skipped([Self.message(8), Self.message(Self.next + 1, "store.2"), Self.message(Self.next + 3, "store.2")],
+        #expect(UserMailboxState.skipped([Self.message(3), Self.message(4)], after: 0, epoch: nil, storeEpoch: e) == 0)
+        #expect(UserMailboxState.skipped([Self.message(6), Self.message(7)], after: 5, epoch: e, storeEpoch: e) == 0)
+        #expect(UserMailboxState.skipped([Self.message(9), Self.message(10)], after: 5, epoch: e, storeEpoch: e) == 3)
+        #expect(UserMailboxState.skipped([Self.message(6), Self.message(9)], after: 5, epoch: e, storeEpoch: e) == 2)
+        #expect(UserMailboxState.skipped([Self.message(Self.next + 1, "store.2")], after: 5, epoch: e, storeEpoch: e) == 0)
+        #expect(UserMailboxState.skipped([Self.message(8), Self.message(Self.next + 1, "store.2"), Self.message(Self.next + 3, "store.2")],
                                     after: 5, epoch: e, storeEpoch: e) == 3)
-        #expect(UserMailbox.skipped([], after: 5, epoch: e, storeEpoch: e) == 0)
+        #expect(UserMailboxState.skipped([], after: 5, epoch: e, storeEpoch: e) == 0)
     }
 }

@@ -19,7 +19,7 @@ extension AdminAPI {
             connections: .init(message: counts.message, stream: counts.stream, peakMessage: counts.peakMessage,
                                open: hub.openConnections.count),
             sessions: hub.sessionCount, channels: hub.channelCount, bans: bans,
-            counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount.withLockedValue { $0 }),
+            counters: .init(channelMessages: hub.publishedMessages, userMessages: hub.mailbox.storedCount),
             refusals: hub.metrics.refusals.map { key, count in
                 AdminModels.Refusal(operation: key.operation.rawValue, code: key.code, name: RTMErrorCode(rawValue: key.code).description, count: count)
             }.sorted { ($0.count, $1.operation, $1.code) > ($1.count, $0.operation, $0.code) },

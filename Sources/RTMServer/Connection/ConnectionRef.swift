@@ -19,9 +19,6 @@ final class ConnectionRef: Sendable, Hashable {
     nonisolated(unsafe) var bytesOut = 0
     nonisolated(unsafe) var messagesIn = 0
     nonisolated(unsafe) var messagesOut = 0
-    /// The highest user-message id written to this connection, confined to the mailbox's queue
-    /// (`UserMailbox`, its only reader and writer): an `ackUser` on it counts up to here.
-    nonisolated(unsafe) var highestUserMessageSent: Int64 = 0
     /// The client's `User-Agent` at the upgrade (the SDK sends `swift-rtm/VERSION`).
     nonisolated(unsafe) var userAgent: String?
     /// The grants of the MESSAGE session on this connection (set on its loop, read by its

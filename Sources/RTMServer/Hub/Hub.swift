@@ -89,7 +89,7 @@ final class Hub: Sendable {
         self.mailbox = UserMailbox(store: store, cap: configuration.userMessageCap, maxAge: configuration.userMessageMaxAge,
                                    dedupCapacity: configuration.dedupCapacity, resendWindow: configuration.userMessageResendWindow,
                                    commitDelay: configuration.userMessageCommitDelay, deadline: configuration.userMessageDeadline,
-                                   logger: logger, metrics: metrics,
+                                   timers: loops.first, logger: logger, metrics: metrics,
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
         hubState.webhooks.isEnabled = webhooks != nil
@@ -375,7 +375,7 @@ final class Hub: Sendable {
     }
 
     /// Sends one JSON frame on a connection's channel, from any thread. Off the channel's event
-    /// loop (the mailbox's and the storage's queues) the frame is encoded on that loop, so the
+    /// loop (the user-message store's thread, the storage's queue) the frame is encoded on that loop, so the
     /// JSON work is spread over the loops instead of piling up on one queue; the order of sends
     /// from one thread is kept either way.
     static func send(_ frame: Frame, on channel: any Channel) {

@@ -10,7 +10,7 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     private let db: DatabaseQueue
     /// Messages waiting per receiver, as far as known (loaded by one COUNT on first use, then
     /// kept up to date), so a commit checks the cap without counting rows. Like every call,
-    /// confined to the one owner (`UserMailbox`'s queue): hence `@unchecked Sendable`.
+    /// confined to the store's thread (`thread`, its only caller's): hence `@unchecked Sendable`.
     private var waiting: [Receiver: Int] = [:]
     /// Which client message ids each sender used (M-3).
     private var resends: SQLiteResendRecords
@@ -19,6 +19,8 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
     private typealias Receiver = UserKey
     /// See `UserMessageStore.epoch`.
     public let epoch: String
+    /// See `UserMessageStore.thread`: SQLite's calls block on the disk, one at a time.
+    public let thread = StoreThread(label: "rtm.user-store")
 
     /// Opens (creating if needed) the database at `path`; nil = in memory (tests).
     /// `resendMergeInterval` (ms): how often the records of used client message ids move from

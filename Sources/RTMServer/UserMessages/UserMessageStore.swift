@@ -46,12 +46,19 @@ public struct CommittedUserMessage: Sendable, Equatable {
     public let isResend: Bool
     /// The mailbox epoch it was stored under, when not the store's (`StoredUserMessage.epoch`).
     public let epoch: String?
+    /// The id of the receiver's message just before this one, when other writers may commit
+    /// between two commits of this node (a store several nodes share: ids dense per receiver,
+    /// so `id - 1`): the mailbox delivers it at once only to a connection that has that one, and
+    /// reads the receiver's messages again otherwise. nil: this node's commits are the store's
+    /// only ones (the embedded store), so nothing can come between.
+    public let previous: Int64?
 
     /// Creates a result.
-    public init(id: Int64, isResend: Bool = false, epoch: String? = nil) {
+    public init(id: Int64, isResend: Bool = false, epoch: String? = nil, previous: Int64? = nil) {
         self.id = id
         self.isResend = isResend
         self.epoch = epoch
+        self.previous = previous
     }
 }
 
@@ -74,12 +81,21 @@ public struct ResendRecordPruning: Sendable {
 }
 
 /// Durable storage of user messages, behind which the embedded SQLite store (the default) and a
-/// PostgreSQL store for several nodes can sit. Calls are synchronous and made by one owner
-/// (`UserMailbox`) from its own queue; an implementation need not be reentrant.
+/// PostgreSQL store for several nodes sit: one seam, one path through the mailbox. The calls
+/// below block; the mailbox makes them only on the store's own thread (`thread`, one call at a
+/// time, in the order asked: `UserMessageStore+Calls`), so an implementation need not be
+/// reentrant.
+///
+/// A store several nodes share also tells the mailbox what the other nodes commit (`follow`,
+/// `newest`, `CommittedUserMessage.previous`); the embedded store has no other writer and
+/// keeps the defaults (nothing to follow).
 public protocol UserMessageStore: Sendable {
     /// An id for this store's contents, fixed when the store is created: message ids are only
     /// comparable under the same epoch.
     var epoch: String { get }
+
+    /// The thread every call of the mailbox runs on (commits, reads, queries).
+    var thread: StoreThread { get }
 
     /// Appends messages and applies acknowledgements in **one** durable transaction (group
     /// commit). Keeps at most `cap` messages per receiver, dropping the oldest and counting them
@@ -110,6 +126,18 @@ public protocol UserMessageStore: Sendable {
 
     /// How many messages were dropped for a receiver since the last call; resets the count.
     func takeDropped(appId: String, receiver: String) throws -> Int
+
+    /// Calls `changed` (one call at a time) when other nodes committed messages: with their
+    /// receivers, or nil when any receiver may have some (a poll, a reconnection). The default
+    /// (one node, the only writer) never calls it.
+    func follow(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void)
+
+    /// The highest id ever given to each of `receivers` (absent: none yet). Asked only after
+    /// `follow` reported something; the default answers nothing.
+    func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64]
+
+    /// Stops following and closes the store's connections (after the mailbox drained).
+    func stop() async
 }
 
 extension UserMessageStore {
@@ -121,6 +149,15 @@ extension UserMessageStore {
     public func refusalReason(for error: any Error) -> String {
         "the message could not be stored: \(error)"
     }
+
+    /// One node: nothing to follow.
+    public func follow(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void) {}
+
+    /// One node: never asked (`follow` reports nothing).
+    public func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64] { [:] }
+
+    /// One node: nothing to stop.
+    public func stop() async {}
 }
 
 /// A receiver of user messages, as a shared store names it.
@@ -132,19 +169,4 @@ public struct UserMessageReceiver: Hashable, Sendable {
         self.appId = appId
         self.userId = userId
     }
-}
-
-/// A store shared by several nodes (cluster mode): messages committed by one node
-/// must reach a receiver connected to another. Ids must be **dense and committed in order per
-/// receiver** (the receiver's SDK drops an id at or below the last it saw), so that a read that
-/// sees a receiver's id n sees every smaller id still stored. They may jump upwards when a new
-/// mailbox epoch begins (a database failover): a node then reads the receiver's messages again.
-public protocol SharedUserMessageStore: UserMessageStore {
-    /// Calls `changed` (one call at a time) when other nodes committed messages: with their
-    /// receivers, or nil when any receiver may have some (a poll, a reconnection).
-    func follow(_ changed: @escaping @Sendable ([UserMessageReceiver]?) -> Void)
-    /// The highest id ever given to each of `receivers` (absent: none yet).
-    func newest(_ receivers: [UserMessageReceiver]) throws -> [UserMessageReceiver: Int64]
-    /// Stops following and closes the store's connections.
-    func stop() async
 }
