@@ -44,7 +44,7 @@ let nulText = "text with a NUL character: the embedded stores keep it only up to
 
 /// The rules every `UserMessageStore` keeps (SPEC M-1, M-3), the single node's
 /// (`SQLiteUserMessageStore`) and a cluster's (`PostgresUserMessageStore`) alike; `sharedCases`
-/// adds what a store shared by several nodes promises on top (`SharedUserMessageStore`).
+/// adds what a store shared by several nodes promises on top (a store whose `newest` answers: PostgreSQL).
 public enum UserMessageStoreContract {
     /// Every rule of `UserMessageStore`.
     public static let cases: [ContractCase<UserMessageStoreSubject>] = [
@@ -147,11 +147,11 @@ public enum UserMessageStoreContract {
         },
     ]
 
-    /// What a store shared by several nodes adds (`SharedUserMessageStore`): ids dense per
+    /// What a store shared by several nodes adds (a store whose `newest` answers: PostgreSQL): ids dense per
     /// receiver, and the newest id of each.
     public static let sharedCases: [ContractCase<UserMessageStoreSubject>] = [
         .init("M-1 (shared store): ids are dense per receiver, whatever other receivers get; newest reports the highest given") { s async throws in
-            let shared = try #require(s.store as? any SharedUserMessageStore)
+            let shared = s.store
             let first = try await s.commit([s.message(to: "bob", "1"), s.message(to: "carol", "c1"), s.message(to: "bob", "2")])
             let second = try await s.commit([s.message(to: "bob", "3")], acks: [(receiver: "bob", upTo: first[2].id)])
             #expect([first[0].id, first[2].id, second[0].id] == [first[0].id, first[0].id + 1, first[0].id + 2])
