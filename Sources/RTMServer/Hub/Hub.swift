@@ -69,15 +69,18 @@ final class Hub: Sendable {
         self.accessRules = AccessRules(namespaces: configuration.namespaces, defaultCapabilities: configuration.defaultCapabilities)
         // One node's locks are in memory; a cluster's in the database, whose metadata writes
         // check a lock guard in their own transaction (so that check is never asked here).
+        // One node's embedded store becomes a `LocalServiceStore`, whose lock guards this node's
+        // locks answer.
         let lockStore: any SharedLockStore
-        let lockHolder: StorageService.LockHolder
+        let storageStore: any SharedServiceStore
         if let shared = configuration.sharedServices {
-            (lockStore, lockHolder) = (shared, { _, _ in false })
+            (lockStore, storageStore) = (shared, shared)
         } else {
             let memory = MemoryLockStore()
-            (lockStore, lockHolder) = (memory, { required, key in
+            lockStore = memory
+            storageStore = LocalServiceStore(serviceStore) { required, key in
                 memory.holds(required.owner, lock: required.lockName, appId: key.appId, channel: key.target)
-            })
+            }
         }
         self.locks = LockService(store: lockStore)
         let metrics = ServerMetrics()
@@ -120,7 +123,7 @@ final class Hub: Sendable {
         self.streams = StreamHub(limits: configuration.limits, instance: hubState.serverEpoch, webhooks: webhooks,
                                  link: streamLink ?? LocalStreamLink())
         self.topicPublishing = streamLink.map { BackplaneTopicPath(link: $0, logger: logger) } ?? LocalTopicPath()
-        self.storage = StorageService(store: serviceStore, limits: configuration.limits, logger: logger, lockHolder: lockHolder)
+        self.storage = StorageService(store: storageStore, limits: configuration.limits, logger: logger)
         // Receivers with a session on another node are online too (none on a single node: its
         // table of remote sessions stays empty).
         mailbox.setOnlineElsewhere { [unowned self] keys in

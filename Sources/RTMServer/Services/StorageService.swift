@@ -31,13 +31,9 @@ final class StorageService: @unchecked Sendable {
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
-    /// Whether a guard's owner holds its lock of the set's channel now.
-    typealias LockHolder = LocalServiceStore.LockHolder
-
-    /// A cluster's store is used as it is; a single node's embedded store becomes a
-    /// `LocalServiceStore`, whose lock guards `lockHolder` answers from this node's locks.
-    init(store: any ServiceStore, limits: Limits, logger: Logger, lockHolder: @escaping LockHolder) {
-        self.store = (store as? any SharedServiceStore) ?? LocalServiceStore(store, lockHolder: lockHolder)
+    /// Over `store`: a cluster's `PostgresServices`, or a single node's `LocalServiceStore`.
+    init(store: any SharedServiceStore, limits: Limits, logger: Logger) {
+        self.store = store
         self.limits = limits
         self.logger = logger
     }
