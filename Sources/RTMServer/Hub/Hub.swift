@@ -332,7 +332,7 @@ final class Hub: Sendable {
     /// again when its grants change).
     func watches(of key: UserKey) -> (metadata: [String], peers: Set<String>) {
         read { state in
-            (Array(state.metadataWatched[key] ?? []), state.peerStatus.targets(of: key))
+            (Array(state.metadataWatches.targets(of: key)), state.peerStatus.targets(of: key))
         }
     }
 

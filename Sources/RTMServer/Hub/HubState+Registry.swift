@@ -8,28 +8,24 @@ extension HubState {
 
     /// A new WebSocket connection: its handle, counted among the open connections.
     mutating func register(_ channel: any Channel, loopIndex: Int) -> ConnectionRef {
-        defer { nextConnectionID += 1 }
-        let connection = ConnectionRef(id: nextConnectionID, channel: channel, loopIndex: loopIndex)
-        connections[connection.id] = connection
-        return connection
+        connections.register(channel, loopIndex: loopIndex)
     }
 
     mutating func unregister(_ connection: ConnectionRef) {
-        connections[connection.id] = nil
+        connections.unregister(connection)
     }
 
     /// Every open connection.
-    var openConnections: [ConnectionRef] { Array(connections.values) }
+    var openConnections: [ConnectionRef] { Array(connections.open.values) }
 
     /// A MESSAGE connection logged in or a STREAM connection joined (`opened`), or one closed.
     mutating func countConnection(_ kind: ConnectionCounters.Kind, opened: Bool) {
-        counters.count(kind, opened: opened)
+        connections.count(kind, opened: opened)
     }
 
     /// Starts draining; false when it had started already.
     mutating func startDraining() -> Bool {
-        defer { draining = true }
-        return !draining
+        connections.startDraining()
     }
 
     // MARK: channels
@@ -60,16 +56,7 @@ extension HubState {
 
     /// Subscribes `watcher` to storage events of `target`'s user metadata (or ends it).
     mutating func watchMetadata(of target: UserKey, watcher: String, on: Bool) {
-        let watcherKey = UserKey(appId: target.appId, userId: watcher)
-        if on {
-            metadataWatchers[target, default: []].insert(watcher)
-            metadataWatched[watcherKey, default: []].insert(target.userId)
-        } else {
-            metadataWatchers[target]?.remove(watcher)
-            if metadataWatchers[target]?.isEmpty == true { metadataWatchers[target] = nil }
-            metadataWatched[watcherKey]?.remove(target.userId)
-            if metadataWatched[watcherKey]?.isEmpty == true { metadataWatched[watcherKey] = nil }
-        }
+        metadataWatches.watch(target, by: watcher, on: on)
     }
 
     /// A metadata set changed: channel members that asked for storage events (all of them when
@@ -81,7 +68,7 @@ extension HubState {
             return [.broadcast(Broadcast(channel: channel, frame: frame, loops: channels[channel]?.loops ?? 0, except: nil,
                                          requires: notifyAll ? [] : .metadata))]
         case .user:
-            return (metadataWatchers[UserKey(appId: key.appId, userId: key.target)] ?? []).sorted().compactMap {
+            return metadataWatches.watchers(of: UserKey(appId: key.appId, userId: key.target)).sorted().compactMap {
                 connection(of: UserKey(appId: key.appId, userId: $0)).map { .send(frame, to: $0) }
             }
         }
@@ -92,7 +79,7 @@ extension HubState {
     func hasStorageSubscribers(_ key: StorageKey) -> Bool {
         switch key.type {
         case .channel: (channels[ChannelKey(appId: key.appId, name: key.target)]?.loops ?? 0) != 0
-        case .user: !(metadataWatchers[UserKey(appId: key.appId, userId: key.target)]?.isEmpty ?? true)
+        case .user: !metadataWatches.watchers(of: UserKey(appId: key.appId, userId: key.target)).isEmpty
         }
     }
 
@@ -133,11 +120,11 @@ extension HubState {
 
 extension HubState {
     /// How many connections are open (upgraded WebSockets).
-    var openConnectionCount: Int { connections.count }
+    var openConnectionCount: Int { connections.open.count }
     /// Whether the server is draining.
-    var isDraining: Bool { draining }
+    var isDraining: Bool { connections.draining }
     /// Connection counts by kind, and the PCU peak.
-    var connectionCounters: ConnectionCounters { counters }
+    var connectionCounters: ConnectionCounters { connections.counters }
     /// Logged-in sessions, online or within their grace window.
     var sessionCount: Int { sessions.count }
     /// Channel messages published since start.

@@ -128,12 +128,8 @@ struct HubState {
     private(set) var namespaces: [ChannelNamespace]
     /// Each publisher's recent client message ids → the number they got (M-3).
     var resends: PublishResendMemory
-    /// User metadata watchers: target user → users subscribed to its metadata (§2.11).
-    var metadataWatchers: [UserKey: Set<String>] = [:]
-    /// The same the other way round: watcher → the users whose metadata it watches (kept with
-    /// `metadataWatchers` by `watchMetadata`), so that a session's own watches are found without
-    /// a scan of everyone's.
-    var metadataWatched: [UserKey: Set<String>] = [:]
+    /// Who watches whose user metadata, both ways (§2.11).
+    var metadataWatches = MetadataWatches()
     /// Peer online status subscriptions (HubState+PeerStatus, §1.7).
     var peerStatus: PeerStatusRegistry
     /// Channel messages published since start (the admin API's counters).
@@ -150,13 +146,8 @@ struct HubState {
     var invitationLog = InvitationLog()
     /// Webhook events not yet taken by the dispatcher.
     var webhooks = WebhookOutbox()
-    /// Open WebSocket connections, by id (shutdown, drain, metrics).
-    var connections: [UInt64: ConnectionRef] = [:]
-    var nextConnectionID: UInt64 = 1
-    /// Connection counts by kind (PCU counts MESSAGE connections only, K-2, K-3).
-    var counters = ConnectionCounters()
-    /// Set by `RTMServer.drain()`: `/ready` answers 503 and WebSocket upgrades are refused.
-    var draining = false
+    /// Open WebSocket connections, their counts, drain.
+    var connections = ConnectionRegistry()
     /// The periods and waits of the hub's timers (HubState+Timers).
     let timing: Timing
 
@@ -304,9 +295,7 @@ struct HubState {
         publisherMayHaveLeft(key, wallMillis: wallMillis)
         cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
-        for target in metadataWatched[key] ?? [] {
-            watchMetadata(of: UserKey(appId: key.appId, userId: target), watcher: key.userId, on: false)
-        }
+        metadataWatches.endWatches(of: key)
         return session.channels.sorted().compactMap {
             removeMember(key, channel: $0, event: event, except: nil, wallMillis: wallMillis, session: session.id)
         }
