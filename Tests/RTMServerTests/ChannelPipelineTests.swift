@@ -1,5 +1,6 @@
 import NIOCore
 import RTMProtocol
+import RTMTestSupport
 import Testing
 @testable import RTMServer
 
@@ -65,11 +66,12 @@ struct ChannelPipelineTests {
         let published = state.publish([outgoing("a", msgId: 7), outgoing("a", msgId: 7), outgoing("c", msgId: 8)], channel: room,
                                       publisher: alice, nowMillis: 1, dropSeq: nil, allocator: allocator)
         #expect(published.seqs == [1, 1, 3])
-        var buffer = try #require(published.buffer)
         var delivered: [UInt64] = []
-        while buffer.readableBytes > 0 {
-            guard let frame = buffer.readServerWebSocketFrame() else { Issue.record("a partial frame"); return }
-            guard case .messages(let items) = try BinaryFrame.decode(frame) else { Issue.record("not a message frame"); return }
+        for frame in RawPeer.frames(in: try #require(published.buffer)) {
+            guard case .messages(let items) = try BinaryFrame.decode(ByteBuffer(bytes: frame.payload)) else {
+                Issue.record("not a message frame")
+                return
+            }
             delivered += items.map(\.seq)
         }
         #expect(delivered == [1, 3])

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RTMContracts
 import RTMProtocol
+import RTMTestSupport
 @testable import RTMServer
 import Testing
 
@@ -37,34 +38,14 @@ struct MemoryChannelLogContractTests {
 
     /// The messages in replayed `message` frames.
     private static func kept(_ frames: ByteBuffer) throws -> [ChannelLogSubject.Kept] {
-        var buffer = frames
         var kept: [ChannelLogSubject.Kept] = []
-        while buffer.readableBytes > 0 {
-            guard let frame = buffer.readServerWebSocketFrame() else {
-                Issue.record("a partial frame")
-                return kept
-            }
-            guard case .messages(let items) = try BinaryFrame.decode(frame) else {
+        for frame in RawPeer.frames(in: frames) {
+            guard case .messages(let items) = try BinaryFrame.decode(ByteBuffer(bytes: frame.payload)) else {
                 Issue.record("not a message frame")
                 return kept
             }
             kept += items.map { ChannelLogSubject.Kept(seq: $0.seq, publisher: $0.publisher, text: String(buffer: $0.payload)) }
         }
         return kept
-    }
-}
-
-extension ByteBuffer {
-    /// The payload of the next unmasked server WebSocket frame, if whole.
-    mutating func readServerWebSocketFrame() -> ByteBuffer? {
-        guard let header = readInteger(as: UInt8.self), header & 0x80 != 0, let b1 = readInteger(as: UInt8.self) else { return nil }
-        let length: Int
-        switch b1 & 0x7F {
-        case 126: length = readInteger(as: UInt16.self).map(Int.init) ?? -1
-        case 127: length = readInteger(as: UInt64.self).map { Int(clamping: $0) } ?? -1
-        case let short: length = Int(short)
-        }
-        guard length >= 0 else { return nil }
-        return readSlice(length: length)
     }
 }

@@ -70,7 +70,8 @@ extension HubState {
     /// The numbers to acknowledge: each message's first (a copy of an id seen earlier in the
     /// same read gets the earlier one's).
     private mutating func firstNumbers(of messages: [Hub.Outgoing], seqs: [UInt64], publisher: UserKey) -> [UInt64] {
-        messages.indices.map { index in messages[index].msgId.flatMap { resends.firstNumber(of: $0, publisher: publisher) } ?? seqs[index] }
+        guard let known = resends.knownNumbers(of: messages, publisher: publisher) else { return seqs }
+        return zip(known, seqs).map { $0 ?? $1 }
     }
 
     /// A frame's body stays within the clients' frame limit (64 KB) unless one message alone

@@ -36,11 +36,6 @@ struct PublishResendMemory {
         return messages.indices.map { index in index < first ? nil : messages[index].msgId.flatMap { memory[$0] } }
     }
 
-    /// The first number `publisher`'s message `id` got, if remembered.
-    mutating func firstNumber(of id: UInt64, publisher: UserKey) -> UInt64? {
-        ids[publisher]?[id]
-    }
-
     /// Remembers `publisher`'s ids with their numbers (`(id, seq)` in log order), touching its
     /// memory once (and not at all when there is none). Returns how many ids there were, and
     /// the offsets (in `numbered`) of copies stored twice: an id remembered before under another
