@@ -81,7 +81,7 @@ struct StreamStateTests {
         #expect(Self.webhookKinds(&state).isEmpty)
     }
 
-    @Test("A leave tells the others its topics first, then its presence; is announced with its reason; queues a leaveChannel webhook")
+    @Test("P-4: a leave tells the others its topics first, then its presence; is announced with its reason; queues a leaveChannel webhook")
     func leaveTellsOthers() throws {
         let alice = Self.connection(1)
         var state = try Self.channel([("alice", alice), ("bob", Self.connection(2)), ("carol", Self.connection(3))], withoutPresence: ["carol"])
@@ -97,7 +97,7 @@ struct StreamStateTests {
         #expect(state.hasMembers(in: Self.game))
     }
 
-    @Test("A quiet member (beQuiet) is seen by nobody: no presence, no topic events, nothing announced; its webhooks are queued")
+    @Test("§2.9: a quiet member (beQuiet) is seen by nobody: no presence, no topic events, nothing announced; its webhooks are queued")
     func quietMember() throws {
         var state = Self.state()
         let alice = Self.connection(1), ghost = Self.connection(2)
@@ -157,7 +157,7 @@ struct StreamStateTests {
         }
     }
 
-    @Test("Grants changed: the member keeps only the services still granted and leaves the topics no longer granted, as leaveTopic would")
+    @Test("PROTOCOL §8.1: grants changed: the member keeps only the services still granted and leaves the topics no longer granted, as leaveTopic would")
     func grantsChanged() throws {
         var state = Self.state(webhooks: false)
         Self.join(&state, "bob", Self.connection(2))
@@ -173,7 +173,7 @@ struct StreamStateTests {
         #expect(state.serviceTargets(of: Self.game, wanting: .metadata).isEmpty)
     }
 
-    @Test("The mirror of remote members: a remote join is told to local members and answered with a sync; own events are skipped; the snapshot includes remote members")
+    @Test("K-3 across nodes: the mirror of remote members: a remote join is told to local members and answered with a sync; own events are skipped; the snapshot includes remote members")
     func remoteJoin() {
         var state = Self.state(webhooks: false)
         Self.join(&state, "alice", Self.connection(1))
@@ -193,7 +193,7 @@ struct StreamStateTests {
         #expect(snapshot.users == ["alice", "bob", "carol", "dave", "erin"])
     }
 
-    @Test("A remote member who is also a member here is told by nobody; a dead node's members time out (their topics first); a restarted node's earlier run's too")
+    @Test("P-2 across nodes: a remote member who is also a member here is told by nobody; a dead node's members time out (their topics first); a restarted node's earlier run's too")
     func remoteLeaves() {
         var state = Self.state(webhooks: false)
         Self.join(&state, "alice", Self.connection(1))
@@ -214,7 +214,7 @@ struct StreamStateTests {
         #expect(Self.sends(state.remoteNodeStarted("b", instance: "b#2", wallMillis: Self.wall)) == ["remoteTimeout erin → [1, 2]"])
     }
 
-    @Test("The database link came back: a sync of every channel with members here or announced before (an empty one for a channel left since)")
+    @Test("K-3 across nodes: the database link came back: a sync of every channel with members here or announced before (an empty one for a channel left since)")
     func syncAll() {
         var state = Self.state(webhooks: false)
         Self.join(&state, "alice", Self.connection(1))
@@ -226,7 +226,7 @@ struct StreamStateTests {
         #expect(syncs.sorted() == ["game [\"alice\"]", "lobby []"])
     }
 
-    @Test("A node's mirror of remote stream members as a pure value: join, topic changes, a stale leave, a sync that reconciles")
+    @Test("K-3 across nodes: a node's mirror of remote stream members as a pure value: join, topic changes, a stale leave, a sync that reconciles")
     func mirrorAsAValue() {
         var members: [String: RemoteStreamMember] = [:]
         func event(_ op: StreamClusterEvent.Op, _ user: String?, instance: String = "a1", _ fill: (inout StreamClusterEvent) -> Void = { _ in }) -> StreamClusterEvent {
