@@ -38,10 +38,12 @@ final class EmbeddedConnection {
     /// The socket's send side: `stall()` makes it a peer that stopped reading.
     let socket = SocketSide()
     private let loop: EmbeddedEventLoop
+    private let hub: Hub
 
     /// A connection just upgraded to WebSocket, before its first frame.
     init(hub: Hub, loop: EmbeddedEventLoop) throws {
         self.loop = loop
+        self.hub = hub
         channel = EmbeddedChannel(loop: loop)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40_000)).wait()
         let sync = channel.pipeline.syncOperations
@@ -57,15 +59,31 @@ final class EmbeddedConnection {
     /// Sends a JSON request as a masked text frame, as a client does.
     func send(_ json: String) throws {
         try channel.writeInbound(RawPeer.text(json))
+        settle()
     }
 
     /// Sends raw client bytes (one or more masked frames).
     func send(bytes: ByteBuffer) throws {
         try channel.writeInbound(bytes)
+        settle()
+    }
+
+    /// Waits until the work the hub handed to its dispatch queues has ended (the storage queue,
+    /// the user-message store's thread; a few rounds, since one may hand work to the other). That
+    /// work answers this connection from its own thread, and an `EmbeddedEventLoop` and its
+    /// channel are not thread-safe: it must land while this thread leaves them alone. (The lock
+    /// queue runs on Swift's cooperative pool, which a blocked test thread could starve: not
+    /// waited for.)
+    private func settle() {
+        for _ in 0..<3 {
+            hub.storage.waitForQueue()
+            hub.mailbox.store.thread.waitForCalls()
+        }
     }
 
     /// Runs the loop's queued work, then takes every frame the connection wrote since the last call.
     func received() throws -> [RawPeer.WireFrame] {
+        settle()
         loop.run()
         var bytes = ByteBuffer()
         while var part = try channel.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&part) }
