@@ -311,7 +311,7 @@ public final class RTMServer: Service, Sendable {
         // must not keep the process from exiting on SIGTERM.
         let bound = configuration.shutdownGrace + .seconds(5)
         await Self.bounded(bound, "cluster events", logger) {   // while the pools are up
-            await self.hub.clusterSender?.stop()
+            await self.hub.nodeLink.stop()
             self.hub.modify { $0.invitationRepliesStopped() }   // requests whose events did not come back
             await self.hub.streams.settle()   // the stream channel leaves reach the other nodes (≤ 2 s)
         }

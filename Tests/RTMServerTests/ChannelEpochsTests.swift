@@ -41,7 +41,7 @@ struct ChannelEpochsTests {
     @Test("M-2: a cluster node that forgets an unused channel answers the next subscribe, and a replay, at the channel's cluster position")
     func hubForgetsAndRemembers() {
         var state = HubState(configuration: ServerConfiguration())
-        state.channelEpochs.apply(BackplanePositions(channels: [], firstEpoch: "E"))
+        state.channels.apply(BackplanePositions(channels: [], firstEpoch: "E"))
         #expect(state.channelPosition(room) == ChannelPosition(epoch: "E", seq: 0))
         state.setLoop(0, hasSubscribers: true, channel: room)
         let messages = (1...3).map {
@@ -49,7 +49,7 @@ struct ChannelEpochsTests {
                              payload: ByteBuffer(string: "m\($0)"), millis: Hub.wallMillis)
         }
         _ = state.applyCommitted(messages[...], channel: room, allocator: ByteBufferAllocator())
-        state.channels[room]?.recent.removeAll()   // the replay window passed
+        state.channels.dropReplay(room)   // the replay window passed
         state.setLoop(0, hasSubscribers: false, channel: room)
         #expect(state.channels[room] == nil)
         #expect(state.channelPosition(room) == ChannelPosition(epoch: "E", seq: 3))

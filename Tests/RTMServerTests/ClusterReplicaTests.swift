@@ -13,7 +13,7 @@ struct ClusterReplicaTests {
     /// A node's state with its instance name set (cluster mode).
     static func node(_ instance: String) -> HubState {
         var state = HubState(configuration: ServerConfiguration())
-        state.cluster.instance = instance
+        state.cluster = ClusterReplica(instance: instance, clusterNode: String(ClusterEvent.node(of: instance)))
         return state
     }
 
@@ -149,8 +149,8 @@ struct ClusterReplicaTests {
         let old = Self.connection(7)
         guard case .admitted = a.login(key: key, connection: old, resumeToken: nil, heartbeat: .seconds(1), presenceTimeout: .seconds(1),
                                        now: now, wallMillis: 0) else { return }
-        a.sessions[key] = HubState.Session(id: 3, key: key, resumeToken: "t3", connection: old, channels: ["room"],
-                                           heartbeat: .seconds(1), presenceTimeout: .seconds(1))
+        a.sessions.put(HubState.Session(id: 3, key: key, resumeToken: "t3", connection: old, channels: ["room"],
+                                        heartbeat: .seconds(1), presenceTimeout: .seconds(1)))
         let out = a.applyCluster([Self.event("b#1", .moved(described))], now: now, wallMillis: 0)
         #expect(out.broadcasts.isEmpty && out.movedAway.map(\.connection) == [old])
         #expect(a.sessions[key] == nil && a.cluster.remote[key]?.owner == "b#1")

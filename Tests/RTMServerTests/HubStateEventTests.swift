@@ -25,14 +25,25 @@ struct HubStateEventTests {
         return state
     }
 
-    /// Logs in (5 s heartbeat, 15 s presence timeout); single node: the reply never waits.
+    /// Logs in (5 s heartbeat, 15 s presence timeout). A single node's new session is
+    /// confirmed as a cluster node's is, by its own `started` read back from its log: the
+    /// in-memory log (`LocalNodeLink`) applies it at once, and the reply is answered then.
     private func login(_ state: inout HubState, _ key: UserKey, _ connection: ConnectionRef, token: String? = nil,
                        at now: NIODeadline? = nil) -> (HubState.Admission?, [HubAction]) {
-        let (decision, confirmed, actions) = state.onLogin(
+        let loop = EmbeddedEventLoop()
+        var (decision, confirmed, actions) = state.onLogin(
             key: key, connection: connection, resumeToken: token, heartbeat: .seconds(5), presenceTimeout: .seconds(15),
-            now: now ?? start, wallMillis: 1_000, makePromise: { preconditionFailure("a single node's login waits for nothing") })
-        #expect(confirmed == nil)
-        guard case .admitted(let admission) = decision else { return (nil, actions) }
+            now: now ?? start, wallMillis: 1_000, makePromise: { loop.makePromise() })
+        let applied = state.applyOwnClusterEvents(now: now ?? start, wallMillis: 1_000)
+        var answered = false
+        for case .answerLogin(let promise) in applied {
+            promise.succeed()
+            answered = true
+        }
+        guard case .admitted(let admission) = decision else { return (nil, actions + applied) }
+        // C-6: a new session's reply waits for its own `started` and is answered once it came back.
+        #expect(admission.resumed ? confirmed == nil : (confirmed != nil && answered))
+        actions += applied
         return (admission, actions)
     }
 

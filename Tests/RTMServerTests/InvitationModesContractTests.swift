@@ -24,7 +24,7 @@ struct InvitationModesContractTests {
             state = HubState(configuration: ServerConfiguration())
             self.clustered = clustered
             if clustered {
-                state.cluster.instance = "a#1"
+                state.cluster = ClusterReplica(instance: "a#1", clusterNode: "a")
                 _ = state.replayInvitations([], now: .uptimeNanoseconds(0), wallMillis: 0)
             }
         }

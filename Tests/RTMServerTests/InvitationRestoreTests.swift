@@ -27,11 +27,16 @@ struct InvitationRestoreTests {
         ConnectionRef(id: id, channel: EmbeddedChannel(), loopIndex: 0)
     }
 
-    /// Logs in (5 s heartbeat, 15 s presence timeout: a 30 s grace window); returns the actions.
+    /// Logs in (5 s heartbeat, 15 s presence timeout: a 30 s grace window), its `started`
+    /// applied back as the single node's in-memory log does; returns the actions.
     @discardableResult
     private static func login(_ state: inout HubState, _ key: UserKey, _ connection: ConnectionRef, at now: NIODeadline) -> [HubAction] {
-        state.onLogin(key: key, connection: connection, resumeToken: nil, heartbeat: .seconds(5), presenceTimeout: .seconds(15),
-                      now: now, wallMillis: 0, makePromise: { preconditionFailure("a single node's login waits for nothing") }).actions
+        let loop = EmbeddedEventLoop()
+        let actions = state.onLogin(key: key, connection: connection, resumeToken: nil, heartbeat: .seconds(5), presenceTimeout: .seconds(15),
+                                    now: now, wallMillis: 0, makePromise: { loop.makePromise() }).actions
+        let applied = state.applyOwnClusterEvents(now: now, wallMillis: 0)
+        for case .answerLogin(let promise) in applied { promise.succeed() }
+        return actions + applied
     }
 
     /// Writes the store changes among `actions` as `Hub.run` does, `now` being wall time `wallMillis`.

@@ -35,7 +35,7 @@ extension HubState {
         let all = sessions.keys.lazy.map { $0 } + cluster.remote.keys.lazy.filter { sessions[$0] == nil }
         let keys = all.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
         let (picked, next) = page.cut(keys)
-        let me = cluster.instance.map { String(ClusterEvent.node(of: $0)) }
+        let me = cluster.clusterNode
         let items = picked.compactMap { key -> AdminModels.Session? in
             let user = UserKey(appId: key.appId, userId: key.name)
             if let session = sessions[user] {
@@ -54,11 +54,10 @@ extension HubState {
     /// Cluster mode: the nodes this one knows (itself, and every node it has heard from
     /// through the log), each with its sessions; nil on a single node.
     func clusterNodes() -> [AdminModels.ClusterNode]? {
-        guard let me = cluster.instance else { return nil }
+        guard let myNode = cluster.clusterNode else { return nil }
         var held: [String: Int] = [:]
         for remote in cluster.remote.values { held[remote.owner, default: 0] += 1 }
-        let myNode = String(ClusterEvent.node(of: me))
-        var nodes = [AdminModels.ClusterNode(node: myNode, instance: me, state: "this", sessions: sessions.count)]
+        var nodes = [AdminModels.ClusterNode(node: myNode, instance: cluster.instance, state: "this", sessions: sessions.count)]
         for (node, instance) in cluster.instances.sorted(by: { $0.key < $1.key }) where node != myNode {
             nodes.append(AdminModels.ClusterNode(node: node, instance: instance, state: cluster.isGone(instance) ? "dead" : "alive",
                                                  sessions: held[instance] ?? 0))

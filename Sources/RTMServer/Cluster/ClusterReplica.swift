@@ -1,8 +1,10 @@
 import NIOCore
 
 /// A node's view of the other nodes' sessions, and the events it owes them.
-/// Part of `HubState`, changed under its lock; empty and silent on a single node (`instance`
-/// nil), so nothing of this runs there.
+/// Part of `HubState`, changed under its lock. A single node runs the same rules as a cluster
+/// of one: its events go to an in-memory log that hands them straight back (`LocalNodeLink`),
+/// so its logins are confirmed by their own `started` as a cluster node's are, and its table
+/// of other nodes' sessions stays empty.
 struct ClusterReplica {
     /// A session another node has (or had, while its grace window runs after the node died).
     struct RemoteSession {
@@ -19,8 +21,11 @@ struct ClusterReplica {
         let deadline: NIODeadline
     }
 
-    /// This node's instance (`node id#run`); nil on a single node.
-    var instance: String?
+    /// This node's instance (`node id#run`): the writer of its events.
+    let instance: String
+    /// This node's id in a cluster, as the admin API describes it; nil on a single node
+    /// (no cluster to describe).
+    let clusterNode: String?
     /// The other nodes' sessions, by user.
     var remote: [UserKey: RemoteSession] = [:]
     /// Local sessions whose own `started` / `moved` came back through the log: they are older
@@ -48,11 +53,15 @@ struct ClusterReplica {
         var waitingFor: (session: UInt64, owner: String)?
     }
 
-    var isEnabled: Bool { instance != nil }
+    /// `instance`: this node's run (`node id#run`); `clusterNode`: its id when it is one node
+    /// of a cluster.
+    init(instance: String, clusterNode: String?) {
+        self.instance = instance
+        self.clusterNode = clusterNode
+    }
 
-    /// Queues an event (nothing on a single node).
+    /// Queues an event for the log.
     mutating func send(_ kind: ClusterEvent.Kind) {
-        guard let instance else { return }
         outbox.append(ClusterEvent(from: instance, kind: kind))
     }
 
@@ -63,7 +72,6 @@ struct ClusterReplica {
 
     /// A local session ended; told to the others when `announce`.
     mutating func sessionEnded(_ session: HubState.Session, timedOut: Bool, announce: Bool) {
-        guard isEnabled else { return }
         confirmed.remove(session.id)
         // Ended before its login was answered (replaced, kicked, closed): nothing to wait for.
         if pendingLogins[session.key]?.session == session.id { loginReady(session.key) }
@@ -110,6 +118,9 @@ struct ClusterReplica {
         defer { readyLogins = [] }
         return readyLogins
     }
+
+    /// Whether events wait to be sent.
+    var hasOutbox: Bool { !outbox.isEmpty }
 
     /// Takes the events to send.
     mutating func takeOutbox() -> [ClusterEvent] {

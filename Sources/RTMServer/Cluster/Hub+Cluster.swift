@@ -124,21 +124,6 @@ extension Hub {
         }
     }
 
-    /// Asks the backplane to deliver these channels to this node (`HubAction.follow`).
-    func follow(_ follows: [BackplaneFollow]) {
-        guard let backplane = configuration.backplane else { return }
-        Task { [self] in
-            do {
-                try await backplane.follow(follows)
-            } catch {
-                logger.warning("could not start following channels: their position could not be read from the cluster's database",
-                               metadata: ["channels": "\(follows.count)", "error": "\(error)"])
-                let now = NIODeadline.now()
-                modify { $0.followFailed(follows, now: now) }
-            }
-        }
-    }
-
     /// Where a channel followed from now on stands (`BackplaneEvent.following`): applied before
     /// any of its messages; what subscribers here missed meanwhile is delivered, then the
     /// requests that waited go on.
@@ -236,15 +221,9 @@ extension Hub {
         metrics.sentGoAways(open.count)
     }
 
-    /// Starts the backplane (cluster mode), delivering what it commits to this node's subscribers.
+    /// Starts the node's log (`NodeLink`): in a cluster, the backplane, delivering what it
+    /// commits to this node's subscribers.
     func startBackplane() async throws {
-        guard let backplane = configuration.backplane else { return }
-        try await backplane.start { [self] event in
-            handle(event)
-            // The node joins again when this returns: not before its earlier connections' commits ended.
-            if case .fenced = event { await cluster.fenced() }
-        }
-        startClusterSender(backplane)
-        streams.announceStart()
+        try await nodeLink.start(hub: self)
     }
 }

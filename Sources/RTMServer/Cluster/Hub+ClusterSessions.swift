@@ -59,9 +59,8 @@ extension Hub {
         }
     }
 
-    /// Starts sending this node's cluster events, the first being its `hello`.
-    func startClusterSender(_ backplane: any ChannelBackplane) {
-        guard let sender = clusterSender else { return }
+    /// Starts sending this node's cluster events through `backplane`, the first being its `hello`.
+    func startClusterSender(_ sender: ClusterSender, backplane: any ChannelBackplane) {
         modify { ($0.clusterHello(), []) }
         sender.start(take: { [self] in modify { ($0.takeClusterEvents(), []) } }, publish: { events in
             let now = Self.wallMillis

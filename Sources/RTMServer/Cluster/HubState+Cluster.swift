@@ -11,7 +11,7 @@ extension HubState {
     /// loops with subscribers.
     mutating func applyCommitted(_ messages: ArraySlice<BackplaneMessage>, channel key: ChannelKey,
                                  allocator: ByteBufferAllocator) -> (buffer: ByteBuffer?, count: Int, loops: UInt64) {
-        var state = channels.removeValue(forKey: key) ?? newChannel(key)
+        var state = channels.take(key)
         var buffer: ByteBuffer?
         var count = 0
         let nowMillis = Hub.wallMillis
@@ -32,8 +32,8 @@ extension HubState {
                                  millis: first.millis, channel: key, state: &state, into: &buffer, nowMillis: nowMillis,
                                  allocator: allocator).encoded
         }
-        channels[key] = state
-        pruneIfUnused(key)
+        channels.put(state, for: key)
+        channels.pruneIfUnused(key)
         return (count == 0 ? nil : buffer, count, state.loops)
     }
 
@@ -44,10 +44,10 @@ extension HubState {
     /// of everything it then misses). Returns the loops with subscribers, or nil when the
     /// channel is past the gap already.
     mutating func applyGap(_ gap: BackplaneGap, channel key: ChannelKey) -> UInt64? {
-        var state = channels.removeValue(forKey: key) ?? newChannel(key)
+        var state = channels.take(key)
         defer {
-            channels[key] = state
-            pruneIfUnused(key)
+            channels.put(state, for: key)
+            channels.pruneIfUnused(key)
         }
         if gap.epoch != state.epoch {
             state.epoch = gap.epoch
@@ -67,7 +67,7 @@ extension HubState {
     /// log, remembered as if it had read them (M-3: their resends get the first number here
     /// too; the memories of publishers without a session go after the resend window).
     mutating func applyPositions(_ positions: BackplanePositions, wallMillis: Int64) {
-        channelEpochs.apply(positions)
+        channels.apply(positions)
         invitationLogStarts(positions)
         // The same memory, filled the same way, as when the log is applied (a copy committed
         // later keeps the first number).

@@ -24,6 +24,17 @@ extension HubState {
         var peerSends: [PeerStatusSend] = []
     }
 
+    /// A single node's log (`LocalNodeLink`): the events it queued, applied back in the order
+    /// they were queued, as a cluster node applies its own read back from the backplane (its
+    /// logins are confirmed by their own `started`).
+    mutating func applyOwnClusterEvents(now: NIODeadline, wallMillis: Int64) -> [HubAction] {
+        var actions: [HubAction] = []
+        while case let events = cluster.takeOutbox(), !events.isEmpty {
+            actions += clusterActions(applyCluster(events, now: now, wallMillis: wallMillis), now: now)
+        }
+        return actions + takeReadyLogins()
+    }
+
     /// Applies events read from the log, in order.
     mutating func applyCluster(_ events: [ClusterEvent], now: NIODeadline, wallMillis: Int64) -> ClusterOutcome {
         var out = ClusterOutcome()
@@ -32,7 +43,7 @@ extension HubState {
     }
 
     private mutating func applyCluster(_ event: ClusterEvent, now: NIODeadline, wallMillis: Int64, into out: inout ClusterOutcome) {
-        guard let me = cluster.instance else { return }
+        let me = cluster.instance
         let mine = event.from == me
         if !mine { noteInstance(event.from, now: now, into: &out) }
         switch event.kind {
@@ -75,12 +86,9 @@ extension HubState {
         }
         if let local = sessions[key], local.id == session.id {
             // Moved away: the members stay (same session id), now as another node's.
-            sessions[key] = nil
+            _ = sessions.remove(key)
             cluster.confirmed.remove(local.id)
-            if let connection = local.connection {
-                sessionByConnection[connection.id] = nil
-                out.movedAway.append((key, connection))
-            }
+            if let connection = local.connection { out.movedAway.append((key, connection)) }
             cluster.remote[key] = .init(session: session, owner: owner)
         } else {
             // Known or not (a late node; or ended here first, then resumed: its members come
@@ -163,8 +171,7 @@ extension HubState {
         var session = Session(id: remote.session.id, key: key, resumeToken: token, connection: connection,
                               heartbeat: heartbeat, presenceTimeout: presenceTimeout)
         session.channels = Set(remote.session.members.keys)
-        sessions[key] = session
-        sessionByConnection[connection.id] = key
+        sessions.put(session)
         var features: [String: ChannelFeatures] = [:]
         for (channel, member) in remote.session.members {
             _ = putMember(key, session: session.id, channel: channel, member, wallMillis: 0)
@@ -179,7 +186,7 @@ extension HubState {
     /// Its login is answered once the cluster has ended the user's other sessions
     /// (`ClusterReplica.PendingLogin`).
     mutating func announceStarted(_ key: UserKey) {
-        guard cluster.isEnabled, let described = clusterSession(of: key) else { return }
+        guard let described = clusterSession(of: key) else { return }
         cluster.send(.started(described))
         cluster.loginStarted(key, session: described.id)
     }
@@ -232,7 +239,7 @@ extension HubState {
             guard var state = channels[channelKey], var member = state.members[key.userId], member.sessionID == id else { return }
             member.state = userState
             state.members[key.userId] = member
-            channels[channelKey] = state
+            channels.put(state, for: channelKey)
             if !member.quiet, let broadcast = presenceChange(channelKey, .remoteStateChanged, user: key.userId, state: userState,
                                                              except: nil, wallMillis: wallMillis) {
                 out.broadcasts.append(broadcast)
@@ -245,10 +252,10 @@ extension HubState {
     private mutating func putMember(_ key: UserKey, session id: UInt64, channel: String, _ member: ClusterMember,
                                     wallMillis: Int64) -> [Broadcast] {
         let channelKey = ChannelKey(appId: key.appId, name: channel)
-        var state = channels[channelKey] ?? newChannel(channelKey)
+        var state = channels.take(channelKey)
         let older = state.put(Member(sessionID: id, quiet: member.quiet, features: ChannelFeatures(rawValue: member.features),
                                      state: member.state), for: key.userId)
-        channels[channelKey] = state
+        channels.put(state, for: channelKey)
         guard !member.quiet else { return [] }
         var out: [Broadcast] = []
         if older == nil || older?.quiet == true,

@@ -31,7 +31,7 @@ extension HubState {
             case .ready:
                 if let waiter = need.waiter { ready.append(waiter) }
             case .wait(let generation?):
-                let replayMax = channels[need.key]?.replayMax ?? newChannel(need.key).replayMax
+                let replayMax = channels[need.key]?.replayMax ?? channels.newChannel(need.key).replayMax
                 follows.append(BackplaneFollow(appId: need.key.appId, channel: need.key.name, generation: generation,
                                                after: need.after, replayMax: replayMax))
             case .wait(nil):
@@ -53,10 +53,10 @@ extension HubState {
         -> (waiters: [EventLoopPromise<Bool>], gap: BackplaneGap?, messages: [BackplaneMessage]) {
         let key = ChannelKey(appId: start.appId, name: start.channel)
         let waiters = interest.started(key)
-        var state = channels.removeValue(forKey: key) ?? newChannel(key)
+        var state = channels.take(key)
         defer {
-            channels[key] = state
-            pruneIfUnused(key)
+            channels.put(state, for: key)
+            channels.pruneIfUnused(key)
         }
         guard state.loops != 0 else {
             state.epoch = start.epoch
@@ -106,11 +106,10 @@ extension HubState {
     /// stop being followed; their replay buffers go (they would not be kept up to date).
     mutating func sweepInterest(nowMillis: Int64) -> [HubAction] {
         // Nothing to end on a single node: it never starts a follow.
-        let ended = interest.sweep(nowMillis: nowMillis, idleMillis: replayWindowMillis) { (channels[$0]?.loops ?? 0) != 0 }
+        let ended = interest.sweep(nowMillis: nowMillis, idleMillis: channels.replayWindowMillis) { (channels[$0]?.loops ?? 0) != 0 }
         guard !ended.isEmpty else { return [] }
-        for (key, _) in ended where channels[key] != nil {
-            channels[key]?.recent.removeAll()
-            pruneIfUnused(key)
+        for (key, _) in ended {
+            channels.dropReplay(key)
         }
         return [.unfollow(ended.map { BackplaneFollow(appId: $0.0.appId, channel: $0.0.name, generation: $0.1) })]
     }

@@ -31,17 +31,27 @@ extension Hub {
         }
     }
 
-    /// Runs `event` on the state under the lock, then performs the actions it returned.
+    /// Runs `event` on the state under the lock, ends its transaction (`NodeLink`), then
+    /// performs the actions they returned.
     @discardableResult
     func modify<Result>(_ event: (inout HubState) -> (Result, [HubAction])) -> Result {
-        let (result, actions) = state.withLockedValue(event)
+        let (result, actions) = state.withLockedValue { state in
+            var (result, actions) = event(&state)
+            nodeLink.endTransaction(&state, actions: &actions)
+            return (result, actions)
+        }
         run(actions)
         return result
     }
 
-    /// Runs `event` on the state under the lock, then performs the actions it returned.
+    /// Runs `event` on the state under the lock, ends its transaction (`NodeLink`), then
+    /// performs the actions they returned.
     func modify(_ event: (inout HubState) -> [HubAction]) {
-        run(state.withLockedValue(event))
+        run(state.withLockedValue { state in
+            var actions = event(&state)
+            nodeLink.endTransaction(&state, actions: &actions)
+            return actions
+        })
     }
 
     /// Performs actions in their order. Never called under the state lock.
@@ -63,7 +73,7 @@ extension Hub {
             case .answerLogin(let promise):
                 promise.succeed()
             case .wakeCluster:
-                clusterSender?.wake()
+                nodeLink.wake(hub: self)
             case .wakeWebhooks:
                 webhooks?.wake()
             case .lockOwner(let user, let change):
@@ -77,9 +87,9 @@ extension Hub {
             case .answerInvitation(let promise, let reply):
                 promise.succeed(reply)
             case .follow(let follows):
-                follow(follows)
+                nodeLink.follow(follows, hub: self)
             case .unfollow(let follows):
-                configuration.backplane?.unfollow(follows)
+                nodeLink.unfollow(follows)
             case .answerFollow(let waiters, let followed):
                 for waiter in waiters { waiter.succeed(followed) }
             case .log(let level, let message, let metadata):

@@ -51,8 +51,9 @@ final class Hub: Sendable {
     let topicPublishing: any TopicPublishPath
     /// Cluster mode: the database link, the nodes and their metrics (Hub+Cluster).
     let cluster: ClusterStatus
-    /// Cluster mode: sends this node's session and presence events (Hub+ClusterSessions).
-    let clusterSender: ClusterSender?
+    /// Where this node's session events go and which channels its log delivers here
+    /// (`NodeLink`).
+    let nodeLink: any NodeLink
     /// Locks (Hub+Locks): in memory on one node, in the database in a cluster.
     let locks: LockService
     /// Call invitations' changes to their store (Hub+Invitations, §1.8).
@@ -96,14 +97,9 @@ final class Hub: Sendable {
                                    onUndeliverable: Self.undeliverableHook(webhooks))
         var hubState = HubState(configuration: configuration)
         hubState.webhooks.isEnabled = webhooks != nil
-        if let backplane = configuration.backplane {
-            // This run of the node (its run epoch, as the stream link's): a restarted node is a
-            // new instance to the others.
-            hubState.cluster.instance = "\(backplane.node)#\(hubState.serverEpoch)"
-            self.clusterSender = ClusterSender(retryInterval: .milliseconds(200))
-        } else {
-            self.clusterSender = nil
-        }
+        // The composition root: one node's log of session events hands them straight back; a
+        // cluster's is the backplane's.
+        self.nodeLink = configuration.backplane.map { BackplaneNodeLink(backplane: $0) } ?? LocalNodeLink()
         self.epoch = hubState.serverEpoch
         self.state = NIOLockedValueBox(hubState)
         var fanouts: [LoopFanout] = []

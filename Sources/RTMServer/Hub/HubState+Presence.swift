@@ -98,7 +98,7 @@ extension HubState {
         let count = visibleCount(state)
         if count > presenceIntervalThreshold {
             state.interval.record(kind, user: user, state: userState, millis: wallMillis)
-            channels[key] = state
+            channels.put(state, for: key)
             return nil
         }
         return Broadcast(
@@ -111,12 +111,12 @@ extension HubState {
     /// The interval events due: one per channel with changes (called every presence interval).
     mutating func takeIntervalEvents(wallMillis: Int64) -> [Broadcast] {
         var out: [Broadcast] = []
-        for (key, var state) in channels where !state.interval.isEmpty {
+        for (key, var state) in channels.states where !state.interval.isEmpty {
             state.interval.settle(nowMillis: wallMillis, debounceMillis: presenceDebounceMillis)
             var changes = state.interval
             changes.debouncing = [:]
             state.interval = IntervalChanges(debouncing: state.interval.debouncing)
-            channels[key] = state
+            channels.put(state, for: key)
             guard !changes.isEmpty else { continue }
             out.append(Broadcast(
                 channel: key,
@@ -137,7 +137,7 @@ extension HubState {
     /// setState (merge `set`) / removeState (`remove`) for the connection's user in a channel.
     mutating func changeState(_ connection: ConnectionRef, channel name: String, set: [String: String], remove: [String],
                               limits: Limits, wallMillis: Int64) -> StateDecision {
-        guard let key = sessionByConnection[connection.id] else { return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in")) }
+        guard let key = sessions.key(of: connection) else { return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in")) }
         let channelKey = ChannelKey(appId: key.appId, name: name)
         guard var state = channels[channelKey], var member = state.members[key.userId] else {
             return .rejected(RequestRefusal(code: .presenceNotConnected, reason: "not subscribed to '\(name)': subscribe first (the SDK caches state until then)"))
@@ -147,7 +147,7 @@ extension HubState {
         if let (code, problem) = limits.stateProblem(merged) { return .rejected(RequestRefusal(code: code, reason: problem)) }
         member.state = merged
         state.members[key.userId] = member
-        channels[channelKey] = state
+        channels.put(state, for: channelKey)
         cluster.announce(key, session: member.sessionID, channel: name, .state(merged))
         let broadcast = member.quiet ? nil
             : presenceChange(channelKey, .remoteStateChanged, user: key.userId, state: merged, except: connection, wallMillis: wallMillis)

@@ -37,8 +37,8 @@ extension HubState {
 
     /// Where a channel is now: its epoch and last sequence number (creating the channel).
     mutating func channelPosition(_ key: ChannelKey) -> ChannelPosition {
-        let current = channels[key] ?? newChannel(key)
-        channels[key] = current
+        let current = channels.take(key)
+        channels.put(current, for: key)
         return ChannelPosition(epoch: current.epoch, seq: current.seq)
     }
 
@@ -85,7 +85,7 @@ extension HubState {
 
     /// `key`'s session has new grants, from a capability token issued then (nil: from none).
     mutating func grantsChanged(_ key: UserKey, issuedAt: UInt32?) {
-        sessions[key]?.grantsIssuedAt = issuedAt
+        sessions.grantsChanged(key, issuedAt: issuedAt)
     }
 
     // MARK: cluster reads
@@ -114,7 +114,7 @@ extension HubState {
 
     /// The users served by these connections.
     func users(ofConnections ids: [UInt64]) -> [UserKey] {
-        ids.compactMap { sessionByConnection[$0] }
+        ids.compactMap { sessions.key(ofConnection: $0) }
     }
 }
 

@@ -24,7 +24,7 @@ extension HubState {
                           dropSeq: UInt64?, allocator: ByteBufferAllocator) -> (seqs: [UInt64], epoch: String, buffer: ByteBuffer?, loops: UInt64) {
         // Taken out of the table while it changes, so that appending to the replay buffer
         // mutates the only copy instead of copying it on write.
-        var state = channels.removeValue(forKey: key) ?? newChannel(key)
+        var state = channels.take(key)
         var buffer: ByteBuffer?
         let known = knownSequenceNumbers(of: messages, publisher: publisher)
         var seqs: [UInt64]
@@ -62,8 +62,8 @@ extension HubState {
             }
             seqs = numbered
         }
-        channels[key] = state
-        pruneIfUnused(key)
+        channels.put(state, for: key)
+        channels.pruneIfUnused(key)
         return (seqs, state.epoch, buffer, state.loops)
     }
 
@@ -111,9 +111,9 @@ extension HubState {
         // A channel this node holds nothing of starts with nothing to replay: on a single node
         // in a new epoch (what came after the position is gone, how much unknown); in a cluster
         // at the channel's cluster position (what came after the position is counted lost).
-        var state = channels[key] ?? newChannel(key)
+        var state = channels.take(key)
         trim(&state, nowMillis: nowMillis)
-        channels[key] = state
+        channels.put(state, for: key)
         var replay = Replay(epoch: state.epoch)
         guard position.epoch == state.epoch else {
             // Another incarnation (or server): replay what we have; the loss cannot be counted.
@@ -158,8 +158,8 @@ extension HubState {
         for key in Array(channels.keys) {
             guard var state = channels[key] else { continue }
             trim(&state, nowMillis: nowMillis)
-            channels[key] = state
-            pruneIfUnused(key)
+            channels.put(state, for: key)
+            channels.pruneIfUnused(key)
         }
     }
 }

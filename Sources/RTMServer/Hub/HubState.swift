@@ -100,11 +100,10 @@ struct HubState {
         let deadline: NIODeadline
     }
 
-    var sessions: [UserKey: Session] = [:]
-    var sessionByConnection: [UInt64: UserKey] = [:]
-    var channels: [ChannelKey: ChannelState] = [:]
-    /// Random start: session ids are unique across the nodes of a cluster too.
-    private var nextSessionID = UInt64.random(in: 1...(1 << 52))
+    /// This node's sessions, by user and by connection.
+    var sessions = SessionTable()
+    /// The channels this node holds state for, their epochs and replay limits.
+    var channels: ChannelTable
     private var loginLimiter: RateLimiter
     /// The per-connection rates (SPEC §8), as configured or last reloaded: a connection takes
     /// them when it opens (its state machine's budgets), open ones are given new ones.
@@ -118,14 +117,8 @@ struct HubState {
 
     /// Random per server start; single-node channel epochs derive from it.
     let serverEpoch = String(UInt32.random(in: 1...UInt32.max), radix: 36)
-    /// Where channels this node holds nothing of start (their epoch and number).
-    var channelEpochs: ChannelEpochs
     /// Cluster mode: the channels the backplane delivers to this node (HubState+Interest).
     var interest: ChannelInterest
-    let replayWindowMillis: Int64
-    let replayMax: Int
-    /// The namespaces (their replay limits apply to the channels created from now on).
-    private(set) var namespaces: [ChannelNamespace]
     /// Each publisher's recent client message ids → the number they got (M-3).
     var resends: PublishResendMemory
     /// Who watches whose user metadata, both ways (§2.11).
@@ -134,8 +127,8 @@ struct HubState {
     var peerStatus: PeerStatusRegistry
     /// Channel messages published since start (the admin API's counters).
     var publishedMessages: UInt64 = 0
-    /// Cluster mode: the other nodes' sessions, and the events for them (HubState+ClusterSessions).
-    var cluster = ClusterReplica()
+    /// The other nodes' sessions, and this node's events for the log (HubState+ClusterSessions).
+    var cluster: ClusterReplica
     /// Cluster mode: new logins whose reply waits for the cluster, by session id
     /// (HubState+Events).
     var loginWaiters: [UInt64: EventLoopPromise<Void>] = [:]
@@ -156,9 +149,6 @@ struct HubState {
         self.loginLimiter = RateLimiter(ratePerSecond: configuration.loginRatePerSecond)
         self.heartbeatSlack = configuration.heartbeatSlack
         self.maxChannels = configuration.limits.maxChannelsPerClient
-        self.replayWindowMillis = configuration.channelReplayWindow.nanoseconds / 1_000_000
-        self.replayMax = max(0, configuration.channelReplayMax)
-        self.namespaces = configuration.namespaces
         self.resends = PublishResendMemory(capacity: configuration.dedupCapacity,
                                            windowMillis: configuration.publishResendWindow.nanoseconds / 1_000_000)
         self.presenceIntervalThreshold = configuration.presenceIntervalThreshold
@@ -166,28 +156,24 @@ struct HubState {
         self.peerStatus = PeerStatusRegistry(configuration: configuration)
         self.invitations = InvitationTable(configuration: configuration)
         self.timing = Timing(configuration: configuration)
-        self.channelEpochs = ChannelEpochs(runEpoch: serverEpoch)
+        self.channels = ChannelTable(runEpoch: serverEpoch, namespaces: configuration.namespaces,
+                                     replayWindowMillis: configuration.channelReplayWindow.nanoseconds / 1_000_000,
+                                     replayMax: max(0, configuration.channelReplayMax))
         self.interest = ChannelInterest(followsEverything: configuration.backplane == nil)
+        let node = configuration.backplane?.node
+        // This run of the node (its run epoch, as the stream link's): a restarted node is a new
+        // instance to the others.
+        self.cluster = ClusterReplica(instance: "\(node ?? "local")#\(serverEpoch)", clusterNode: node)
     }
 
     /// New namespaces (a reload): for new sessions and the channels created from now on.
     mutating func reload(namespaces: [ChannelNamespace]) {
-        self.namespaces = namespaces
+        channels.reload(namespaces: namespaces)
     }
 
     /// New per-connection rates (a reload): for the connections opened from now on.
     mutating func reload(connectionRates: ConnectionRates) {
         self.connectionRates = connectionRates
-    }
-
-    /// The state of a channel this node holds nothing of: a new incarnation with a fresh
-    /// epoch on a single node, the cluster's epoch and number in a cluster (`ChannelEpochs`).
-    mutating func newChannel(_ key: ChannelKey) -> ChannelState {
-        let position = channelEpochs.start(key)
-        let namespace = namespaces.isEmpty ? nil : namespaces.namespace(of: key.name)
-        return ChannelState(epoch: position.epoch, seq: position.seq,
-                            replayWindowMillis: namespace?.replayWindow.map { $0.nanoseconds / 1_000_000 } ?? replayWindowMillis,
-                            replayMax: namespace?.replayMax ?? replayMax)
     }
 
     // MARK: sessions
@@ -202,29 +188,22 @@ struct HubState {
             // SPEC T-9: admission control; clients back off and retry.
             return .rejected(RequestRefusal(code: .loginNoServerResources, reason: "server busy: too many logins per second; retry later"))
         }
-        if var session = sessions[key] {
+        if let session = sessions[key] {
             if let resumeToken, resumeToken == session.resumeToken {
                 // No going back: a resume with a capability token issued before the session's
                 // current one (or with none, after one) would widen a narrowed session.
                 if let refusal = SessionAccess.goingBack(issued: grantsIssuedAt, current: session.grantsIssuedAt, of: "the resumed session's") {
                     return .rejected(refusal)
                 }
-                session.grantsIssuedAt = grantsIssuedAt
-                let replaced = session.connection
-                if let replaced { sessionByConnection[replaced.id] = nil }
-                session.connection = connection
-                session.generation &+= 1
-                session.heartbeat = heartbeat
-                session.presenceTimeout = presenceTimeout
-                sessions[key] = session
-                sessionByConnection[connection.id] = key
+                let resumed = sessions.resume(key, on: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                                              grantsIssuedAt: grantsIssuedAt)
                 var features: [String: ChannelFeatures] = [:]
                 for name in session.channels {
                     features[name] = channels[ChannelKey(appId: key.appId, name: name)]?.members[key.userId]?.features
                 }
                 return .admitted(Admission(
                     sessionID: session.id, resumeToken: session.resumeToken, resumed: true,
-                    channels: session.channels.sorted(), features: features, replaced: replaced, kicked: nil, broadcasts: []))
+                    channels: session.channels.sorted(), features: features, replaced: resumed?.replaced, kicked: nil, broadcasts: []))
             }
             // Another client instance: the older one is kicked and its session ends (the new
             // session's `started` tells the other nodes).
@@ -250,13 +229,8 @@ struct HubState {
 
     private mutating func newSession(key: UserKey, connection: ConnectionRef, heartbeat: TimeAmount, presenceTimeout: TimeAmount,
                                      grantsIssuedAt: UInt32?) -> Session {
-        let id = nextSessionID
-        nextSessionID += 1
-        let token = String(UInt64.random(in: 1...UInt64.max), radix: 36) + "." + String(id, radix: 36)
-        let session = Session(id: id, key: key, resumeToken: token, connection: connection,
-                              heartbeat: heartbeat, presenceTimeout: presenceTimeout, grantsIssuedAt: grantsIssuedAt)
-        sessions[key] = session
-        sessionByConnection[connection.id] = key
+        let session = sessions.start(key, on: connection, heartbeat: heartbeat, presenceTimeout: presenceTimeout,
+                                     grantsIssuedAt: grantsIssuedAt)
         announceStarted(key)
         return session
     }
@@ -264,11 +238,8 @@ struct HubState {
     /// The session's connection closed without a logout: start the grace window (SPEC P-1, H-2).
     /// The user stays a member everywhere until the timer fires.
     mutating func connectionLost(_ connection: ConnectionRef, lastSeen: NIODeadline, now: NIODeadline) -> GraceTimer? {
-        guard let key = sessionByConnection.removeValue(forKey: connection.id),
-              var session = sessions[key], session.connection == connection else { return nil }
-        session.connection = nil
-        session.generation &+= 1
-        sessions[key] = session
+        guard let session = sessions.disconnect(connection) else { return nil }
+        let key = session.key
         // Window from the last sign of life: heartbeatInterval + slack + presenceTimeout (SPEC T-8).
         let deadline = max(now, lastSeen + session.heartbeat + heartbeatSlack + session.presenceTimeout)
         return GraceTimer(key: key, generation: session.generation, deadline: deadline)
@@ -283,15 +254,14 @@ struct HubState {
 
     /// Explicit logout: members are told at once (SPEC P-4, H-4).
     mutating func logout(_ connection: ConnectionRef, wallMillis: Int64) -> [Broadcast] {
-        guard let key = sessionByConnection[connection.id] else { return [] }
+        guard let key = sessions.key(of: connection) else { return [] }
         return endSession(key, event: .remoteLeave, wallMillis: wallMillis)
     }
 
     /// Ends a session and its memberships. `announce`: the other nodes of a cluster are told
     /// (`ended`); false when they learn it otherwise (a newer login's `started`) or told us.
     mutating func endSession(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, announce: Bool = true) -> [Broadcast] {
-        guard let session = sessions.removeValue(forKey: key) else { return [] }
-        if let connection = session.connection { sessionByConnection[connection.id] = nil }
+        guard let session = sessions.remove(key) else { return [] }
         publisherMayHaveLeft(key, wallMillis: wallMillis)
         cluster.sessionEnded(session, timedOut: event == .remoteTimeout, announce: announce)
         // Its user-metadata subscriptions end with it (a new session subscribes again).
@@ -314,7 +284,7 @@ struct HubState {
     }
 
     /// The live session key of a connection, if it is logged in.
-    func userKey(of connection: ConnectionRef) -> UserKey? { sessionByConnection[connection.id] }
+    func userKey(of connection: ConnectionRef) -> UserKey? { sessions.key(of: connection) }
 
     /// The connection currently serving a user, if online.
     func connection(of key: UserKey) -> ConnectionRef? { sessions[key]?.connection }
@@ -323,15 +293,15 @@ struct HubState {
 
     mutating func subscribe(_ connection: ConnectionRef, channel name: String, quiet: Bool, features: ChannelFeatures,
                             maxMembers: Int? = nil, wallMillis: Int64) -> SubscribeDecision {
-        guard let key = sessionByConnection[connection.id], var session = sessions[key] else {
+        guard let key = sessions.key(of: connection), let session = sessions[key] else {
             return .rejected(RequestRefusal(code: .notLogin, reason: "not logged in"))
         }
         let channelKey = ChannelKey(appId: key.appId, name: name)
-        var state = channels[channelKey] ?? newChannel(channelKey)
         if session.channels.contains(name) {
             // Subscribing again changes the event options (since 2.2.1 subscribe may be repeated).
+            var state = channels.take(channelKey)
             state.members[key.userId]?.features = features
-            channels[channelKey] = state
+            channels.put(state, for: channelKey)
             if let member = state.members[key.userId] {
                 cluster.announce(key, session: session.id, channel: name,
                                  .join(ClusterMember(quiet: member.quiet, features: features.rawValue, state: member.state)))
@@ -342,14 +312,15 @@ struct HubState {
             return .rejected(RequestRefusal(code: .channelInstanceExceedLimitation, reason: "already subscribed to \(maxChannels) channels, the limit per client"))
         }
         // The namespace's member limit (a member of another session of the user is replaced, not added).
-        if let maxMembers, state.members[key.userId] == nil, state.members.count >= maxMembers {
+        let members = channels[channelKey]?.members
+        if let maxMembers, members?[key.userId] == nil, (members?.count ?? 0) >= maxMembers {
             return .rejected(RequestRefusal(code: .channelSubscribeFailed, reason: "channel '\(name)' is full: \(maxMembers) members, its namespace's limit"))
         }
-        session.channels.insert(name)
-        sessions[key] = session
+        var state = channels.take(channelKey)
+        sessions.join(key, channel: name)
         // A member left by another node's older session of the user (in a cluster) is replaced.
         state.put(Member(sessionID: session.id, quiet: quiet, features: features), for: key.userId)
-        channels[channelKey] = state
+        channels.put(state, for: channelKey)
         cluster.announce(key, session: session.id, channel: name, .join(ClusterMember(quiet: quiet, features: features.rawValue, state: [:])))
         let join = quiet ? nil : presenceChange(channelKey, .remoteJoin, user: key.userId, except: connection, wallMillis: wallMillis)
         return .subscribed(snapshot: snapshot(channels[channelKey] ?? state), join: join)
@@ -357,9 +328,8 @@ struct HubState {
 
     /// Intentional leave of one channel (SPEC P-4). Nil when not subscribed.
     mutating func unsubscribe(_ connection: ConnectionRef, channel name: String, wallMillis: Int64) -> Broadcast?? {
-        guard let key = sessionByConnection[connection.id], var session = sessions[key] else { return nil }
-        guard session.channels.remove(name) != nil else { return .some(nil) }
-        sessions[key] = session
+        guard let key = sessions.key(of: connection), let session = sessions[key] else { return nil }
+        guard sessions.leave(key, channel: name) else { return .some(nil) }
         cluster.announce(key, session: session.id, channel: name, .leave)
         return .some(removeMember(key, channel: name, event: .remoteLeave, except: connection, wallMillis: wallMillis, session: session.id))
     }
@@ -373,25 +343,14 @@ struct HubState {
               session == nil || found.sessionID == session else { return nil }
         let member = state.members.removeValue(forKey: key.userId) ?? found
         if !member.quiet { state.visible -= 1 }
-        channels[channelKey] = state
+        channels.put(state, for: channelKey)
         let broadcast = member.quiet ? nil : presenceChange(channelKey, event, user: key.userId, except: except, wallMillis: wallMillis)
-        pruneIfUnused(channelKey)
+        channels.pruneIfUnused(channelKey)
         return broadcast
-    }
-
-    /// Forgets a channel nobody is in, listens to, or could still get a replay from.
-    mutating func pruneIfUnused(_ key: ChannelKey) {
-        if let state = channels[key], state.members.isEmpty, state.loops == 0, state.recent.isEmpty {
-            channels[key] = nil
-            channelEpochs.forget(key, at: ChannelPosition(epoch: state.epoch, seq: state.seq))
-        }
     }
 
     /// A loop's local subscriber set for a channel became non-empty (`true`) or empty.
     mutating func setLoop(_ index: Int, hasSubscribers: Bool, channel: ChannelKey) {
-        var state = channels[channel] ?? newChannel(channel)
-        if hasSubscribers { state.loops |= (1 << UInt64(index)) } else { state.loops &= ~(1 << UInt64(index)) }
-        channels[channel] = state
-        if !hasSubscribers { pruneIfUnused(channel) }
+        channels.setLoop(index, hasSubscribers: hasSubscribers, channel: channel)
     }
 }

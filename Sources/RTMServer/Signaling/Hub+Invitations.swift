@@ -26,25 +26,9 @@ extension Hub {
     }
 
     /// Brings back the invitations of the last run (at start, before connections are
-    /// accepted): a single node loads its store; a cluster node applies the invitation
-    /// channel's recent history (what every invitation still open or remembered was made of).
+    /// accepted), from where the node's log keeps them (`NodeLink.restoreInvitations`).
     func restoreInvitations() async throws {
-        if let backplane = configuration.backplane {
-            let longest = [configuration.invitationRemoteOfflineTimeout, configuration.invitationNoResponseTimeout,
-                           configuration.invitationExpiry].max() ?? .zero
-            // An invitation lives at most `longest` after its invite and is remembered for
-            // `invitationExpiry` after it ends; a minute more for the nodes' clocks.
-            let horizon = longest + configuration.invitationExpiry + .seconds(60)
-            let messages = try await backplane.controlHistory(channel: InvitationEvent.channel,
-                                                              sinceMillis: Self.wallMillis - horizon.nanoseconds / 1_000_000)
-            let history = decodeClusterEvents(messages)
-            let now = NIODeadline.now()
-            modify { $0.replayInvitations(history, now: now, wallMillis: Self.wallMillis) }
-            return
-        }
-        let records = try invitationWriter.loadAll()
-        let now = NIODeadline.now(), wallMillis = Self.wallMillis
-        modify { $0.restoreInvitations(records, now: now, wallMillis: wallMillis) }
+        try await nodeLink.restoreInvitations(hub: self)
     }
 
     /// Hands an invitation change to the store, its times converted to the wall clock.

@@ -24,6 +24,6 @@ enum InvitationRoute {
 }
 
 extension HubState {
-    /// How this node's invitation events are decided (`InvitationRoute`).
-    var invitationRoute: InvitationRoute { cluster.isEnabled ? .logged : .applied }
+    /// How this node's invitation events are decided: logged when it is one node of a cluster.
+    var invitationRoute: InvitationRoute { cluster.clusterNode == nil ? .applied : .logged }
 }
