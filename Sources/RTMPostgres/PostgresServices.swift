@@ -110,8 +110,21 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
                 }
             }
         }
-        let listening = Task { [weak self] in await self?.listen() ?? () }
+        let (listeningStarted, started) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let listening = Task { [weak self] in await self?.listen(started: started) ?? () }
         tasks.withLockedValue { $0.insert(contentsOf: [listening, sending], at: 0) }   // stopped before the client
+        // The other nodes' metadata and lock changes are heard from when this returns: a change
+        // announced before this node's LISTEN ran would never reach it (a lock event missed by
+        // the members here). Bounded: a database that does not answer leaves the retries to
+        // `listen`.
+        do {
+            try await BoundedCall.run("LISTEN for the other nodes' changes", timeout: callTimeout) {
+                for await _ in listeningStarted { return }
+            }
+        } catch {
+            logger.warning("not yet listening to the other nodes' metadata and lock changes: retrying in the background",
+                           metadata: ["error": "\(error)"])
+        }
     }
 
     /// Stops listening and closes the connections.
@@ -155,11 +168,13 @@ public final class PostgresServices: SharedServiceStore, SharedLockStore {
         outbox.yield(String(decoding: payload, as: UTF8.self))
     }
 
-    /// Keeps one connection listening, and hands other nodes' notices to the followers.
-    private func listen() async {
+    /// Keeps one connection listening, and hands other nodes' notices to the followers;
+    /// `started` is told each time a LISTEN has been confirmed.
+    private func listen(started: AsyncStream<Void>.Continuation) async {
         while !Task.isCancelled {
             do {
                 try await listener.listen(on: Self.notificationChannel, logger: logger) { notifications in
+                    started.yield()
                     for try await notification in notifications { dispatch(notification.payload) }
                 }
             } catch {

@@ -4,7 +4,7 @@ import NIOCore
 /// Part of `HubState`, changed under its lock. A single node runs the same rules as a cluster
 /// of one: its events go to an in-memory log that hands them straight back (`LocalNodeLink`),
 /// so its logins are confirmed by their own `started` as a cluster node's are, and its table
-/// of other nodes' sessions stays empty.
+/// of other nodes' sessions stays empty. Its fields change only through its own functions.
 struct ClusterReplica {
     /// A session another node has (or had, while its grace window runs after the node died).
     struct RemoteSession {
@@ -27,21 +27,21 @@ struct ClusterReplica {
     /// (no cluster to describe).
     let clusterNode: String?
     /// The other nodes' sessions, by user.
-    var remote: [UserKey: RemoteSession] = [:]
+    private(set) var remote: [UserKey: RemoteSession] = [:]
     /// Local sessions whose own `started` / `moved` came back through the log: they are older
     /// than any `started` read after, so such a login ends them (C-6 across nodes).
-    var confirmed: Set<UInt64> = []
+    private(set) var confirmed: Set<UInt64> = []
     /// Events to send, in the order they happened (taken by the sender under the lock).
-    var outbox: [ClusterEvent] = []
+    private(set) var outbox: [ClusterEvent] = []
     /// Node ids whose lease ran out.
-    var deadNodes: Set<String> = []
+    private(set) var deadNodes: Set<String> = []
     /// Each node id's current instance (a new one means the node restarted).
-    var instances: [String: String] = [:]
+    private(set) var instances: [String: String] = [:]
     /// New local logins whose reply waits for the cluster (C-6 across nodes: no moment when
     /// two sessions of a user are both logged in), by user.
-    var pendingLogins: [UserKey: PendingLogin] = [:]
+    private(set) var pendingLogins: [UserKey: PendingLogin] = [:]
     /// Sessions whose login may now be answered (taken by the hub under the lock).
-    var readyLogins: [UInt64] = []
+    private(set) var readyLogins: [UInt64] = []
 
     /// A new login waiting for the cluster: first for its own `started` to come back through
     /// the log (then every node has it in the same order), then, if another node had an
@@ -118,6 +118,46 @@ struct ClusterReplica {
         defer { readyLogins = [] }
         return readyLogins
     }
+
+    /// A local session's own `started` or `moved` came back through the log.
+    mutating func confirm(_ session: UInt64) { confirmed.insert(session) }
+
+    /// A local session moved to another node: it is `owner`'s from now on.
+    mutating func movedAway(_ local: UInt64, to session: ClusterSession, owner: String) {
+        confirmed.remove(local)
+        remote[session.key] = RemoteSession(session: session, owner: owner)
+    }
+
+    /// Another node's session, as it describes it, is `owner`'s.
+    mutating func putRemote(_ session: ClusterSession, owner: String) {
+        remote[session.key] = RemoteSession(session: session, owner: owner)
+    }
+
+    /// Another node's session of `key` is gone from this table (it ended, or moved here).
+    mutating func removeRemote(_ key: UserKey) -> RemoteSession? {
+        remote.removeValue(forKey: key)
+    }
+
+    /// Another node's session of `key` changed its membership of `channel` (nil: left).
+    mutating func remoteMember(_ key: UserKey, channel: String, _ member: ClusterMember?) {
+        remote[key]?.session.members[channel] = member
+    }
+
+    /// Another node's session of `key` has a new temporary state in `channel`.
+    mutating func remoteState(_ key: UserKey, channel: String, _ state: [String: String]) {
+        remote[key]?.session.members[channel]?.state = state
+    }
+
+    /// Remembers `instance` as its node's current one; returns the node's previous instance.
+    mutating func noteInstance(_ instance: String) -> String? {
+        instances.updateValue(instance, forKey: String(ClusterEvent.node(of: instance)))
+    }
+
+    /// A node's lease ran out; false when it was known dead already.
+    mutating func nodeDied(_ node: String) -> Bool { deadNodes.insert(node).inserted }
+
+    /// A dead node renews its lease again; false when it was not known dead.
+    mutating func nodeReturned(_ node: String) -> Bool { deadNodes.remove(node) != nil }
 
     /// Whether events wait to be sent.
     var hasOutbox: Bool { !outbox.isEmpty }

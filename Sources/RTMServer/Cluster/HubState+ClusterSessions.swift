@@ -56,7 +56,7 @@ extension HubState {
             let earlier = cluster.remote[session.key]
             endOthers(of: session.key, except: session.id, wallMillis: wallMillis, into: &out)
             if mine {
-                if sessions[session.key]?.id == session.id { cluster.confirmed.insert(session.id) }
+                if sessions[session.key]?.id == session.id { cluster.confirm(session.id) }
                 cluster.loginCameBack(session.key, session: session.id, earlier: earlier)
             } else {
                 adopt(session, owner: event.from, wallMillis: wallMillis, into: &out)
@@ -81,15 +81,14 @@ extension HubState {
                                      into out: inout ClusterOutcome) {
         let key = session.key
         if mine {
-            if sessions[key]?.id == session.id { cluster.confirmed.insert(session.id) }
+            if sessions[key]?.id == session.id { cluster.confirm(session.id) }
             return
         }
         if let local = sessions[key], local.id == session.id {
             // Moved away: the members stay (same session id), now as another node's.
             _ = sessions.remove(key)
-            cluster.confirmed.remove(local.id)
+            cluster.movedAway(local.id, to: session, owner: owner)
             if let connection = local.connection { out.movedAway.append((key, connection)) }
-            cluster.remote[key] = .init(session: session, owner: owner)
         } else {
             // Known or not (a late node; or ended here first, then resumed: its members come
             // back with a join), the session is now the owner's.
@@ -135,7 +134,7 @@ extension HubState {
             endRemote(key, event: .remoteLeave, wallMillis: wallMillis, into: &out)
         }
         let previous = cluster.remote[key]?.session.members ?? [:]
-        cluster.remote[key] = .init(session: session, owner: owner)
+        cluster.putRemote(session, owner: owner)
         // A caller awaited after this node read the invitations back has a session elsewhere:
         // no restart cut it, and its calls go on (§1.8).
         _ = invitations.takeAwaited(key)
@@ -152,7 +151,7 @@ extension HubState {
 
     /// A remote session ended: its members leave (or time out) everywhere here.
     private mutating func endRemote(_ key: UserKey, event: PresenceEventKind, wallMillis: Int64, into out: inout ClusterOutcome) {
-        guard let remote = cluster.remote.removeValue(forKey: key) else { return }
+        guard let remote = cluster.removeRemote(key) else { return }
         publisherMayHaveLeft(key, wallMillis: wallMillis)   // bounded memory: see endSession
         out.peerSends += remotePeerChanged(key)
         for channel in remote.session.members.keys.sorted() {
@@ -167,7 +166,7 @@ extension HubState {
     mutating func resumeFromCluster(_ key: UserKey, token: String, connection: ConnectionRef, heartbeat: TimeAmount,
                                     presenceTimeout: TimeAmount) -> Admission? {
         guard let remote = cluster.remote[key], remote.session.resumeToken == token else { return nil }
-        cluster.remote[key] = nil
+        _ = cluster.removeRemote(key)
         var session = Session(id: remote.session.id, key: key, resumeToken: token, connection: connection,
                               heartbeat: heartbeat, presenceTimeout: presenceTimeout)
         session.channels = Set(remote.session.members.keys)
@@ -220,21 +219,18 @@ extension HubState {
 
     private mutating func applyMember(_ key: UserKey, session id: UInt64, channel: String, _ change: ClusterEvent.MemberChange,
                                       wallMillis: Int64, into out: inout ClusterOutcome) {
-        guard var remote = cluster.remote[key], remote.session.id == id else { return }
+        guard cluster.remote[key]?.session.id == id else { return }
         switch change {
         case .join(let member):
-            remote.session.members[channel] = member
-            cluster.remote[key] = remote
+            cluster.remoteMember(key, channel: channel, member)
             out.broadcasts += putMember(key, session: id, channel: channel, member, wallMillis: wallMillis)
         case .leave:
-            remote.session.members[channel] = nil
-            cluster.remote[key] = remote
+            cluster.remoteMember(key, channel: channel, nil)
             if let leave = removeMember(key, channel: channel, event: .remoteLeave, except: nil, wallMillis: wallMillis, session: id) {
                 out.broadcasts.append(leave)
             }
         case .state(let userState):
-            remote.session.members[channel]?.state = userState
-            cluster.remote[key] = remote
+            cluster.remoteState(key, channel: channel, userState)
             let channelKey = ChannelKey(appId: key.appId, name: channel)
             guard var state = channels[channelKey], var member = state.members[key.userId], member.sessionID == id else { return }
             member.state = userState
@@ -274,8 +270,7 @@ extension HubState {
     /// Remembers the writer's instance; a new instance of a known node means the old one is
     /// gone (restarted): its sessions get their grace window.
     private mutating func noteInstance(_ instance: String, now: NIODeadline, into out: inout ClusterOutcome) {
-        let node = String(ClusterEvent.node(of: instance))
-        let previous = cluster.instances.updateValue(instance, forKey: node)
+        let previous = cluster.noteInstance(instance)
         if let previous, previous != instance {
             out.orphans += orphans(where: { $0 == previous }, now: now)
             cluster.releaseLoginsOfGoneNodes()
@@ -285,7 +280,7 @@ extension HubState {
     /// A node's lease ran out (`BackplaneEvent.nodeDied`): its sessions get their grace window.
     /// The set of dead nodes is kept here only (`ClusterReplica.deadNodes`).
     mutating func nodeDied(_ node: String, now: NIODeadline) -> [HubAction] {
-        guard cluster.deadNodes.insert(node).inserted else { return [] }
+        guard cluster.nodeDied(node) else { return [] }
         cluster.releaseLoginsOfGoneNodes()
         let timers = orphans(where: { ClusterEvent.node(of: $0) == node }, now: now)
         return [.log(.warning, "cluster node declared dead: its lease passed without renewal", ["node": "\(node)"])]
@@ -294,7 +289,7 @@ extension HubState {
 
     /// The node renewed its lease again: its sessions are its own again.
     mutating func nodeReturned(_ node: String) -> [HubAction] {
-        guard cluster.deadNodes.remove(node) != nil else { return [] }
+        guard cluster.nodeReturned(node) else { return [] }
         return [.log(.notice, "cluster node back: it renews its lease again", ["node": "\(node)"])]
     }
 
