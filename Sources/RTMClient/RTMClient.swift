@@ -314,6 +314,11 @@ public final class RTMClient: Sendable {
             throw RTMError(.channelCustomTypeLengthOverflow, operation: operation,
                            "customType is longer than \(limits.maxCustomTypeLength) characters")
         }
+        // A text the server stores (a user message, a message kept in history) without NUL.
+        if frame.type == .sendUser || frame.storeInHistory == true, let text = frame.text,
+           let problem = Limits.storedTextProblem(text.utf8) {
+            throw RTMError(.channelInvalidMessage, operation: operation, problem)
+        }
     }
 
     private func onLoop<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {

@@ -40,7 +40,7 @@ public struct UserMessageStoreSubject: Sendable {
 }
 
 /// The stores' known difference on NUL characters in text (user messages and history).
-let nulText = "text with a NUL character: the embedded stores keep it only up to the NUL; PostgreSQL refuses it (a text column cannot hold one), which fails the whole commit or append. Fix: refuse NUL in message text at the protocol (all modes), or store text as bytes"
+let nulText = "text with a NUL character: the embedded stores keep it only up to the NUL; PostgreSQL refuses it (a text column cannot hold one), which fails the whole commit or append. The server never hands a store such a text (the protocol refuses it: Limits.storedTextProblem); a store called directly still differs"
 
 /// The rules every `UserMessageStore` keeps (SPEC M-1, M-3), the single node's
 /// (`SQLiteUserMessageStore`) and a cluster's (`PostgresUserMessageStore`) alike; `sharedCases`

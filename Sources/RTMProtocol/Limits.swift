@@ -78,6 +78,15 @@ public struct Limits: Sendable, Equatable {
         return nameProblem(topic, kind: "topic")
     }
 
+    /// Checks the text of a message the server stores (a user message, a channel message kept
+    /// in history), given as its UTF-8 bytes; returns the problem, or nil. The NUL character
+    /// (U+0000) is refused before anything is stored: no store keeps it whole (PostgreSQL's
+    /// text cannot hold it, and would fail every message committed with it; SQLite's text ends
+    /// there). Binary data carries any bytes.
+    public static func storedTextProblem(_ utf8: some Sequence<UInt8>) -> String? {
+        utf8.contains(0) ? "text contains the NUL character (U+0000), which a stored message cannot hold: send it as binary data" : nil
+    }
+
     /// Checks a user id or channel name; returns the problem, or nil when valid.
     public func nameProblem(_ name: String, kind: String) -> String? {
         if name.isEmpty { return "\(kind) is empty" }

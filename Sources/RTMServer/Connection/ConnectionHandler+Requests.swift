@@ -299,7 +299,8 @@ extension ConnectionHandler {
 
     /// A JSON publish: the same path as a binary one, one message long.
     private func publish(_ frame: Frame, key: UserKey, context: ChannelHandlerContext) {
-        guard let channel = validChannel(frame, context: context), validPayload(frame, context: context) else { return }
+        guard let channel = validChannel(frame, context: context),
+              validPayload(frame, stored: frame.storeInHistory == true, context: context) else { return }
         let payload = frame.text.map { ByteBuffer(string: $0) } ?? ByteBuffer(bytes: frame.data ?? Data())
         let outgoing = Hub.Outgoing(requestID: frame.id ?? 0, msgId: frame.msgId, customType: frame.customType,
                                     isText: frame.text != nil, payload: payload, repliesInJSON: true)
@@ -336,7 +337,7 @@ extension ConnectionHandler {
             send(.error(id: frame.id, .invalidUserId, problem), context: context)
             return
         }
-        guard validPayload(frame, context: context) else { return }
+        guard validPayload(frame, stored: true, context: context) else { return }
         let message = StoredUserMessage(appId: key.appId, receiver: target, sender: key.userId, text: frame.text,
                                         data: frame.data, customType: frame.customType, ts: Hub.wallMillis)
         let requestID = frame.id
@@ -441,9 +442,15 @@ extension ConnectionHandler {
         return channel
     }
 
-    private func validPayload(_ frame: Frame, context: ChannelHandlerContext) -> Bool {
+    /// Whether the message of `frame` may be sent (`stored`: a store keeps it: a user message,
+    /// a message kept in history); otherwise the refusal is sent.
+    private func validPayload(_ frame: Frame, stored: Bool, context: ChannelHandlerContext) -> Bool {
         if (frame.text == nil) == (frame.data == nil) {
             send(.error(id: frame.id, .channelInvalidMessage, "a message needs exactly one of text or data"), context: context)
+            return false
+        }
+        if stored, let text = frame.text, let problem = Limits.storedTextProblem(text.utf8) {
+            send(.error(id: frame.id, .channelInvalidMessage, problem), context: context)
             return false
         }
         if let refusal = payloadProblem(size: frame.payloadSize, customType: frame.customType) {

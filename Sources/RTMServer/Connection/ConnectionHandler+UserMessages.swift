@@ -30,6 +30,9 @@ extension ConnectionHandler {
             send(.error(id: request.requestID, refusal.code, refusal.reason), context: context)
             return
         }
+        if request.isText, let problem = Limits.storedTextProblem(request.payload.readableBytesView) {
+            return send(.error(id: request.requestID, .channelInvalidMessage, problem), context: context)
+        }
         var body = request.payload
         let text = request.isText ? body.readString(length: body.readableBytes) : nil
         let data = request.isText ? nil : Data(body.readableBytesView)
