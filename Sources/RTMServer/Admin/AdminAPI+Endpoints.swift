@@ -65,8 +65,8 @@ extension AdminAPI {
     func whoNow(_ request: AdminRequest) throws -> AdminModels.WhoNow {
         let appId = try app(request.query["appId"])
         let channel = try channelName(request.query["channel"])
+        let includeState = try boolQuery(request, "includeState")
         let (snapshot, next, total) = hub.whoNow(appId: appId, channel: channel, after: request.query["page"])
-        let includeState = request.query["includeState"] == "true"
         return AdminModels.WhoNow(channel: channel, users: snapshot.users, states: includeState ? snapshot.states : nil, total: total, nextPage: next)
     }
 
@@ -86,15 +86,7 @@ extension AdminAPI {
         guard channelType == "message" || channelType == "user" else {
             throw AdminFailure.badRequest("query parameter 'channelType' must be 'message' or 'user'")
         }
-        let channel: String
-        if channelType == "user" {
-            // A conversation: `channel` names the two users, `alice:bob`.
-            let users = (request.query["channel"] ?? "").split(separator: ":").map(String.init)
-            guard users.count == 2 else { throw AdminFailure.badRequest("a user conversation's channel is 'userA:userB'") }
-            channel = HistoryRecord.userPair(try userId(users[0]), try userId(users[1]))
-        } else {
-            channel = try channelName(request.query["channel"])
-        }
+        let channel = try historyChannel(request.query["channel"], channelType: channelType)
         let count = try intQuery(request, "count", 100, 1...100)
         let start = try intQuery(request, "start", 0, 0...Int64.max)
         let end = try intQuery(request, "end", 0, 0...Int64.max)
@@ -112,6 +104,33 @@ extension AdminAPI {
         }
     }
 
+    /// The stored channel `/v1/history` reads. Its characters are checked first (400, as the
+    /// document's pattern: 1 to 129 of Name's characters); then whether it can name a channel
+    /// (at most 64 characters) or, with `channelType=user`, a conversation (two user ids, `alice:bob`):
+    /// one that cannot is answered 404, as a channel or conversation that does not exist.
+    private func historyChannel(_ text: String?, channelType: String) throws -> String {
+        guard let text, !text.isEmpty else { throw AdminFailure.badRequest("missing query parameter 'channel'") }
+        let limits = hub.configuration.limits
+        // Name's rules, but up to a conversation's length: two names and a colon.
+        var conversation = limits
+        conversation.maxNameLength = 2 * limits.maxNameLength + 1
+        if let problem = conversation.nameProblem(text, kind: "channel") {
+            throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidChannelName.rawValue)
+        }
+        guard channelType == "user" else {
+            if let problem = limits.nameProblem(text, kind: "channel name") {
+                throw AdminFailure.notFound("no channel '\(text)': \(problem)", code: RTMErrorCode.invalidChannelName.rawValue)
+            }
+            return text
+        }
+        let users = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard users.count == 2, users.allSatisfy({ limits.nameProblem($0, kind: "user id") == nil }) else {
+            throw AdminFailure.notFound("no conversation '\(text)': with channelType=user, channel names two user ids, 'userA:userB'",
+                                        code: RTMErrorCode.invalidUserId.rawValue)
+        }
+        return HistoryRecord.userPair(users[0], users[1])
+    }
+
     // MARK: messages
 
     /// Checks a message body: exactly one of text and data, within the payload and custom type limits.
@@ -126,7 +145,8 @@ extension AdminAPI {
             throw AdminFailure.badRequest("payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)",
                                           code: RTMErrorCode.channelMessageLengthExceedLimitation.rawValue)
         }
-        if let customType, customType.count > limits.maxCustomTypeLength {
+        // Counted in Unicode code points, as the document's maxLength (JSON Schema) counts.
+        if let customType, customType.unicodeScalars.count > limits.maxCustomTypeLength {
             throw AdminFailure.badRequest("customType is longer than \(limits.maxCustomTypeLength) characters",
                                           code: RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
         }
@@ -248,10 +268,13 @@ extension AdminAPI {
     /// One token (`token`): refused from now on, and the sessions that logged in with it end.
     /// A user (`user`, no token): every token of the user issued before now is refused, and the
     /// user's session ends. Either way the client gets `kicked` code 16 invalidToken.
+    /// Every field given is checked, a `user` and an `appId` beside a token too.
     func revoke(_ body: AdminModels.RevokeRequest) throws -> AdminModels.Revoked {
         let reason = body.reason ?? "the token was revoked by the administrator"
         if let token = body.token {
             guard !token.isEmpty else { throw AdminFailure.badRequest("field 'token' is empty") }
+            if let appId = body.appId { _ = try app(appId) }
+            if let user = body.user { _ = try userId(user) }
             let until = ModerationState.expiresAt(token) ?? Hub.wallMillis + 86_400_000
             let connections = hub.moderation.withState { $0.revoke(token: ModerationState.digest(token), until: until) }
             return AdminModels.Revoked(scope: "token", sessionsEnded: hub.endSessions(connections: connections, code: .invalidToken, reason: reason))

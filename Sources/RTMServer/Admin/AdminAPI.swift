@@ -19,7 +19,8 @@ struct AdminAPI: Sendable {
     /// Answers `request` (at once, or later for the store-backed endpoints).
     func handle(_ request: AdminRequest, respond: @escaping Respond) {
         let segments = request.segments
-        if request.method == .GET, segments.isEmpty || segments == ["console"] {
+        if segments.isEmpty || segments == ["console"] {
+            guard request.method == .GET else { return respond(Self.notAllowed(request, allowed: .GET)) }
             var page = AdminResponse(status: .ok, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: AdminConsolePage.html))
             page.extraHeaders = AdminConsolePage.headers
             respond(page)
@@ -114,21 +115,43 @@ struct AdminAPI: Sendable {
 
     // MARK: input
 
-    /// Decodes a JSON body; a bad one is a 400 naming the problem.
+    /// Decodes a JSON body; a bad one is a 400 naming the problem. No field of a request body is
+    /// nullable (`openapi/admin.yaml`): a field the body knows, given as `null`, is refused as a
+    /// missing required one would be, naming the field and the type it takes.
     func decode<T: Decodable>(_ type: T.Type, _ request: AdminRequest) throws -> T {
         guard let body = request.body, body.readableBytes > 0 else { throw AdminFailure.badRequest("this endpoint needs a JSON body") }
+        let data = Data(body.readableBytesView)
+        let (marked, nullFields) = Self.markingNulls(data)
         do {
-            return try JSONDecoder().decode(type, from: Data(body.readableBytesView))
+            return try JSONDecoder().decode(type, from: marked)
+        } catch DecodingError.typeMismatch(let expected, let context)
+                    where context.codingPath.count == 1 && nullFields.contains(context.codingPath[0].stringValue) {
+            throw AdminFailure.badRequest(FrameCodec.decodingProblem(DecodingError.valueNotFound(expected, context)))
         } catch {
             // In our words, as for the WebSocket's frames: never Foundation's descriptions.
             throw AdminFailure.badRequest(FrameCodec.decodingProblem(error))
         }
     }
 
+    /// A JSON object's top-level `null`s replaced by a value no request field takes (an object),
+    /// so that decoding a field given as `null` fails with the type it takes, while a `null` under
+    /// a key the body does not know is ignored like the key. Returns the body unchanged when it
+    /// holds no such `null`, with the names of the fields that were `null`.
+    static func markingNulls(_ data: Data) -> (Data, Set<String>) {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return (data, []) }
+        let nullFields = Set(object.compactMap { key, value in value is NSNull ? key : nil })
+        guard !nullFields.isEmpty else { return (data, []) }
+        var marked = object
+        for field in nullFields { marked[field] = ["null": true] }
+        guard let reencoded = try? JSONSerialization.data(withJSONObject: marked) else { return (data, []) }
+        return (reencoded, nullFields)
+    }
+
     /// The app a request is about: the one named, or the only one the server serves.
     func app(_ named: String?) throws -> String {
         let apps = hub.configuration.apps
         if let named {
+            guard !named.isEmpty else { throw AdminFailure.badRequest("appId is empty: name an app, or leave appId out") }
             guard apps[named] != nil else { throw AdminFailure.notFound("unknown app id '\(named)'", code: RTMErrorCode.invalidAppId.rawValue) }
             return named
         }
@@ -152,6 +175,15 @@ struct AdminAPI: Sendable {
             throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidUserId.rawValue)
         }
         return name
+    }
+
+    /// A boolean query parameter (`true` or `false`); false when absent.
+    func boolQuery(_ request: AdminRequest, _ name: String) throws -> Bool {
+        switch request.query[name] {
+        case nil, "false": return false
+        case "true": return true
+        case let other?: throw AdminFailure.badRequest("query parameter '\(name)' must be true or false, got '\(other)'")
+        }
     }
 
     /// An integer query parameter in `range`, or `fallback` when absent.
