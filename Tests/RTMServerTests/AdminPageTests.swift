@@ -31,15 +31,15 @@ struct AdminPageTests {
         for notACursor in ["", "0", "abcde", "!!", "ab=", "a/b+", "not a cursor"] {
             #expect(AdminPageKey(cursor: notACursor) == nil, "\(notACursor)")
         }
-        #expect(throws: AdminFailure.self) { try AdminPage(query: ["page": "0"]) }
+        #expect(throws: AdminFailure.self) { try AdminPage(limit: nil, cursor: "0") }
         // A cursor this server never gave is a place all the same: "AAAA" is three NUL bytes, an
         // app id before every other; "YXBw" is "app" (no newline: before every name of app).
         #expect(AdminPageKey(cursor: "AAAA") == AdminPageKey(appId: "\0\0\0", name: ""))
         let all = keys(["b", "a"]) + keys(["x"], app: "zzz")
         #expect(AdminPage(after: AdminPageKey(cursor: "YXBw"), limit: 10).cut(all).keys == keys(["a", "b"]) + keys(["x"], app: "zzz"))
         #expect(AdminPage(after: AdminPageKey(cursor: "not-a-cursor"), limit: 10).cut(all).keys.count <= all.count)
-        #expect(throws: AdminFailure.self) { try AdminPage(query: ["limit": "0"]) }
-        #expect(try AdminPage(query: [:]).limit == AdminPage.maxLimit)
-        #expect(try AdminPage(query: ["limit": "7"]).limit == 7)
+        #expect(throws: AdminFailure.self) { try AdminPage(limit: 0, cursor: nil) }
+        #expect(try AdminPage(limit: nil, cursor: nil).limit == AdminPage.maxLimit)
+        #expect(try AdminPage(limit: 7, cursor: nil).limit == 7)
     }
 }

@@ -14,16 +14,16 @@ struct AdminPage: Sendable, Equatable {
     let limit: Int
 
     /// The page a request asks for: its `limit` and `page` query parameters.
-    init(query: [String: String]) throws {
-        if let text = query["limit"] {
-            guard let limit = Int(text), (1...Self.maxLimit).contains(limit) else {
-                throw AdminFailure.badRequest("limit must be 1–\(Self.maxLimit), got '\(text)'")
+    init(limit: Int?, cursor: String?) throws {
+        if let limit {
+            guard (1...Self.maxLimit).contains(limit) else {
+                throw AdminFailure.badRequest("limit must be 1–\(Self.maxLimit), got '\(limit)'")
             }
             self.limit = limit
         } else {
             self.limit = Self.maxLimit
         }
-        if let cursor = query["page"] {
+        if let cursor {
             guard let key = AdminPageKey(cursor: cursor) else {
                 throw AdminFailure.badRequest("page '\(cursor)' is not a cursor: a nextPage is unpadded base64url (A-Z a-z 0-9 - _)")
             }

@@ -132,7 +132,12 @@ struct AdminConformanceTests {
         try await expect("GET", "/v1/sessions?page=AAAA", 200)
         try await expect("GET", "/v1/channels?page=not-a-cursor", 200)
         // includeState is a boolean.
-        try await expect("GET", "/v1/presence/whonow?channel=room&includeState=maybe", 400)
+        try await expect("GET", "/v1/presence/whonow?channel=room&includeState=maybe", 400,
+                         "query parameter 'includeState' must be true or false, got 'maybe'")
+        try await expect("GET", "/v1/sessions?limit=x", 400, "query parameter 'limit' must be a whole number (at most 64 bits), got 'x'")
+        try await expect("GET", "/v1/history?channel=room&channelType=bogus", 400,
+                         "query parameter 'channelType' must be 'message' or 'user', got 'bogus'")
+        try await expect("GET", "/v1/presence/wherenow", 400, "missing query parameter 'user'")
         // History: an empty channel breaks the document (minLength); one that names no possible
         // channel or conversation is not found.
         try await expect("GET", "/v1/history?channel=&start=0", 400, "missing query parameter 'channel'")
@@ -153,7 +158,7 @@ struct AdminConformanceTests {
         #expect(result.status == 0, "\(result.output)")
     }
 
-    @Test("admin: a method the document does not list for /console (TRACE, POST) is answered 405 with Allow: GET, as on every endpoint")
+    @Test("admin: a method the document does not list for /console (TRACE, POST) is answered 405 with Allow: GET, as on every endpoint; a body that is not JSON by its Content-Type, 415")
     func consoleMethods() async throws {
         let admin = try await AdminHarness.start()
         defer { Task { await admin.stop() } }
@@ -164,6 +169,10 @@ struct AdminConformanceTests {
             #expect(result.output.lowercased().contains("allow: get"), "\(method): \(result.output)")
         }
         #expect(try await admin.call("GET", "/console", key: nil).status == 200)
+        let form = try await runProgram(curl, ["-sS", "-i", "--max-time", "10", "-H", "Authorization: Bearer \(AdminHarness.key)",
+                                               "-d", #"{"channel":"room","message":"x"}"#, "\(admin.baseURL)/v1/publish"])
+        #expect(form.output.hasPrefix("HTTP/1.1 415"), "\(form.output)")
+        #expect(form.output.contains("the body must be JSON"), "\(form.output)")
     }
 
     @Test("admin: every `rtm admin` verb works against a real server; a wrong key exits non-zero with the server's message")
