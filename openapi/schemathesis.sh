@@ -23,5 +23,7 @@ for _ in $(seq 1 100); do
     if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $admin_port), 1)" 2>/dev/null; then break; fi
     sleep 0.1
 done
-st run openapi/admin.yaml --url "http://127.0.0.1:$admin_port" -H "Authorization: Bearer $key" \
+st=$(command -v st || true)
+if [ -z "$st" ]; then st="python3 -m schemathesis.cli"; fi
+$st run openapi/admin.yaml --url "http://127.0.0.1:$admin_port" -H "Authorization: Bearer $key" \
     --checks all -n 30 --seed 1 "$@"
