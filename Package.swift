@@ -74,7 +74,10 @@ let package = Package(
             .product(name: "NIOWebSocket", package: "swift-nio"),
         ], swiftSettings: strict),
         .target(name: "RTMServer", dependencies: [
-            "RTMProtocol", "RTMAuth", "RTMWebSocket",
+            // RTMAdminAPI: the admin API's types and routes, generated from openapi/admin.yaml.
+            "RTMProtocol", "RTMAuth", "RTMWebSocket", "RTMAdminAPI",
+            .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -178,7 +181,8 @@ let package = Package(
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
-        // The admin API's types and client, generated from openapi/admin.yaml (package access).
+        // The admin API's types, server routes and client, generated from openapi/admin.yaml
+        // (package access): RTMServer implements the routes, `rtm admin` calls the client.
         // Swift 6 mode, its warnings silenced: the generator's output is not edited by hand, and
         // it imports modules some files do not use (`openapi/generate.sh --check` guards it).
         .target(name: "RTMAdminAPI", dependencies: [

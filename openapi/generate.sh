@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Generates Sources/RTMAdminAPI from openapi/admin.yaml with swift-openapi-generator (the
-# version Package.swift's runtime goes with), built once into .build-openapi-generator.
-# With --check: generates into a scratch directory and fails when the committed files differ.
+# Generates Sources/RTMAdminAPI (the admin API's types, server routes and client) from
+# openapi/admin.yaml with swift-openapi-generator (the version Package.swift's runtime goes
+# with), built once into .build-openapi-generator.
+# With --check: generates into a scratch directory and fails when the committed files differ,
+# or when a committed .swift file there is one the document no longer gives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=1.14.3
@@ -27,6 +29,12 @@ if [ "${1:-}" = "--check" ]; then
     for file in "$output"/*.swift; do
         if ! cmp -s "$file" "Sources/RTMAdminAPI/$(basename "$file")"; then
             echo "Sources/RTMAdminAPI/$(basename "$file") is not what openapi/admin.yaml gives: run openapi/generate.sh and commit the result"
+            exit 1
+        fi
+    done
+    for file in Sources/RTMAdminAPI/*.swift; do
+        if [ ! -f "$output/$(basename "$file")" ]; then
+            echo "$file is not generated from openapi/admin.yaml any more: remove it"
             exit 1
         fi
     done

@@ -22,7 +22,9 @@ import HTTPTypes
 /// answered 401 and logged. JSON in and out. When the server serves one app, `appId` may be
 /// left out everywhere; an app id it does not serve is answered 404 (code -10003). User ids
 /// and channel names follow PROTOCOL.md section 1 (`Name`). A method an endpoint does not take
-/// is answered 405 with an `Allow` header naming the one it takes; a body over 1 MiB, 413.
+/// is answered 405 with an `Allow` header naming the one it takes (`/console` included); a body over
+/// 1 MiB, 413. No request field is nullable: a field given as `null` is refused with 400 naming it
+/// (leave the field out instead). An empty `appId` is refused with 400.
 /// `GET /console` serves the web console (no key needed to load the page; it asks for the key),
 /// with a Content-Security-Policy and `X-Frame-Options: DENY`. With `--admin-tls-cert` and
 /// `--admin-tls-key` the listener serves HTTPS only.
@@ -1111,7 +1113,7 @@ package struct Client: APIProtocol {
                     ))
                 case 404:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Components.Responses.UnknownApp.Body
+                    let body: Operations.getHistory.Output.NotFound.Body
                     let chosenContentType = try converter.bestContentType(
                         received: contentType,
                         options: [
@@ -2088,6 +2090,28 @@ package struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .ok(.init(body: body))
+                case 400:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .badRequest(.init(body: body))
                 case 401:
                     let headers: Components.Responses.Unauthorized.Headers = .init(WWW_hyphen_Authenticate: try converter.getOptionalHeaderFieldAsURI(
                         in: response.headerFields,
@@ -2157,7 +2181,8 @@ package struct Client: APIProtocol {
     /// With `token`: that token is refused from now on (until it expires) and the sessions that
     /// logged in with it end. With `user` and no token: every token of the user issued before
     /// now (its issue time, to the second) is refused and the user's session ends. The client
-    /// gets `kicked` code 16 invalidToken; a refused login gets -10005.
+    /// gets `kicked` code 16 invalidToken; a refused login gets -10005. Every field given is checked,
+    /// `user` and `appId` with a token too.
     ///
     ///
     /// - Remark: HTTP `POST /v1/revoke`.
@@ -2267,6 +2292,28 @@ package struct Client: APIProtocol {
                         headers: headers,
                         body: body
                     ))
+                case 404:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.UnknownApp.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .notFound(.init(body: body))
                 default:
                     return .undocumented(
                         statusCode: response.status.code,

@@ -30,7 +30,7 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Limit`.
         package typealias Limit = Swift.Int
-        /// the previous page's nextPage (an opaque base64url cursor); without it, the first page. A cursor this server did not give is refused with 400
+        /// the previous page's nextPage (an opaque cursor: unpadded base64url); without it, the first page. Any cursor of this form names a place in the listing's order, and the page holds the items after it; a string not of this form is refused with 400
         ///
         /// - Remark: Generated from `#/components/parameters/Page`.
         package typealias Page = Swift.String

@@ -1279,7 +1279,7 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/Name`.
         package typealias Name = Swift.String
-        /// an app id the server serves (404 otherwise)
+        /// an app id the server serves (404 otherwise; empty, 400)
         ///
         /// - Remark: Generated from `#/components/schemas/AppId`.
         package typealias AppId = Swift.String

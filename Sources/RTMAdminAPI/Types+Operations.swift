@@ -277,7 +277,7 @@ package enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/channels/GET/query/limit`.
                 package var limit: Components.Parameters.Limit?
-                /// the previous page's nextPage (an opaque base64url cursor); without it, the first page. A cursor this server did not give is refused with 400
+                /// the previous page's nextPage (an opaque cursor: unpadded base64url); without it, the first page. Any cursor of this form names a place in the listing's order, and the page holds the items after it; a string not of this form is refused with 400
                 ///
                 /// - Remark: Generated from `#/paths/v1/channels/GET/query/page`.
                 package var page: Components.Parameters.Page?
@@ -286,7 +286,7 @@ package enum Operations {
                 /// - Parameters:
                 ///   - appId: only this app's (default every app)
                 ///   - limit: the most items on this page (default 1000)
-                ///   - page: the previous page's nextPage (an opaque base64url cursor); without it, the first page. A cursor this server did not give is refused with 400
+                ///   - page: the previous page's nextPage (an opaque cursor: unpadded base64url); without it, the first page. Any cursor of this form names a place in the listing's order, and the page holds the items after it; a string not of this form is refused with 400
                 package init(
                     appId: Components.Parameters.AppIdFilter? = nil,
                     limit: Components.Parameters.Limit? = nil,
@@ -758,7 +758,7 @@ package enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/v1/sessions/GET/query/limit`.
                 package var limit: Components.Parameters.Limit?
-                /// the previous page's nextPage (an opaque base64url cursor); without it, the first page. A cursor this server did not give is refused with 400
+                /// the previous page's nextPage (an opaque cursor: unpadded base64url); without it, the first page. Any cursor of this form names a place in the listing's order, and the page holds the items after it; a string not of this form is refused with 400
                 ///
                 /// - Remark: Generated from `#/paths/v1/sessions/GET/query/page`.
                 package var page: Components.Parameters.Page?
@@ -767,7 +767,7 @@ package enum Operations {
                 /// - Parameters:
                 ///   - appId: only this app's (default every app)
                 ///   - limit: the most items on this page (default 1000)
-                ///   - page: the previous page's nextPage (an opaque base64url cursor); without it, the first page. A cursor this server did not give is refused with 400
+                ///   - page: the previous page's nextPage (an opaque cursor: unpadded base64url); without it, the first page. Any cursor of this form names a place in the listing's order, and the page holds the items after it; a string not of this form is refused with 400
                 package init(
                     appId: Components.Parameters.AppIdFilter? = nil,
                     limit: Components.Parameters.Limit? = nil,
@@ -1567,7 +1567,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/history/GET/query`.
             package struct Query: Sendable, Hashable {
-                /// a channel name, or 'userA:userB' with channelType=user
+                /// a channel name (1 to 64 characters, as Name), or with channelType=user a conversation, 'userA:userB' (two user ids). Characters outside Name's, or an empty channel, are refused with 400; a value of Name's characters that names no possible channel or conversation (a channel name over 64 characters; with channelType=user, anything but two user ids joined by ':') is answered 404
                 ///
                 /// - Remark: Generated from `#/paths/v1/history/GET/query/channel`.
                 package var channel: Swift.String
@@ -1595,7 +1595,7 @@ package enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - channel: a channel name, or 'userA:userB' with channelType=user
+                ///   - channel: a channel name (1 to 64 characters, as Name), or with channelType=user a conversation, 'userA:userB' (two user ids). Characters outside Name's, or an empty channel, are refused with 400; a value of Name's characters that names no possible channel or conversation (a channel name over 64 characters; with channelType=user, anything but two user ids joined by ':') is answered 404
                 ///   - channelType:
                 ///   - count:
                 ///   - start: ms; only messages older than this (0 = now); the previous page's newStart
@@ -1808,17 +1808,45 @@ package enum Operations {
                     }
                 }
             }
-            /// The request names an app id the server does not serve (`code` -10003), or, where the endpoint says so, something else that does not exist.
+            package struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/history/GET/responses/404/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/history/GET/responses/404/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.getHistory.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.getHistory.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// The app id is not served (`code` -10003), or the channel names no possible channel or conversation.
             ///
             /// - Remark: Generated from `#/paths//v1/history/get(getHistory)/responses/404`.
             ///
             /// HTTP response code: `404 notFound`.
-            case notFound(Components.Responses.UnknownApp)
+            case notFound(Operations.getHistory.Output.NotFound)
             /// The associated value of the enum case if `self` is `.notFound`.
             ///
             /// - Throws: An error if `self` is not `.notFound`.
             /// - SeeAlso: `.notFound`.
-            package var notFound: Components.Responses.UnknownApp {
+            package var notFound: Operations.getHistory.Output.NotFound {
                 get throws {
                     switch self {
                     case let .notFound(response):
@@ -1891,7 +1919,7 @@ package enum Operations {
                         package var appId: Components.Schemas.AppId?
                         /// - Remark: Generated from `#/paths/v1/publish/POST/requestBody/json/value1/channel`.
                         package var channel: Components.Schemas.Name
-                        /// text payload (exactly one of message and data)
+                        /// text payload (exactly one of message and data), without the NUL character U+0000 (a stored message cannot hold it; send such content as data)
                         ///
                         /// - Remark: Generated from `#/paths/v1/publish/POST/requestBody/json/value1/message`.
                         package var message: Swift.String?
@@ -1901,6 +1929,8 @@ package enum Operations {
                         package var data: OpenAPIRuntime.Base64EncodedData?
                         /// - Remark: Generated from `#/paths/v1/publish/POST/requestBody/json/value1/customType`.
                         package var customType: Swift.String?
+                        /// a user id (as Name)
+                        ///
                         /// - Remark: Generated from `#/paths/v1/publish/POST/requestBody/json/value1/publisher`.
                         package var publisher: Swift.String?
                         /// - Remark: Generated from `#/paths/v1/publish/POST/requestBody/json/value1/storeInHistory`.
@@ -1910,10 +1940,10 @@ package enum Operations {
                         /// - Parameters:
                         ///   - appId:
                         ///   - channel:
-                        ///   - message: text payload (exactly one of message and data)
+                        ///   - message: text payload (exactly one of message and data), without the NUL character U+0000 (a stored message cannot hold it; send such content as data)
                         ///   - data: binary payload, base64
                         ///   - customType:
-                        ///   - publisher:
+                        ///   - publisher: a user id (as Name)
                         ///   - storeInHistory:
                         package init(
                             appId: Components.Schemas.AppId? = nil,
@@ -2249,12 +2279,16 @@ package enum Operations {
                         ///
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/user`.
                         package var user: Operations.send.Input.Body.jsonPayload.Value1Payload.userPayload
+                        /// text payload (exactly one of message and data), without the NUL character U+0000: a stored message cannot hold it
+                        ///
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/message`.
                         package var message: Swift.String?
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/data`.
                         package var data: OpenAPIRuntime.Base64EncodedData?
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/customType`.
                         package var customType: Swift.String?
+                        /// the sender's user id (as Name)
+                        ///
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/from`.
                         package var from: Swift.String?
                         /// - Remark: Generated from `#/paths/v1/send/POST/requestBody/json/value1/storeInHistory`.
@@ -2264,10 +2298,10 @@ package enum Operations {
                         /// - Parameters:
                         ///   - appId:
                         ///   - user: the receiver
-                        ///   - message:
+                        ///   - message: text payload (exactly one of message and data), without the NUL character U+0000: a stored message cannot hold it
                         ///   - data:
                         ///   - customType:
-                        ///   - from:
+                        ///   - from: the sender's user id (as Name)
                         ///   - storeInHistory:
                         package init(
                             appId: Components.Schemas.AppId? = nil,
@@ -3610,6 +3644,29 @@ package enum Operations {
                     }
                 }
             }
+            /// The request was refused; `message` says why.
+            ///
+            /// - Remark: Generated from `#/paths//v1/bans/get(listBans)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Missing or wrong admin key (logged by the server).
             ///
             /// - Remark: Generated from `#/paths//v1/bans/get(listBans)/responses/401`.
@@ -3692,7 +3749,8 @@ package enum Operations {
     /// With `token`: that token is refused from now on (until it expires) and the sessions that
     /// logged in with it end. With `user` and no token: every token of the user issued before
     /// now (its issue time, to the second) is refused and the user's session ends. The client
-    /// gets `kicked` code 16 invalidToken; a refused login gets -10005.
+    /// gets `kicked` code 16 invalidToken; a refused login gets -10005. Every field given is checked,
+    /// `user` and `appId` with a token too.
     ///
     ///
     /// - Remark: HTTP `POST /v1/revoke`.
@@ -3999,6 +4057,29 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request names an app id the server does not serve (`code` -10003), or, where the endpoint says so, something else that does not exist.
+            ///
+            /// - Remark: Generated from `#/paths//v1/revoke/post(revoke)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.UnknownApp)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.UnknownApp {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
                             response: self
                         )
                     }

@@ -107,7 +107,8 @@ package protocol APIProtocol: Sendable {
     /// With `token`: that token is refused from now on (until it expires) and the sessions that
     /// logged in with it end. With `user` and no token: every token of the user issued before
     /// now (its issue time, to the second) is refused and the user's session ends. The client
-    /// gets `kicked` code 16 invalidToken; a refused login gets -10005.
+    /// gets `kicked` code 16 invalidToken; a refused login gets -10005. Every field given is checked,
+    /// `user` and `appId` with a token too.
     ///
     ///
     /// - Remark: HTTP `POST /v1/revoke`.
@@ -317,7 +318,8 @@ extension APIProtocol {
     /// With `token`: that token is refused from now on (until it expires) and the sessions that
     /// logged in with it end. With `user` and no token: every token of the user issued before
     /// now (its issue time, to the second) is refused and the user's session ends. The client
-    /// gets `kicked` code 16 invalidToken; a refused login gets -10005.
+    /// gets `kicked` code 16 invalidToken; a refused login gets -10005. Every field given is checked,
+    /// `user` and `appId` with a token too.
     ///
     ///
     /// - Remark: HTTP `POST /v1/revoke`.

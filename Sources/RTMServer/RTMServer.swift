@@ -172,7 +172,7 @@ public final class RTMServer: Service, Sendable {
         }
         logger.info("listening", metadata: ["host": "\(config.host)", "port": "\(port)", "tls": "\(tls != nil)"])
         if let key = config.adminKey, !key.isEmpty {
-            let api = AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
+            let api = try AdminAPI(hub: hub, key: key, startedAt: Hub.wallMillis, node: "\(config.host):\(port)")
             let adminPort = try await admin.start(group: group, host: config.adminHost, port: config.adminPort, api: api,
                                                   idleTimeout: config.adminIdleTimeout, tls: adminTLS)
             logger.info("admin API listening", metadata: ["host": "\(config.adminHost)", "port": "\(adminPort)", "tls": "\(adminTLS != nil)"])

@@ -1,96 +1,169 @@
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import NIOHTTP1
+import OpenAPIRuntime
+import RTMAdminAPI
 import RTMProtocol
 
-/// The admin HTTP API (`openapi/admin.yaml`): routes a request, checks the admin key
-/// (`Authorization: Bearer <key>`, compared in constant time) and runs the endpoint against the
-/// hub. Every `/v1/…` endpoint needs the key; `GET /console` (the web console, which asks for
-/// the key in the page) does not.
+/// The admin HTTP API (`openapi/admin.yaml`): checks the admin key (`Authorization: Bearer
+/// <key>`, compared in constant time), finds the route the server code generated from the
+/// document registered (`AdminRoutes`) and runs it against the hub (`AdminAPI+Endpoints`).
+/// Every `/v1/…` endpoint needs the key; `GET /console` (the web console, which asks for the key
+/// in the page) does not.
 struct AdminAPI: Sendable {
     let hub: Hub
     let key: String
     let startedAt: Int64
     let node: String
+    /// The routes of the operations, as the generated server code registered them.
+    let routes = AdminRoutes()
 
     typealias Respond = @Sendable (AdminResponse) -> Void
 
-    /// Answers `request` (at once, or later for the store-backed endpoints).
+    init(hub: Hub, key: String, startedAt: Int64, node: String) throws {
+        self.hub = hub
+        self.key = key
+        self.startedAt = startedAt
+        self.node = node
+        // Compact answers, keys sorted (stable output), as the console polls them every second.
+        try registerHandlers(on: routes, configuration: .init(jsonEncodingOptions: [.sortedKeys]))
+    }
+
+    /// Answers `request` (once its operation has run).
     func handle(_ request: AdminRequest, respond: @escaping Respond) {
-        let segments = request.segments
-        if request.method == .GET, segments.isEmpty || segments == ["console"] {
-            var page = AdminResponse(status: .ok, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: AdminConsolePage.html))
-            page.extraHeaders = AdminConsolePage.headers
-            respond(page)
-            return
+        // "/" is the console's too.
+        let segments = request.segments.isEmpty ? ["console"] : request.segments
+        if segments.first == "v1" {
+            guard authorized(request) else {
+                hub.logger.warning("admin: request refused (\(request.authorization == nil ? "no" : "wrong") admin key)",
+                                   metadata: ["method": "\(request.method)", "path": "\(request.path)", "remote": "\(request.remote)"])
+                var response = AdminResponse.error(.unauthorized, "unauthorized",
+                                                   request.authorization == nil ? "missing admin key (Authorization: Bearer <key>)" : "wrong admin key")
+                response.extraHeaders = [("WWW-Authenticate", "Bearer realm=\"rtm-admin\"")]
+                return respond(response)
+            }
+        } else if segments != ["console"] {
+            return respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path) (the API is under /v1, the console at /console)"))
         }
-        guard segments.first == "v1" else {
-            respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path) (the API is under /v1, the console at /console)"))
-            return
-        }
-        guard authorized(request) else {
-            hub.logger.warning("admin: request refused (\(request.authorization == nil ? "no" : "wrong") admin key)",
-                               metadata: ["method": "\(request.method)", "path": "\(request.path)", "remote": "\(request.remote)"])
-            var response = AdminResponse.error(.unauthorized, "unauthorized",
-                                               request.authorization == nil ? "missing admin key (Authorization: Bearer <key>)" : "wrong admin key")
-            response.extraHeaders = [("WWW-Authenticate", "Bearer realm=\"rtm-admin\"")]
+        switch routes.match(method: request.method.rawValue, segments: segments) {
+        case .notFound:
+            respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path)"))
+        case .methodNotAllowed(let allowed):
+            // The `Allow` header RFC 9110 §15.5.6 asks for: the methods the endpoint takes.
+            var response = AdminResponse.error(.methodNotAllowed, "methodNotAllowed",
+                                               "\(request.method) is not allowed on \(request.path): use \(allowed.joined(separator: " or "))")
+            response.extraHeaders = [("Allow", allowed.joined(separator: ", "))]
             respond(response)
-            return
+        case .route(let handler, let parameters):
+            let console = segments == ["console"]
+            Task {
+                var response = await Self.run(handler, request, segments: segments, parameters: parameters)
+                if console, response.status == .ok {
+                    response.contentType = "text/html; charset=utf-8"
+                    response.extraHeaders = AdminConsolePage.headers
+                }
+                respond(response)
+            }
         }
+    }
+
+    /// Runs a route's generated handler on `request`, as HTTP types, and reads its answer. A
+    /// refusal comes back as the runtime's `ServerError` around what was refused: an
+    /// `AdminFailure` from an endpoint, or what the document's types could not read.
+    private static func run(_ handler: AdminRoutes.Handler, _ request: AdminRequest, segments: [String],
+                            parameters: [String: String]) async -> AdminResponse {
+        var fields = HTTPFields()
+        for (name, value) in request.headers {
+            if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
+        }
+        let method = HTTPRequest.Method(request.method.rawValue) ?? .get
+        let http = HTTPRequest(method: method, scheme: nil, authority: nil, path: request.encodedPath(segments), headerFields: fields)
+        var body: HTTPBody?
+        var nullFields: Set<String> = []
+        if let bytes = request.body, bytes.readableBytes > 0 {
+            let (marked, nulls) = markingNulls(Data(bytes.readableBytesView))
+            body = HTTPBody(Array(marked))
+            nullFields = nulls
+        }
+        let metadata = ServerRequestMetadata(pathParameters: parameters.mapValues { Substring(AdminRequest.encoded($0)) })
         do {
-            try route(request, Array(segments.dropFirst()), respond: respond)
-        } catch let failure as AdminFailure {
-            respond(failure.response)
+            let (response, responseBody) = try await handler(http, body, metadata)
+            var data = Data()
+            if let responseBody { data = try await Data(collecting: responseBody, upTo: .max) }
+            return AdminResponse(status: HTTPResponseStatus(statusCode: response.status.code),
+                                 contentType: response.headerFields[.contentType] ?? "application/json", body: ByteBuffer(bytes: data))
+        } catch let error as ServerError {
+            return refusal(error, request, nullFields: nullFields)
         } catch {
-            respond(.error(.internalServerError, "internal", "\(error)"))
+            return .error(.internalServerError, "internal", "the request could not be answered")
         }
     }
 
-    /// The collection endpoints, by path under `/v1`, and the methods they take.
-    static let endpoints: [String: HTTPMethod] = [
-        "info": .GET, "channels": .GET, "sessions": .GET, "presence/whonow": .GET, "presence/wherenow": .GET,
-        "history": .GET, "bans": .GET, "publish": .POST, "send": .POST, "disconnect": .POST, "kick": .POST,
-        "ban": .POST, "unban": .POST, "revoke": .POST,
-    ]
-
-    private func route(_ request: AdminRequest, _ path: [String], respond: @escaping Respond) throws {
-        // `channels/{channel}`: one channel, inspected.
-        if path.count == 2, path[0] == "channels" {
-            guard request.method == .GET else { return respond(Self.notAllowed(request, allowed: .GET)) }
-            return respond(.json(try channel(path[1], request)))
+    /// The answer to a request an endpoint refused, or the document's types could not read, in
+    /// our words: a field given as `null` (`nullFields`, which `markingNulls` replaced), a body
+    /// or query parameter of the wrong type, a missing one.
+    private static func refusal(_ error: ServerError, _ request: AdminRequest, nullFields: Set<String>) -> AdminResponse {
+        switch error.underlyingError {
+        case let failure as AdminFailure:
+            return failure.response
+        case DecodingError.typeMismatch(let expected, let context)
+                where context.codingPath.count == 1 && nullFields.contains(context.codingPath[0].stringValue):
+            return AdminFailure.badRequest(FrameCodec.decodingProblem(DecodingError.valueNotFound(expected, context))).response
+        case is DecodingError where request.method == .GET:
+            return AdminFailure.badRequest(queryProblem(request)).response
+        case let decoding as DecodingError:
+            return AdminFailure.badRequest(FrameCodec.decodingProblem(decoding)).response
+        default:
+            break
         }
-        let joined = path.joined(separator: "/")
-        guard let method = Self.endpoints[joined] else {
-            return respond(.error(.notFound, "notFound", "no such endpoint: \(request.method) \(request.path)"))
+        let status = HTTPResponseStatus(statusCode: error.httpStatus.code)
+        let cause = error.causeDescription
+        if let named = cause.range(of: "Missing required query parameter named: ") {
+            return AdminFailure.badRequest("missing query parameter '\(cause[named.upperBound...])'").response
         }
-        guard method == request.method else { return respond(Self.notAllowed(request, allowed: method)) }
-        switch joined {
-        case "info": info(respond: respond)
-        case "channels": respond(.json(try channels(request)))
-        case "sessions": try sessions(request, respond: respond)
-        case "presence/whonow": respond(.json(try whoNow(request)))
-        case "presence/wherenow": respond(.json(try whereNow(request)))
-        case "history": try history(request, respond: respond)
-        case "bans": respond(.json(try bans(request)))
-        case "publish": try publish(try decode(AdminModels.PublishRequest.self, request), respond: respond)
-        case "send": try send(try decode(AdminModels.SendRequest.self, request), respond: respond)
-        case "disconnect": respond(.json(try disconnect(try decode(AdminModels.UserRequest.self, request))))
-        case "kick": respond(.json(try kick(try decode(AdminModels.KickRequest.self, request))))
-        case "ban": respond(.json(try ban(try decode(AdminModels.BanRequest.self, request))))
-        case "unban": respond(.json(try unban(try decode(AdminModels.UserRequest.self, request))))
-        case "revoke": respond(.json(try revoke(try decode(AdminModels.RevokeRequest.self, request))))
-        default: preconditionFailure("endpoint '\(joined)' listed but not routed")
+        switch status {
+        case .badRequest where cause.contains("request body"):
+            return AdminFailure.badRequest("this endpoint needs a JSON body").response
+        case .unsupportedMediaType:
+            return .error(status, "unsupportedMediaType", "the body must be JSON (Content-Type: application/json)")
+        case .notAcceptable:
+            return .error(status, "notAcceptable", "this endpoint answers application/json: accept it")
+        case .internalServerError:
+            return .error(status, "internal", "the request could not be answered")
+        default:
+            return .error(status, "badRequest", "the request does not fit the admin API's document (openapi/admin.yaml)")
         }
     }
 
-    /// A 405 with the `Allow` header RFC 9110 §15.5.6 asks for: the one method the endpoint takes.
-    private static func notAllowed(_ request: AdminRequest, allowed: HTTPMethod) -> AdminResponse {
-        var response = AdminResponse.error(.methodNotAllowed, "methodNotAllowed",
-                                           "\(request.method) is not allowed on \(request.path): use \(allowed.rawValue)")
-        response.extraHeaders = [("Allow", allowed.rawValue)]
-        return response
+    /// A query parameter the document's types could not read (`limit=x`, `includeState=maybe`,
+    /// an unknown `channelType`), named with the value given. The runtime's error does not name
+    /// the parameter, so the typed ones are looked at here: each takes one kind of value.
+    private static func queryProblem(_ request: AdminRequest) -> String {
+        for parameter in typedQueryParameters {
+            if let value = request.query[parameter.name], !parameter.fits(value) {
+                return "query parameter '\(parameter.name)' must be \(parameter.expected), got '\(value)'"
+            }
+        }
+        return "a query parameter has a value the admin API's document does not allow"
     }
+
+    /// A query parameter of the document that is not a string: what it takes.
+    private struct TypedQueryParameter: Sendable {
+        let name: String
+        let expected: String
+        let fits: @Sendable (String) -> Bool
+    }
+
+    private static let typedQueryParameters: [TypedQueryParameter] = {
+        let whole: @Sendable (String) -> Bool = { Int($0) != nil }
+        let integers = ["limit", "count", "start", "end"].map { TypedQueryParameter(name: $0, expected: "a whole number (at most 64 bits)", fits: whole) }
+        return integers + [
+            TypedQueryParameter(name: "includeState", expected: "true or false", fits: { $0 == "true" || $0 == "false" }),
+            TypedQueryParameter(name: "channelType", expected: "'message' or 'user'", fits: { $0 == "message" || $0 == "user" }),
+        ]
+    }()
 
     // MARK: key
 
@@ -110,56 +183,5 @@ struct AdminAPI: Sendable {
         let prefix = "Bearer "
         guard header.count > prefix.count, header.prefix(prefix.count).lowercased() == prefix.lowercased() else { return false }
         return Self.keysMatch(String(header.dropFirst(prefix.count)), key)
-    }
-
-    // MARK: input
-
-    /// Decodes a JSON body; a bad one is a 400 naming the problem.
-    func decode<T: Decodable>(_ type: T.Type, _ request: AdminRequest) throws -> T {
-        guard let body = request.body, body.readableBytes > 0 else { throw AdminFailure.badRequest("this endpoint needs a JSON body") }
-        do {
-            return try JSONDecoder().decode(type, from: Data(body.readableBytesView))
-        } catch {
-            // In our words, as for the WebSocket's frames: never Foundation's descriptions.
-            throw AdminFailure.badRequest(FrameCodec.decodingProblem(error))
-        }
-    }
-
-    /// The app a request is about: the one named, or the only one the server serves.
-    func app(_ named: String?) throws -> String {
-        let apps = hub.configuration.apps
-        if let named {
-            guard apps[named] != nil else { throw AdminFailure.notFound("unknown app id '\(named)'", code: RTMErrorCode.invalidAppId.rawValue) }
-            return named
-        }
-        guard apps.count == 1, let only = apps.keys.first else {
-            throw AdminFailure.badRequest("appId is required: the server serves \(apps.count) apps")
-        }
-        return only
-    }
-
-    func channelName(_ name: String?) throws -> String {
-        guard let name, !name.isEmpty else { throw AdminFailure.badRequest("missing field 'channel'") }
-        if let problem = hub.configuration.limits.nameProblem(name, kind: "channel name") {
-            throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidChannelName.rawValue)
-        }
-        return name
-    }
-
-    func userId(_ name: String?, field: String = "user") throws -> String {
-        guard let name, !name.isEmpty else { throw AdminFailure.badRequest("missing field '\(field)'") }
-        if let problem = hub.configuration.limits.nameProblem(name, kind: field) {
-            throw AdminFailure.badRequest(problem, code: RTMErrorCode.invalidUserId.rawValue)
-        }
-        return name
-    }
-
-    /// An integer query parameter in `range`, or `fallback` when absent.
-    func intQuery(_ request: AdminRequest, _ name: String, _ fallback: Int64, _ range: ClosedRange<Int64>) throws -> Int64 {
-        guard let text = request.query[name] else { return fallback }
-        guard let value = Int64(text), range.contains(value) else {
-            throw AdminFailure.badRequest("query parameter '\(name)' must be an integer in [\(range.lowerBound), \(range.upperBound)]")
-        }
-        return value
     }
 }

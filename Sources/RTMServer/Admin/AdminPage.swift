@@ -14,18 +14,18 @@ struct AdminPage: Sendable, Equatable {
     let limit: Int
 
     /// The page a request asks for: its `limit` and `page` query parameters.
-    init(query: [String: String]) throws {
-        if let text = query["limit"] {
-            guard let limit = Int(text), (1...Self.maxLimit).contains(limit) else {
-                throw AdminFailure.badRequest("limit must be 1–\(Self.maxLimit), got '\(text)'")
+    init(limit: Int?, cursor: String?) throws {
+        if let limit {
+            guard (1...Self.maxLimit).contains(limit) else {
+                throw AdminFailure.badRequest("limit must be 1–\(Self.maxLimit), got '\(limit)'")
             }
             self.limit = limit
         } else {
             self.limit = Self.maxLimit
         }
-        if let cursor = query["page"] {
+        if let cursor {
             guard let key = AdminPageKey(cursor: cursor) else {
-                throw AdminFailure.badRequest("page '\(cursor)' is not a nextPage this server gave")
+                throw AdminFailure.badRequest("page '\(cursor)' is not a cursor: a nextPage is unpadded base64url (A-Z a-z 0-9 - _)")
             }
             self.after = key
         } else {
@@ -57,14 +57,41 @@ struct AdminPageKey: Hashable, Comparable, Sendable {
         self.name = name
     }
 
-    /// Read back from a cursor; nil when it is not one.
+    /// Read back from a cursor; nil when it is not one. Any string of the cursor's form (unpadded
+    /// base64url: at least 2 of `A-Z a-z 0-9 - _`, a length that is not 1 more than a multiple of
+    /// 4; the document's pattern) is a place in the order, whether this server gave it or not: its
+    /// bytes read as UTF-8 (an invalid sequence as U+FFFD) are the app id, a newline, and the name
+    /// (no newline: the app id, before every name of it). Bits past the last whole byte are ignored.
     init?(cursor: String) {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { return nil }
+        let digits = Array(cursor.utf8)
+        guard digits.count >= 2, digits.count % 4 != 1 else { return nil }
+        var bytes: [UInt8] = []
+        var bits: UInt32 = 0
+        var bitCount = 0
+        for digit in digits {
+            guard let value = Self.base64URLValue(digit) else { return nil }
+            bits = (bits << 6 | UInt32(value)) & 0xFFFFFF
+            bitCount += 6
+            if bitCount >= 8 {
+                bitCount -= 8
+                bytes.append(UInt8(truncatingIfNeeded: bits >> UInt32(bitCount)))
+            }
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
         let parts = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        self.init(appId: String(parts[0]), name: String(parts[1]))
+        self.init(appId: String(parts[0]), name: parts.count == 2 ? String(parts[1]) : "")
+    }
+
+    /// A base64url digit's value (RFC 4648 §5).
+    private static func base64URLValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): digit - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): digit - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: nil
+        }
     }
 
     /// The opaque cursor naming this item (base64url of the app id and the name).

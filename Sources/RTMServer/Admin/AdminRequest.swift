@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import RTMAdminAPI
 
 /// One admin HTTP request, read whole.
 struct AdminRequest: Sendable {
@@ -9,6 +10,8 @@ struct AdminRequest: Sendable {
     let segments: [String]
     let query: [String: String]
     let authorization: String?
+    /// Every header, as sent (the generated routes read Content-Type and Accept).
+    let headers: [(String, String)]
     let body: ByteBuffer?
     /// The peer's address, for the log.
     let remote: String
@@ -28,12 +31,29 @@ struct AdminRequest: Sendable {
         }
         self.query = query
         self.authorization = head.headers.first(name: "Authorization")
+        self.headers = head.headers.map { ($0.name, $0.value) }
         self.body = body
         self.remote = remote
     }
 
     /// The path as written in the log.
     var path: String { "/" + segments.joined(separator: "/") }
+
+    /// The path `segments` and the query, percent-encoded again one way (every byte but
+    /// `A-Z a-z 0-9 - . _ ~`), as the generated routes read them: a `+` or a `,` in a value
+    /// stays that character.
+    func encodedPath(_ segments: [String]) -> String {
+        let path = "/" + segments.map(Self.encoded).joined(separator: "/")
+        guard !query.isEmpty else { return path }
+        return path + "?" + query.sorted { $0.key < $1.key }.map { "\(Self.encoded($0.key))=\(Self.encoded($0.value))" }.joined(separator: "&")
+    }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// `text` percent-encoded, every byte but the unreserved ones (RFC 3986 §2.3).
+    static func encoded(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
 }
 
 /// One admin HTTP response.
@@ -53,7 +73,7 @@ struct AdminResponse: Sendable {
 
     /// An error in the admin API's error shape.
     static func error(_ status: HTTPResponseStatus, _ name: String, _ message: String, code: Int? = nil) -> AdminResponse {
-        json(AdminModels.ErrorBody(error: name, message: message, code: code), status: status)
+        json(Components.Schemas._Error(error: name, message: message, code: code), status: status)
     }
 }
 

@@ -1,26 +1,27 @@
 import Foundation
 import NIOCore
+import RTMAdminAPI
 import RTMProtocol
 
 /// What the admin API does to the hub: reads of its state, publishes as a backend, and the
 /// ends of sessions an administrator decides (disconnect, kick, ban, revoke).
 extension Hub {
-    func channelSummaries(appId: String?, page: AdminPage) -> AdminModels.Channels {
+    func channelSummaries(appId: String?, page: AdminPage) -> Operations.listChannels.Output.Ok.Body.jsonPayload {
         read { $0.channelSummaries(appId: appId, page: page) }
     }
 
     /// Cluster mode: the nodes this one knows, with their sessions (nil on a single node).
-    func clusterNodes() -> [AdminModels.ClusterNode]? {
+    func clusterNodes() -> Components.Schemas.Info.clusterPayload.nodesPayload? {
         read { $0.clusterNodes() }
     }
 
-    func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [HubState.RecentMessage])? {
+    func channelDetail(_ key: ChannelKey) -> (members: Components.Schemas.Channel.membersPayload, visible: Int, lastSeq: UInt64, recent: [HubState.RecentMessage])? {
         read { $0.channelDetail(key) }
     }
 
     /// One page of sessions, each online one with its connection's figures (read on the
     /// connection's loop, one hop per loop). The future completes on `loop`.
-    func sessionSummaries(appId: String?, page: AdminPage, node: String, on loop: any EventLoop) -> EventLoopFuture<AdminModels.Sessions> {
+    func sessionSummaries(appId: String?, page: AdminPage, node: String, on loop: any EventLoop) -> EventLoopFuture<Operations.listSessions.Output.Ok.Body.jsonPayload> {
         let (summaries, connections) = read { $0.sessionSummaries(appId: appId, page: page) }
         var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [(index: Int, connection: ConnectionRef)])] = [:]
         for (index, connection) in connections.enumerated() {

@@ -1,28 +1,29 @@
 import Foundation
 import NIOCore
+import RTMAdminAPI
 import RTMProtocol
 
 /// What the admin API reads from the hub's state (under the hub's lock), as plain values.
 extension HubState {
     /// One page of the channels of `appId` (every app when nil), by app id and name, with
     /// how many there are and the next page's cursor.
-    func channelSummaries(appId: String?, page: AdminPage) -> AdminModels.Channels {
+    func channelSummaries(appId: String?, page: AdminPage) -> Operations.listChannels.Output.Ok.Body.jsonPayload {
         let keys = channels.keys.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.name) }
         let (picked, next) = page.cut(keys)
-        let items = picked.compactMap { key -> AdminModels.ChannelItem? in
+        let items = picked.compactMap { key -> Components.Schemas.ChannelItem? in
             guard let state = channels[ChannelKey(appId: key.appId, name: key.name)] else { return nil }
-            return AdminModels.ChannelItem(appId: key.appId, name: key.name, members: state.members.count,
-                                           visibleMembers: state.visible, lastSeq: state.seq)
+            return Components.Schemas.ChannelItem(appId: key.appId, name: key.name, members: state.members.count,
+                                                  visibleMembers: state.visible, lastSeq: Int(state.seq))
         }
-        return AdminModels.Channels(channels: items, total: keys.count, nextPage: next)
+        return .init(channels: items, total: keys.count, nextPage: next)
     }
 
     /// A channel's members (with their temporary state) and its last messages (the replay
     /// buffer, M-2: at most `channelReplayMax`, from the last `channelReplayWindow`). Nil when
     /// the server does not know the channel.
-    func channelDetail(_ key: ChannelKey) -> (members: [AdminModels.Member], visible: Int, lastSeq: UInt64, recent: [RecentMessage])? {
+    func channelDetail(_ key: ChannelKey) -> (members: Components.Schemas.Channel.membersPayload, visible: Int, lastSeq: UInt64, recent: [RecentMessage])? {
         guard let state = channels[key] else { return nil }
-        let members = state.members.map { AdminModels.Member(userId: $0.key, quiet: $0.value.quiet, state: $0.value.state) }
+        let members = state.members.map { Components.Schemas.Channel.membersPayloadPayload(userId: $0.key, quiet: $0.value.quiet, state: .init(additionalProperties: $0.value.state)) }
             .sorted { $0.userId < $1.userId }
         return (members, state.visible, state.seq, Array(state.recent))
     }
@@ -30,37 +31,37 @@ extension HubState {
     /// One page of the sessions of `appId` (every app when nil), by app id and user id, with
     /// how many there are and the next page's cursor; and each one's MESSAGE connection (nil:
     /// offline), to be inspected on its loop.
-    func sessionSummaries(appId: String?, page: AdminPage) -> (AdminModels.Sessions, [ConnectionRef?]) {
+    func sessionSummaries(appId: String?, page: AdminPage) -> (Operations.listSessions.Output.Ok.Body.jsonPayload, [ConnectionRef?]) {
         // In a cluster, the other nodes' sessions too (the replica every node keeps).
         let all = sessions.keys.lazy.map { $0 } + cluster.remote.keys.lazy.filter { sessions[$0] == nil }
         let keys = all.lazy.filter { appId == nil || $0.appId == appId }.map { AdminPageKey(appId: $0.appId, name: $0.userId) }
         let (picked, next) = page.cut(keys)
         let me = cluster.clusterNode
-        let items = picked.compactMap { key -> AdminModels.Session? in
+        let items = picked.compactMap { key -> Components.Schemas.Session? in
             let user = UserKey(appId: key.appId, userId: key.name)
             if let session = sessions[user] {
-                return AdminModels.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
-                                           channels: session.channels.sorted(), node: me)
+                return Components.Schemas.Session(appId: key.appId, userId: key.name, online: session.connection != nil,
+                                                  channels: session.channels.sorted(), node: me)
             }
             guard let remote = cluster.remote[user] else { return nil }
             // Another node's: online unless that node is gone (then it is in its grace window here).
-            return AdminModels.Session(appId: key.appId, userId: key.name, online: !cluster.isGone(remote.owner),
-                                       channels: remote.session.members.keys.sorted(), node: String(ClusterEvent.node(of: remote.owner)))
+            return Components.Schemas.Session(appId: key.appId, userId: key.name, online: !cluster.isGone(remote.owner),
+                                              channels: remote.session.members.keys.sorted(), node: String(ClusterEvent.node(of: remote.owner)))
         }
         let connections = items.map { sessions[UserKey(appId: $0.appId, userId: $0.userId)]?.connection }
-        return (AdminModels.Sessions(sessions: items, total: keys.count, nextPage: next), connections)
+        return (.init(sessions: items, total: keys.count, nextPage: next), connections)
     }
 
     /// Cluster mode: the nodes this one knows (itself, and every node it has heard from
     /// through the log), each with its sessions; nil on a single node.
-    func clusterNodes() -> [AdminModels.ClusterNode]? {
+    func clusterNodes() -> Components.Schemas.Info.clusterPayload.nodesPayload? {
         guard let myNode = cluster.clusterNode else { return nil }
         var held: [String: Int] = [:]
         for remote in cluster.remote.values { held[remote.owner, default: 0] += 1 }
-        var nodes = [AdminModels.ClusterNode(node: myNode, instance: cluster.instance, state: "this", sessions: sessions.count)]
+        var nodes = [Components.Schemas.Info.clusterPayload.nodesPayloadPayload(node: myNode, instance: cluster.instance, state: .this,
+                                                                                sessions: sessions.count)]
         for (node, instance) in cluster.instances.sorted(by: { $0.key < $1.key }) where node != myNode {
-            nodes.append(AdminModels.ClusterNode(node: node, instance: instance, state: cluster.isGone(instance) ? "dead" : "alive",
-                                                 sessions: held[instance] ?? 0))
+            nodes.append(.init(node: node, instance: instance, state: cluster.isGone(instance) ? .dead : .alive, sessions: held[instance] ?? 0))
         }
         return nodes
     }

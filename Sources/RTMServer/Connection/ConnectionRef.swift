@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
+import RTMAdminAPI
 
 /// A handle on one client connection that any thread may hold: its id, its NIO channel
 /// (thread-safe for writes and close) and the index of the event loop it lives on.
@@ -65,7 +66,7 @@ final class ConnectionRef: Sendable, Hashable {
     }
 
     /// The connection's figures for the admin API; on its loop (`fanout`: that loop's).
-    func inspect(node: String, fanout: LoopFanout) -> AdminModels.Connection {
+    func inspect(node: String, fanout: LoopFanout) -> Components.Schemas.Connection {
         let connectionHandler = handler.value?.handler
         let lastRead = connectionHandler?.lifecycle.lastRead
         // What its channels sent it is counted per channel; added here.
@@ -73,10 +74,10 @@ final class ConnectionRef: Sendable, Hashable {
         let subscribed = fanout.sentToSubscriptions(of: self, channels: channels)
         let idle = lastRead.map { (NIODeadline.now() - $0).nanoseconds / 1_000_000 } ?? 0
         let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
-        return AdminModels.Connection(address: channel.remoteAddress?.ipAddress, node: node, connectedAt: connectedAt, idleMs: max(0, idle),
-                                      messagesIn: messagesIn, bytesIn: bytesIn, messagesOut: messagesOut &+ subscribed.messages,
-                                      bytesOut: bytesOut &+ subscribed.bytes,
-                                      pendingBytes: pending, userAgent: userAgent)
+        return Components.Schemas.Connection(address: channel.remoteAddress?.ipAddress, node: node, connectedAt: connectedAt, idleMs: max(0, idle),
+                                             messagesIn: messagesIn, bytesIn: bytesIn, messagesOut: messagesOut &+ subscribed.messages,
+                                             bytesOut: bytesOut &+ subscribed.bytes,
+                                             pendingBytes: pending, userAgent: userAgent)
     }
 
     /// On the connection's loop: runs `body` with its handler now (nothing when it is gone).
