@@ -234,6 +234,7 @@ if fuzzing {
     let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
         ("FuzzFrameCodec", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
         ("FuzzBinaryFrame", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
+        ("FuzzJSONPublish", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
         ("FuzzTokens", ["RTMAuth"]),
         ("FuzzServerFrameDecoder", ["RTMServer", .product(name: "NIOCore", package: "swift-nio"),
                                     .product(name: "NIOEmbedded", package: "swift-nio")]),
