@@ -20,8 +20,15 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     let hub: Hub
-    /// The connection's life (one state value; the handler only performs its actions).
-    var lifecycle: ServerConnectionStateMachine
+    /// The connection's life (one state value; the handler only performs its actions). Any
+    /// change may move its deadlines, so the loop's liveness sweep looks at it again.
+    var lifecycle: ServerConnectionStateMachine {
+        didSet { livenessCheck = nil }
+    }
+    /// Before when the loop's liveness sweep has nothing to look at here (`lifecycle.nextCheck`
+    /// as of its last look; nil: look at the next sweep). An idle connection is looked at
+    /// about once per heartbeat, not at every sweep.
+    var livenessCheck: NIODeadline?
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     /// Its event loop's fan-out table and counters.
