@@ -175,6 +175,8 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             // `rtm admin` over https with its own trust roots (`--ca-file`).
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            // `rtm bench idle-floor`: idle connections on NIO's own WebSocket server.
+            .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Configuration", package: "swift-configuration"),
             .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -238,6 +240,7 @@ if fuzzing {
     let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
         ("FuzzFrameCodec", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
         ("FuzzBinaryFrame", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
+        ("FuzzJSONPublish", ["RTMProtocol", .product(name: "NIOCore", package: "swift-nio")]),
         ("FuzzTokens", ["RTMAuth"]),
         ("FuzzServerFrameDecoder", ["RTMServer", .product(name: "NIOCore", package: "swift-nio"),
                                     .product(name: "NIOEmbedded", package: "swift-nio")]),

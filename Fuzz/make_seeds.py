@@ -95,3 +95,13 @@ put("FuzzServerFrameDecoder", "binary-batch", b"\x03" + ws(0x2, pub1) + ws(0x2, 
 put("FuzzServerFrameDecoder", "fragmented", b"\x05" + ws(0x1, b'{"type":', fin=False) + ws(0x9, b"ping") + ws(0x0, b'"ping"}'))
 put("FuzzServerFrameDecoder", "control", b"\x01" + ws(0x9, b"p") + ws(0xA, b"") + ws(0x8, struct.pack(">H", 1000) + b"bye"))
 put("FuzzServerFrameDecoder", "long-header", b"\x07" + ws(0x2, publish(1, "c", b"x" * 300)))
+
+# FuzzJSONPublish: the first byte picks the presentation (0: the frame itself, 1: the rest after
+# `"id":`, 2: the text of a plain publish); 16 bytes or more also feed the reply check.
+plain = json.dumps(frames["publish"] | {"storeInHistory": None}, separators=(",", ":")).replace(',"storeInHistory":null', "")
+put("FuzzJSONPublish", "publish", b"\x00" + plain.encode())
+put("FuzzJSONPublish", "publish-spaced", b"\x00" + b' { "channel" : "room" ,\n"id":12, "type":"publish","data":"AP8HAA==" } ')
+put("FuzzJSONPublish", "publish-store", b"\x00" + json.dumps(frames["publish"], separators=(",", ":")).encode())
+put("FuzzJSONPublish", "after-id", b"\x01" + b'3,"channel":"room","text":"hi","msgId":9223372036854775807,"customType":"chat"}')
+put("FuzzJSONPublish", "text-escapes", b"\x02" + 'say \\"hi\\" \\/ \\n \\u00e9 héllo 世界'.encode())
+put("FuzzJSONPublish", "reply-epoch", b"\x00" + struct.pack("<QQ", 2**40 + 3, 2**63 + 1) + 'e1.7 "/\\\n é'.encode())

@@ -5,7 +5,7 @@
 # .build-fuzz/artifacts/<target>-crash-… (replay it: .build-fuzz/debug/<target> <file>).
 #
 #   Fuzz/run.sh [seconds per target, default 60] [target ...]
-#   Fuzz/run.sh --build-only        (builds every target and stops)
+#   Fuzz/run.sh --build-only [target ...]   (builds the targets, default every one, and stops)
 #
 # Needs a toolchain with libFuzzer (the swift.org one on Linux). What the fuzzer learns goes to
 # .build-fuzz/corpus/<target>, kept between runs; the seeds in the repository are not modified.
@@ -14,11 +14,16 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
 build_only=false
-if [ "${1:-}" = "--build-only" ]; then build_only=true; shift; fi
-seconds="${1:-60}"
-shift || true
+seconds=60
+if [ "${1:-}" = "--build-only" ]; then
+    build_only=true
+    shift
+else
+    seconds="${1:-60}"
+    shift || true
+fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(FuzzFrameCodec FuzzBinaryFrame FuzzTokens FuzzServerFrameDecoder)
+[ ${#targets[@]} -gt 0 ] || targets=(FuzzFrameCodec FuzzBinaryFrame FuzzTokens FuzzServerFrameDecoder FuzzJSONPublish)
 
 export RTM_FUZZ=1
 scratch=.build-fuzz

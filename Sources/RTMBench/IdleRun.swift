@@ -15,15 +15,34 @@ public enum IdleRun {
         public var bytesPerConnection: Double
         public var serverCores: Double
         public var disconnected: Int
+        /// The same clients against the idle floor (NIO WebSocket connections that only answer
+        /// pings), measured the same way right after; nil: not run.
+        public var floor: Floor?
+
+        /// The idle floor's figures.
+        public struct Floor: Codable, Sendable {
+            public var bytesPerConnection: Double
+            public var serverCores: Double
+            public var disconnected: Int
+
+            public init(bytesPerConnection: Double, serverCores: Double, disconnected: Int) {
+                self.bytesPerConnection = bytesPerConnection; self.serverCores = serverCores; self.disconnected = disconnected
+            }
+        }
 
         public var text: String {
-            """
-            idle  clients=\(clients) connected in \(String(format: "%.1f", connectSeconds)) s, held \(String(format: "%.0f", heldSeconds)) s
-              server RSS   before=\(serverRSSBeforeBytes / 1024) KiB  after=\(serverRSSAfterBytes / 1024) KiB
-              per connection  \(String(format: "%.2f", bytesPerConnection / 1024)) KiB
-              server CPU   \(String(format: "%.1f", serverCores * 100)) % of a core while idle
-              disconnected=\(disconnected)
-            """
+            var lines = [
+                "idle  clients=\(clients) connected in \(String(format: "%.1f", connectSeconds)) s, held \(String(format: "%.0f", heldSeconds)) s",
+                "  server RSS   before=\(serverRSSBeforeBytes / 1024) KiB  after=\(serverRSSAfterBytes / 1024) KiB",
+                "  per connection  \(String(format: "%.2f", bytesPerConnection / 1024)) KiB",
+                "  server CPU   \(String(format: "%.1f", serverCores * 100)) % of a core while idle",
+                "  disconnected=\(disconnected)",
+            ]
+            if let floor {
+                lines.append("  floor        \(String(format: "%.1f", floor.serverCores * 100)) % of a core, \(String(format: "%.2f", floor.bytesPerConnection / 1024)) KiB per connection (the same clients on NIO WebSocket connections that only answer pings; disconnected=\(floor.disconnected))")
+                lines.append("  rtm/floor    CPU \(String(format: "%.2f", serverCores / max(floor.serverCores, 1e-6))) ×, memory per connection \(String(format: "%.2f", bytesPerConnection / max(floor.bytesPerConnection, 1))) ×")
+            }
+            return lines.joined(separator: "\n")
         }
     }
 
@@ -45,10 +64,12 @@ public enum IdleRun {
                 var readies: [EventLoopFuture<Void>] = []
                 for i in batchStart..<min(clients, batchStart + 200) {
                     let loop = loops[i % loops.count]
-                    let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path, subprotocol: "rtm.v1")
+                    let socket = BenchSocket(index: i, host: options.host, port: options.port, path: options.path,
+                                             subprotocol: options.target == .floor ? nil : "rtm.v1")
                     let list = lists[i % loops.count]
                     let peer = try await loop.submit {
                         let peer = BenchPeer(socket: socket, target: options.target, userId: "idle-\(tag)-\(i)", channel: "", subscribe: false, userMessages: false, loop: loop)
+                        peer.pingsFloor = true
                         list.peers.append(peer)
                         return peer
                     }.get()

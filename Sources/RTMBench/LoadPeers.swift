@@ -18,6 +18,9 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
     let loop: any EventLoop
     private(set) var readyDone = false
     var closedFlag = false
+    /// Sends its protocol pings to a floor server too (the idle floor answers them; the
+    /// fan-out floor server does not expect them).
+    var pingsFloor = false
 
     init(socket: BenchSocket, target: BenchTarget, userId: String, channel: String, subscribe: Bool, userMessages: Bool, loop: any EventLoop) {
         self.socket = socket
@@ -109,7 +112,8 @@ class BenchPeer: BenchSocketDelegate, @unchecked Sendable {
 
     /// A protocol ping (the rtm server counts inbound frames as life).
     func ping() {
-        if case .rtm = target, !closedFlag { socket.sendText(#"{"type":"ping"}"#) }
+        guard !closedFlag, target != .floor || pingsFloor else { return }
+        socket.sendText(#"{"type":"ping"}"#)
     }
 }
 

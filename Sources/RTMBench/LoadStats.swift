@@ -54,6 +54,8 @@ public struct LoadResult: Codable, Sendable {
     public var clientCores: Double
     public var serverCores: Double?
     public var machineCores: Double
+    /// User messages: the store's floor, run right after (`rtm bench pairs --users`); nil: none.
+    public var storeFloor: StoreFloorFigures?
 
     /// The human-readable table.
     public var text: String {
@@ -69,7 +71,32 @@ public struct LoadResult: Codable, Sendable {
         lines.append("  lost=\(lost) duplicated=\(duplicated) out-of-order=\(outOfOrder) undelivered=\(undelivered) disconnected=\(disconnected) published=\(published) errors=\(errors)")
         let server = serverCores.map { String(format: "%.2f", $0) } ?? "?"
         lines.append("  cpu cores     client=\(String(format: "%.2f", clientCores)) server=\(server) machine=\(String(format: "%.2f", machineCores))")
+        if let storeFloor { lines.append(storeFloor.text(againstMessagesPerSecond: publishedPerSecond)) }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// The floor of `rtm bench pairs --users`: the run's rows inserted and deleted by the store's
+/// library directly (SQLite under GRDB, opened as the server opens its store), in the server's
+/// batch size, on the same disk.
+public struct StoreFloorFigures: Codable, Sendable {
+    /// Rows stored (the run's messages).
+    public var rows: Int
+    /// Rows per transaction: the server's average commit over the run (its
+    /// `rtm_user_message_store_commits_total`).
+    public var batch: Int
+    public var rowsPerSecond: Double
+    /// Where its database was.
+    public var directory: String
+
+    public init(rows: Int, batch: Int, rowsPerSecond: Double, directory: String) {
+        self.rows = rows; self.batch = batch; self.rowsPerSecond = rowsPerSecond; self.directory = directory
+    }
+
+    func text(againstMessagesPerSecond rate: Double) -> String {
+        "  store floor   \(Int(rowsPerSecond)) rows/s (the same \(rows) rows inserted and deleted in transactions of \(batch), "
+            + "the server's average commit, by SQLite under GRDB directly, in \(directory)); "
+            + "rtm/floor \(String(format: "%.2f", rate / max(rowsPerSecond, 1)))"
     }
 }
 

@@ -233,23 +233,11 @@ public enum BinaryFrame {
     public static func writeMessagesFrame(into buffer: inout ByteBuffer, seq: UInt64, ts: Int64, template: MessageTemplate,
                                           messages: some Collection<some MessageBody>, webSocketHeader: Bool = true) {
         let bodyLength = messagesBodySize(seq: seq, ts: ts, template: template, messages: messages)
-        let headerLength = !webSocketHeader ? 0 : bodyLength < 126 ? 2 : (bodyLength <= Int(UInt16.max) ? 4 : 10)
+        let headerLength = webSocketHeader ? webSocketHeaderLength(bodyLength) : 0
         let total = headerLength + bodyLength
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
             let base = out.baseAddress!
-            if headerLength > 0 { base.storeBytes(of: 0x82, as: UInt8.self) }   // FIN, binary
-            switch headerLength {
-            case 0:
-                break
-            case 2:
-                base.storeBytes(of: UInt8(bodyLength), toByteOffset: 1, as: UInt8.self)
-            case 4:
-                base.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
-                base.storeBytes(of: UInt16(bodyLength).bigEndian, toByteOffset: 2, as: UInt16.self)
-            default:
-                base.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
-                base.storeBytes(of: UInt64(bodyLength).bigEndian, toByteOffset: 2, as: UInt64.self)
-            }
+            if webSocketHeader { storeWebSocketHeader(at: base, length: bodyLength, opcode: 0x2) }   // FIN, binary
             var at = base + headerLength
             at.storeBytes(of: messageOp, as: UInt8.self)
             at.storeBytes(of: 0, toByteOffset: 1, as: UInt8.self)
@@ -375,6 +363,29 @@ public enum BinaryFrame {
         } else {
             buffer.writeInteger(UInt8(127))
             buffer.writeInteger(UInt64(length))
+        }
+    }
+
+    /// The size of an unmasked server frame header for a body of `length` bytes.
+    @inlinable
+    public static func webSocketHeaderLength(_ length: Int) -> Int {
+        length < 126 ? 2 : length <= Int(UInt16.max) ? 4 : 10
+    }
+
+    /// Stores an unmasked, final frame header for a body of `length` bytes at `base`
+    /// (`webSocketHeaderLength(length)` bytes), for frames written in place with plain stores.
+    @inlinable
+    public static func storeWebSocketHeader(at base: UnsafeMutableRawPointer, length: Int, opcode: UInt8) {
+        base.storeBytes(of: 0x80 | opcode, as: UInt8.self)
+        switch webSocketHeaderLength(length) {
+        case 2:
+            base.storeBytes(of: UInt8(length), toByteOffset: 1, as: UInt8.self)
+        case 4:
+            base.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
+            base.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
+        default:
+            base.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
+            base.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
         }
     }
 

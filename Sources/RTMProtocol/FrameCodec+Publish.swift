@@ -51,19 +51,10 @@ extension FrameCodec {
 
     /// Appends the reply to a publish, `{"epoch":"…","id":…,"seq":…,"type":"ok"}` (`epoch`, the
     /// message's channel epoch, left out when nil): the same bytes as
-    /// `encode(Frame(type: .ok, id: id, seq: seq, epoch: epoch))`.
+    /// `encode(Frame(type: .ok, id: id, seq: seq, epoch: epoch))`. Replies by the thousand
+    /// share one `PublishOKTemplate` instead.
     public static func writePublishOK(id: UInt64, seq: UInt64, epoch: String?, into buffer: inout ByteBuffer) {
-        if let epoch {
-            buffer.writeStaticString(#"{"epoch":""#)
-            writeEscaped(epoch, into: &buffer)
-            buffer.writeStaticString(#"","id":"#)
-        } else {
-            buffer.writeStaticString(#"{"id":"#)
-        }
-        writeDecimal(id, into: &buffer)
-        buffer.writeStaticString(#","seq":"#)
-        writeDecimal(seq, into: &buffer)
-        buffer.writeStaticString(#","type":"ok"}"#)
+        PublishOKTemplate(epoch: epoch).write(id: id, seq: seq, into: &buffer)
     }
 
     /// Appends an error reply, `{"code":…,"id":…,"reason":"…","type":"error"}`: the same bytes
@@ -131,7 +122,7 @@ extension FrameCodec {
 
     /// The length of `writePublishOK`'s output.
     public static func publishOKLength(id: UInt64, seq: UInt64, epoch: String?) -> Int {
-        26 + decimalDigits(id) + decimalDigits(seq) + (epoch.map { 11 + escapedLength($0) } ?? 0)
+        PublishOKTemplate(epoch: epoch).length(id: id, seq: seq)
     }
 
     /// How many decimal digits `value` has.
@@ -142,15 +133,21 @@ extension FrameCodec {
         return digits
     }
 
+    /// Stores `value` in decimal as `count` digits at `out` (left-padded with zeros).
+    @inline(__always)
+    static func storeDecimal(_ value: UInt64, count: Int, at out: UnsafeMutableRawPointer) {
+        var v = value
+        for i in stride(from: count - 1, through: 0, by: -1) {
+            out.storeBytes(of: UInt8(truncatingIfNeeded: v % 10) &+ 0x30, toByteOffset: i, as: UInt8.self)
+            v /= 10
+        }
+    }
+
     /// Appends `value` in decimal, left-padded with zeros to `width` digits (0: no padding).
     public static func writeDecimal(_ value: UInt64, width: Int = 0, into buffer: inout ByteBuffer) {
         let count = max(width, decimalDigits(value))
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
-            var v = value
-            for i in stride(from: count - 1, through: 0, by: -1) {
-                out[i] = UInt8(truncatingIfNeeded: v % 10) + 0x30
-                v /= 10
-            }
+            storeDecimal(value, count: count, at: out.baseAddress!)
             return count
         }
     }
@@ -185,6 +182,62 @@ extension FrameCodec {
     }
 }
 
+/// A publish's `ok` reply, `{"epoch":"…","id":…,"seq":…,"type":"ok"}`, with everything before
+/// the id (the channel epoch, escaped) written once: a run of publishes to one channel shares
+/// its epoch, so each reply is two numbers and two constant pieces, copied in one write to the
+/// buffer (the general encoder's bytes; `FrameCodec.writePublishOK` is this with a template of
+/// its own).
+public struct PublishOKTemplate: Sendable {
+    /// The epoch the replies carry (nil: none).
+    public let epoch: String?
+    /// `{"epoch":"…","id":`, or `{"id":` without an epoch.
+    private let head: [UInt8]
+    private static var middle: StaticString { #","seq":"# }
+    private static var tail: StaticString { #","type":"ok"}"# }
+
+    public init(epoch: String?) {
+        self.epoch = epoch
+        guard let epoch else {
+            head = Array(#"{"id":"#.utf8)
+            return
+        }
+        var buffer = ByteBuffer()
+        buffer.writeStaticString(#"{"epoch":""#)
+        FrameCodec.writeEscaped(epoch, into: &buffer)
+        buffer.writeStaticString(#"","id":"#)
+        head = Array(buffer.readableBytesView)
+    }
+
+    /// The reply's length (without a frame header).
+    public func length(id: UInt64, seq: UInt64) -> Int {
+        head.count + FrameCodec.decimalDigits(id) + Self.middle.utf8CodeUnitCount + FrameCodec.decimalDigits(seq)
+            + Self.tail.utf8CodeUnitCount
+    }
+
+    /// Appends the reply to publish `id`, numbered `seq`; `framed`: inside an unmasked, final
+    /// WebSocket text frame (what the server writes below its frame encoder).
+    public func write(id: UInt64, seq: UInt64, framed: Bool = false, into buffer: inout ByteBuffer) {
+        let idDigits = FrameCodec.decimalDigits(id), seqDigits = FrameCodec.decimalDigits(seq)
+        let body = head.count + idDigits + Self.middle.utf8CodeUnitCount + seqDigits + Self.tail.utf8CodeUnitCount
+        let header = framed ? BinaryFrame.webSocketHeaderLength(body) : 0
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: header + body) { out in
+            var at = out.baseAddress!
+            if framed { BinaryFrame.storeWebSocketHeader(at: at, length: body, opcode: 0x1) }   // FIN, text
+            at += header
+            head.withUnsafeBytes { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            at += head.count
+            FrameCodec.storeDecimal(id, count: idDigits, at: at)
+            at += idDigits
+            at.copyMemory(from: Self.middle.utf8Start, byteCount: Self.middle.utf8CodeUnitCount)
+            at += Self.middle.utf8CodeUnitCount
+            FrameCodec.storeDecimal(seq, count: seqDigits, at: at)
+            at += seqDigits
+            at.copyMemory(from: Self.tail.utf8Start, byteCount: Self.tail.utf8CodeUnitCount)
+            return header + body
+        }
+    }
+}
+
 /// One pass over a publish request's bytes: where each known value lies, nothing copied.
 struct PublishScanner {
     /// A string value's content (between the quotes), offsets from the start of the frame.
@@ -210,9 +263,6 @@ struct PublishScanner {
 
     static let quote = UInt8(ascii: "\"")
     static let backslash = UInt8(ascii: "\\")
-    private static let keyType = Array("type".utf8), keyId = Array("id".utf8), keyMsgId = Array("msgId".utf8)
-    private static let keyChannel = Array("channel".utf8), keyText = Array("text".utf8), keyData = Array("data".utf8)
-    private static let keyCustomType = Array("customType".utf8), valuePublish = Array("publish".utf8)
 
     let bytes: UnsafeRawBufferPointer
     var at = 0
@@ -230,25 +280,25 @@ struct PublishScanner {
             skipSpace()
             guard take(UInt8(ascii: ":")) else { return nil }
             skipSpace()
-            if equals(key, Self.keyType) {
-                guard !fields.type, let value = string(), !value.escaped, equals(value, Self.valuePublish) else { return nil }
+            if equals(key, "type") {
+                guard !fields.type, let value = string(), !value.escaped, equals(value, "publish") else { return nil }
                 fields.type = true
-            } else if equals(key, Self.keyId) {
+            } else if equals(key, "id") {
                 guard fields.id == nil, let value = number() else { return nil }
                 fields.id = value
-            } else if equals(key, Self.keyChannel) {
+            } else if equals(key, "channel") {
                 guard fields.channel == nil, let value = string() else { return nil }
                 fields.channel = value
-            } else if equals(key, Self.keyText) {
+            } else if equals(key, "text") {
                 guard fields.text == nil, let value = string() else { return nil }
                 fields.text = value
-            } else if equals(key, Self.keyData) {
+            } else if equals(key, "data") {
                 guard fields.data == nil, let value = string() else { return nil }
                 fields.data = value
-            } else if equals(key, Self.keyCustomType) {
+            } else if equals(key, "customType") {
                 guard fields.customType == nil, let value = string() else { return nil }
                 fields.customType = value
-            } else if equals(key, Self.keyMsgId) {
+            } else if equals(key, "msgId") {
                 guard fields.msgId == nil, let value = number() else { return nil }
                 fields.msgId = value
             } else {
@@ -348,9 +398,11 @@ struct PublishScanner {
         return value
     }
 
-    private func equals(_ span: Span, _ literal: [UInt8]) -> Bool {
-        guard span.length == literal.count else { return false }
-        for (i, byte) in literal.enumerated() where bytes[span.start + i] != byte { return false }
+    /// The span holds exactly `literal` (a key or `publish`: literals, so no array to reach).
+    private func equals(_ span: Span, _ literal: StaticString) -> Bool {
+        guard span.length == literal.utf8CodeUnitCount else { return false }
+        let expected = literal.utf8Start
+        for i in 0..<span.length where bytes[span.start + i] != expected[i] { return false }
         return true
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RTMAuth
 import RTMBench
+import RTMServer
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,7 +18,7 @@ struct Bench: AsyncParsableCommand {
             Benchmarks/compare.sh runs the whole comparison with the bare transport limit \
             (the reference floor server) and nats-server, and prints the three-way table.
             """,
-        subcommands: [Fanout.self, Pairs.self, SDK.self, Overload.self, Idle.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self, ClusterOutage.self,
+        subcommands: [Fanout.self, Pairs.self, SDK.self, Overload.self, Idle.self, IdleFloor.self, Storm.self, Soak.self, Cluster.self, ClusterFailover.self, ClusterOutage.self,
                       FailoverClientsCommand.self, BenchStore.self])
 }
 
@@ -75,12 +76,20 @@ struct LoadArguments: ParsableArguments {
         return options
     }
 
-    func run(groups: Int, subscribersPerGroup: Int, userMessages: Bool = false) async throws {
+    /// `storeFloor`: user messages, followed by the store floor with its database in this directory.
+    func run(groups: Int, subscribersPerGroup: Int, userMessages: Bool = false, storeFloor: String? = nil) async throws {
         FileLimit.raise()
         let log = BenchOutput.log
         var ours = try options(groups: groups, subscribersPerGroup: subscribersPerGroup)
         ours.userMessages = userMessages
+        let commits = "rtm_user_message_store_commits_total"
+        let commitsBefore = storeFloor == nil ? nil : try? await MetricsScrape.counter(commits, host: ours.host, port: ours.port)
         var results = [try await LoadRun.run(ours, log: log)]
+        if let directory = storeFloor {
+            let commitsAfter = try? await MetricsScrape.counter(commits, host: ours.host, port: ours.port)
+            results[0].storeFloor = Self.storeFloor(after: results[0], commits: (commitsAfter ?? 0) - (commitsBefore ?? 0),
+                                                    options: ours, directory: directory, log: log)
+        }
         if let baseline {
             var floor = ours
             try floor.setURL(baseline)
@@ -90,6 +99,29 @@ struct LoadArguments: ParsableArguments {
             results.append(try await LoadRun.run(floor, log: log))
         }
         try LoadReport.finish(results, json: json, ratio: "rtm/floor")
+    }
+}
+
+extension LoadArguments {
+    /// The store floor of a user-message run: its messages inserted and deleted by SQLite under
+    /// GRDB directly (`UserMessageStoreFloor`), in transactions of the server's average commit
+    /// over the run; nil, with a line saying why, when that is unknown or the floor fails.
+    static func storeFloor(after result: LoadResult, commits: Double, options: LoadOptions, directory: String,
+                           log: @Sendable (String) -> Void) -> StoreFloorFigures? {
+        let rows = Int(result.published)
+        guard commits >= 1, rows > 0 else {
+            log("store floor: not run (the server's /metrics gave no rtm_user_message_store_commits_total for the run)")
+            return nil
+        }
+        let batch = max(1, Int((Double(rows) / commits).rounded()))
+        log("store floor: \(rows) rows in transactions of \(batch), in \(directory)")
+        do {
+            let floor = try UserMessageStoreFloor.run(directory: directory, rows: rows, batch: batch, pairs: options.groups, size: options.payloadSize)
+            return StoreFloorFigures(rows: rows, batch: batch, rowsPerSecond: floor.rowsPerSecond, directory: directory)
+        } catch {
+            log("store floor: failed: \(error)")
+            return nil
+        }
     }
 }
 
@@ -133,12 +165,16 @@ struct Pairs: AsyncParsableCommand {
     @Option(help: "Pairs.") var pairs = 100
     @Flag(help: "User-to-user messages (sendUser: stored durably, then delivered and acknowledged) instead of channel messages.")
     var users = false
+    @Option(help: "--users: directory for the store floor's database, run after the load (default: --data-dir, the server's disk when it serves from the same one).")
+    var storeFloorDir: String?
+    @Flag(help: "--users: no store floor.") var noStoreFloor = false
 
     func run() async throws {
         if users && (load.baseline != nil || load.protocol != "rtm") {
             throw ValidationError("--users needs this server's protocol (the floor server has no user messages)")
         }
-        try await load.run(groups: pairs, subscribersPerGroup: 1, userMessages: users)
+        try await load.run(groups: pairs, subscribersPerGroup: 1, userMessages: users,
+                           storeFloor: users && !noStoreFloor ? storeFloorDir ?? load.dataDir : nil)
     }
 }
 

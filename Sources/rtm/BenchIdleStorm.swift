@@ -13,6 +13,8 @@ struct Idle: AsyncParsableCommand {
     @Option(help: "Seconds to hold them after all are connected.") var hold: Double = 20
     @Option(help: "Server process id (required).") var serverPid: Int32
     @Option(help: "Client event loops (default: cores).") var threads: Int?
+    @Option(help: "Port for the idle floor it runs right after (`rtm bench idle-floor`: NIO WebSocket connections that only answer pings, measured the same way); 0: no floor.")
+    var floorPort = 19_601
     @OptionGroup var app: AppArguments
     @Flag(help: "Print JSON.") var json = false
 
@@ -25,8 +27,24 @@ struct Idle: AsyncParsableCommand {
         options.target = .rtm(appId: appId, certificate: certificate)
         options.serverPID = serverPid
         if let threads { options.threads = threads }
-        let result = try await IdleRun.run(options, clients: clients, hold: hold, log: BenchOutput.log)
+        var result = try await IdleRun.run(options, clients: clients, hold: hold, log: BenchOutput.log)
+        if floorPort > 0 { result.floor = try await floor(options) }
         try BenchOutput.print(result, text: result.text, json: json)
+    }
+
+    /// The same clients, held the same way, against the idle floor in a child process.
+    private func floor(_ options: LoadOptions) async throws -> IdleRun.Result.Floor {
+        let binary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let server = ServerProcess(arguments: [binary, "bench", "idle-floor", "--port", "\(floorPort)"], port: floorPort)
+        defer { server.kill() }
+        try await server.start()
+        var floor = options
+        try floor.setURL("ws://127.0.0.1:\(floorPort)/")
+        floor.target = .floor
+        floor.serverPID = server.pid
+        BenchOutput.log("idle floor: the same \(clients) clients on NIO WebSocket connections that only answer pings")
+        let measured = try await IdleRun.run(floor, clients: clients, hold: hold, log: BenchOutput.log)
+        return .init(bytesPerConnection: measured.bytesPerConnection, serverCores: measured.serverCores, disconnected: measured.disconnected)
     }
 }
 

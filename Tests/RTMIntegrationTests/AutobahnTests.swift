@@ -190,13 +190,13 @@ enum Autobahn {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
-            case .binary(let messages):
-                for message in messages { context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: message)), promise: nil) }
+            case .messages(let messages):
+                for message in messages {
+                    context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: message.isText ? .text : .binary, data: message.data)), promise: nil)
+                }
                 context.flush()
             case .frame(let frame):
                 switch frame.opcode {
-                case .text:
-                    context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
                 case .ping:
                     context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.data)), promise: nil)
                 case .connectionClose:

@@ -31,10 +31,11 @@ fuzzMain { bytes in
                 precondition(frame.maskKey == nil, "a frame handed on still masked")
                 precondition(frame.data.readableBytes <= maxFrameSize)
                 total += frame.data.readableBytes
-            case .binary(let messages):
+            case .messages(let messages):
                 for message in messages {
-                    precondition(message.readableBytes <= maxFrameSize)
-                    total += message.readableBytes
+                    precondition(message.data.readableBytes <= maxFrameSize)
+                    if message.isText { precondition(String(validating: message.data.readableBytesView, as: UTF8.self) != nil, "a text message that is not UTF-8") }
+                    total += message.data.readableBytes
                 }
             }
             precondition(total <= bytes.count, "more payload out than bytes in")

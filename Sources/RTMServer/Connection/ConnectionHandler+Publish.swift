@@ -88,9 +88,11 @@ extension ConnectionHandler {
                 run.removeAll(keepingCapacity: true)
                 return
             }
+            var template: PublishOKTemplate?
             for (index, seq) in zip(run.indices, numbers.seqs) {
                 if run[index].repliesInJSON {
-                    Self.appendPublishOK(id: run[index].requestID, seq: seq, epoch: numbers.epoch, to: &replies, expected: batch.count,
+                    if template == nil { template = okTemplate(epoch: numbers.epoch) }
+                    Self.appendPublishOK(id: run[index].requestID, seq: seq, template: template!, to: &replies, expected: batch.count,
                                          allocator: context.channel.allocator)
                 } else {
                     acks.append(requestID: run[index].requestID, seq: seq, epoch: numbers.epoch)
@@ -161,9 +163,11 @@ extension ConnectionHandler {
         case .success(let numbers):
             var acks = BinaryFrame.PublishAcks()
             var replies: ByteBuffer?
+            var template: PublishOKTemplate?
             for (message, seq) in zip(run, numbers.seqs) {
                 if message.repliesInJSON {
-                    Self.appendPublishOK(id: message.requestID, seq: seq, epoch: numbers.epoch, to: &replies, expected: run.count,
+                    if template == nil { template = okTemplate(epoch: numbers.epoch) }
+                    Self.appendPublishOK(id: message.requestID, seq: seq, template: template!, to: &replies, expected: run.count,
                                          allocator: context.channel.allocator)
                 } else {
                     acks.append(requestID: message.requestID, seq: seq, epoch: numbers.epoch)
@@ -182,15 +186,22 @@ extension ConnectionHandler {
         outbox.binary(buffer)
     }
 
+    /// The JSON publish `ok` reply template for `epoch`: the connection's last one, made again
+    /// only when the epoch changes (a run of replies shares one, and so do the runs after it).
+    func okTemplate(epoch: String) -> PublishOKTemplate {
+        if let last = intake.okTemplate, last.epoch == epoch { return last }
+        let template = PublishOKTemplate(epoch: epoch)
+        intake.okTemplate = template
+        return template
+    }
+
     /// Appends a JSON publish's `ok`, framed, to the read's replies (written below the frame
     /// encoder in one buffer). Kept out of line: the binary path does not pay for its code.
     @inline(never)
-    static func appendPublishOK(id: UInt64, seq: UInt64, epoch: String, to replies: inout ByteBuffer?, expected: Int,
+    static func appendPublishOK(id: UInt64, seq: UInt64, template: PublishOKTemplate, to replies: inout ByteBuffer?, expected: Int,
                                 allocator: ByteBufferAllocator) {
-        let length = FrameCodec.publishOKLength(id: id, seq: seq, epoch: epoch)
-        if replies == nil { replies = allocator.buffer(capacity: (length + 4) * expected) }
-        BinaryFrame.writeWebSocketHeader(into: &replies!, length: length, opcode: 0x1)
-        FrameCodec.writePublishOK(id: id, seq: seq, epoch: epoch, into: &replies!)
+        if replies == nil { replies = allocator.buffer(capacity: (template.length(id: id, seq: seq) + 4) * expected) }
+        template.write(id: id, seq: seq, framed: true, into: &replies!)
     }
 
     /// Writes the framed JSON `ok` replies gathered so far (below the frame encoder, as the

@@ -20,8 +20,15 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     let hub: Hub
-    /// The connection's life (one state value; the handler only performs its actions).
-    var lifecycle: ServerConnectionStateMachine
+    /// The connection's life (one state value; the handler only performs its actions). Any
+    /// change may move its deadlines, so the loop's liveness sweep looks at it again.
+    var lifecycle: ServerConnectionStateMachine {
+        didSet { livenessCheck = nil }
+    }
+    /// Before when the loop's liveness sweep has nothing to look at here (`lifecycle.nextCheck`
+    /// as of its last look; nil: look at the next sweep). An idle connection is looked at
+    /// about once per heartbeat, not at every sweep.
+    var livenessCheck: NIODeadline?
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     /// Its event loop's fan-out table and counters.
@@ -102,51 +109,30 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func process(_ inbound: ServerInbound, context: ChannelHandlerContext) {
         let frame: WebSocketFrame
         switch inbound {
-        case .binary(let messages):
-            // Binary publishes are gathered and run together when the read batch ends (their
-            // liveness stamp too, in channelReadComplete).
+        case .messages(let messages):
+            // Publishes, binary and JSON, are gathered and run together when the read batch
+            // ends (their liveness stamp too, in channelReadComplete); any other request runs
+            // at once, after the publishes before it.
             for index in messages.indices {
-                guard intake.held == nil else { return hold(.binary(Array(messages[index...]))) }
-                fanout.stats.bytesIn &+= messages[index].readableBytes
-                connection.bytesIn &+= messages[index].readableBytes
-                connection.messagesIn &+= 1
-                binaryFrame(messages[index], context: context)
+                guard intake.held == nil else { return hold(.messages(Array(messages[index...]))) }
+                if messages[index].isText {
+                    guard textMessage(messages[index].data, context: context) else {
+                        return hold(.messages(Array(messages[index...])))
+                    }
+                } else {
+                    count(messages[index].data)
+                    binaryFrame(messages[index].data, context: context)
+                }
             }
             return
-        case .frame(let whole):
+        case .frame(let control):
             guard intake.held == nil else { return hold(inbound) }
-            frame = whole
-            fanout.stats.bytesIn &+= whole.data.readableBytes
-            connection.bytesIn &+= whole.data.readableBytes
-            connection.messagesIn &+= 1
+            frame = control
+            count(control.data)
         }
-        // SPEC T-3: every inbound frame refreshes liveness. Publishes (the hot path) are
-        // stamped once per read batch, in channelReadComplete; anything else at once. Frames
-        // arrive unmasked (`ServerFrameDecoder`); binary ones only in `.binary` batches.
+        // SPEC T-3: every inbound frame refreshes liveness (publishes once per read batch, in
+        // channelReadComplete; anything else at once). Frames arrive unmasked (`ServerFrameDecoder`).
         switch frame.opcode {
-        case .text:
-            // A JSON publish joins the read's batch, like a binary one (stamped in channelReadComplete).
-            if gatherJSONPublish(frame.data) { return }
-            lifecycle.read(at: .now())
-            flushPublishes(context: context)   // keep the client's order of requests
-            guard intake.held == nil else { return hold(inbound) }   // behind a publish the hook is asked about
-            let payload = frame.data
-            if let ts = FrameCodec.fastPing(payload) {
-                // The heartbeat: answered without JSON machinery (idle servers mostly do this).
-                outbox?.text(FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator))
-                return
-            }
-            let decoded: Frame
-            do {
-                decoded = try FrameCodec.decode(payload)
-            } catch {
-                send(.error(id: error.requestID, .invalidFrame, error.description), context: context, operation: RefusalKey.unknownOperation)
-                return
-            }
-            let started = NIODeadline.now()
-            intake.operation = decoded.type
-            handle(decoded, context: context)
-            hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
         case .ping:
             lifecycle.read(at: .now())
             var data = frame.data
@@ -157,6 +143,44 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         default:
             break
         }
+    }
+
+    /// Counts a message or control frame read.
+    private func count(_ data: ByteBuffer) {
+        fanout.stats.bytesIn &+= data.readableBytes
+        connection.bytesIn &+= data.readableBytes
+        connection.messagesIn &+= 1
+    }
+
+    /// A text message (a JSON request): a publish joins the read's batch, anything else runs now,
+    /// after the publishes before it. False if it must wait, with what follows it, for the
+    /// authorization hook's answer about one of those (nothing of it was run or counted).
+    private func textMessage(_ payload: ByteBuffer, context: ChannelHandlerContext) -> Bool {
+        if gatherJSONPublish(payload) {   // stamped in channelReadComplete, like a binary one
+            count(payload)
+            return true
+        }
+        flushPublishes(context: context)   // keep the client's order of requests
+        guard intake.held == nil else { return false }   // behind a publish the hook is asked about
+        count(payload)
+        lifecycle.read(at: .now())
+        if let ts = FrameCodec.fastPing(payload) {
+            // The heartbeat: answered without JSON machinery (idle servers mostly do this).
+            outbox?.text(FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator))
+            return true
+        }
+        let decoded: Frame
+        do {
+            decoded = try FrameCodec.decode(payload)
+        } catch {
+            send(.error(id: error.requestID, .invalidFrame, error.description), context: context, operation: RefusalKey.unknownOperation)
+            return true
+        }
+        let started = NIODeadline.now()
+        intake.operation = decoded.type
+        handle(decoded, context: context)
+        hub.metrics.request(decoded.type, nanoseconds: (NIODeadline.now() - started).nanoseconds)
+        return true
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -28,4 +28,7 @@ struct ConnectionIntake {
     /// The last channel published to: its name's bytes and validation result, to skip
     /// re-validating and re-allocating the name for every message of a stream.
     var lastPublishChannel: (bytes: [UInt8], name: String, problem: String?)?
+    /// The JSON publish `ok` reply template of the last channel epoch answered (made once per
+    /// epoch, not once per reply).
+    var okTemplate: PublishOKTemplate?
 }

@@ -43,12 +43,18 @@ final class LoopLiveness: @unchecked Sendable {
         suspects.clear(ObjectIdentifier(handler))
     }
 
+    /// Looks at the connections whose state changed since the last look, or whose deadline or
+    /// silence threshold (`ServerConnectionStateMachine.nextCheck`) came: the profile of 15,000
+    /// idle clients had the loops spend a third of their time reading every connection's state
+    /// four times a second.
     private func sweep() {
         let now = NIODeadline.now()
         var due: [ConnectionHandler] = []
         for (id, handler) in watched {
+            if let check = handler.livenessCheck, now < check { continue }
             if Self.isDue(handler, now: now), confirmed(id) { due.append(handler) }
             if handler.lifecycle.isLoggedIn { handler.checkSilence(now: now) }   // peer online status (§1.7)
+            handler.livenessCheck = handler.lifecycle.nextCheck
         }
         settle(now: now, due: due)
     }

@@ -235,6 +235,15 @@ struct ServerConnectionStateMachine {
         }
     }
 
+    /// Until when nothing can come due as long as the state does not change: the deadline, or
+    /// when the silence of a logged-in session passes its threshold (§1.7), whichever is first;
+    /// nil once closed.
+    var nextCheck: NIODeadline? {
+        guard case .loggedIn(_, _, let silence) = state, !silence.reported else { return deadline }
+        let silent = lastRead + silence.threshold
+        return deadline.map { min($0, silent) } ?? silent
+    }
+
     /// The sweep found the deadline passed (`now` ≥ `deadline`).
     mutating func deadlinePassed(now: NIODeadline) -> Action {
         switch state {

@@ -4,11 +4,19 @@ import RTMWebSocket
 
 /// What the server's frame decoder hands to `ConnectionHandler`.
 enum ServerInbound {
-    /// A whole text message or a control frame, unmasked (`maskKey` nil).
+    /// A control frame (ping, pong, close), unmasked (`maskKey` nil).
     case frame(WebSocketFrame)
-    /// Whole binary messages (publishes, PROTOCOL.md §2.3), unmasked, in arrival order: every one
-    /// that was complete in one read, handed over at once.
-    case binary([ByteBuffer])
+    /// Whole data messages, text (JSON requests) and binary (PROTOCOL.md §2.3) alike, unmasked,
+    /// in arrival order: every one that was complete in one read, handed over at once (a
+    /// control frame between them splits the batch, so the order holds).
+    case messages([Message])
+
+    /// A whole data message.
+    struct Message {
+        var data: ByteBuffer
+        /// A text message (else binary).
+        var isText: Bool
+    }
 }
 
 /// The server's WebSocket frame decoder (RFC 6455 §5), in place of NIO's `WebSocketFrameDecoder`
@@ -18,8 +26,9 @@ enum ServerInbound {
 /// and NIO's pair passes each one through the pipeline twice, boxed in `NIOAny`, and unmasks a
 /// byte at a time; on the one event loop that reads a publisher that was a fifth of the time. This
 /// decoder parses every complete frame of a read in one loop, unmasks eight bytes at a time in
-/// place, reassembles fragmented messages, and hands all binary messages of the read to the
-/// handler as one batch.
+/// place, reassembles fragmented messages, and hands all data messages of the read, text and
+/// binary, to the handler as one batch (a browser's JSON publishes come as many as a binary
+/// client's).
 ///
 /// RFC 6455 to the letter, with the rules the SDK applies too (`RTMWebSocket`):
 /// every violation throws a `WebSocketViolation` carrying its close code, which
@@ -94,7 +103,7 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
             }
         }
         // Pass 3: slice, reassemble and hand on, in the client's order.
-        var batch: [ByteBuffer] = []
+        var batch: [ServerInbound.Message] = []
         let start = buffer.readerIndex
         for span in spans {
             let payload = buffer.getSlice(at: start + span.offset, length: span.length)!
@@ -106,18 +115,20 @@ struct ServerFrameDecoder: ByteToMessageDecoder {
                 break
             }
             if let message = assembled {
-                if message.opcode == .binary {
-                    batch.append(message.data)
-                } else {
-                    // Keep the client's order: the binary messages before this one go first.
-                    if !batch.isEmpty { context.fireChannelRead(Self.wrapInboundOut(.binary(batch))); batch = [] }
+                switch message.opcode {
+                case .binary, .text:
+                    if batch.isEmpty { batch.reserveCapacity(spans.count) }
+                    batch.append(ServerInbound.Message(data: message.data, isText: message.opcode == .text))
+                default:
+                    // Keep the client's order: the messages before this control frame go first.
+                    if !batch.isEmpty { context.fireChannelRead(Self.wrapInboundOut(.messages(batch))); batch = [] }
                     context.fireChannelRead(Self.wrapInboundOut(.frame(WebSocketFrame(fin: true, opcode: message.opcode, data: message.data))))
                 }
             }
         }
         buffer.moveReaderIndex(forwardBy: cursor)
         spans.removeAll(keepingCapacity: true)
-        if !batch.isEmpty { context.fireChannelRead(Self.wrapInboundOut(.binary(batch))) }
+        if !batch.isEmpty { context.fireChannelRead(Self.wrapInboundOut(.messages(batch))) }
         if let failure { throw failure }
         return .needMoreData
     }

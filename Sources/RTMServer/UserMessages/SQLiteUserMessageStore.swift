@@ -7,7 +7,7 @@ import GRDB
 /// killed at any moment (`kill -9`); `fullSync` adds an fsync per commit so it also survives a
 /// power loss.
 public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable {
-    private let db: DatabaseQueue
+    let db: DatabaseQueue
     /// Messages waiting per receiver, as far as known (loaded by one COUNT on first use, then
     /// kept up to date), so a commit checks the cap without counting rows. Like every call,
     /// confined to the store's thread (`thread`, its only caller's): hence `@unchecked Sendable`.
