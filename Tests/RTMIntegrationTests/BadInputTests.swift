@@ -122,7 +122,6 @@ struct BadInputTests {
 
         raw.channel.close(promise: nil)
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("SDK-side limits are checked before anything is sent")
@@ -138,7 +137,6 @@ struct BadInputTests {
             #expect(error.reason.contains("32768"))
         }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("Limits: more than 50 channels per client is a typed error")
@@ -148,7 +146,6 @@ struct BadInputTests {
         for i in 0..<3 { try await alice.subscribe("c\(i)") }
         do { try await alice.subscribe("c3"); Issue.record("over the limit") } catch { #expect(error.code == .channelInstanceExceedLimitation) }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("Upgrade without the rtm.v1 subprotocol is refused with a 400 explaining what is expected")
@@ -164,7 +161,6 @@ struct BadInputTests {
         #expect(text.hasPrefix("HTTP/1.1 400"))
         #expect(text.contains("rtm.v1"))
         try? await channel.close()
-        await harness.stop()
     }
 }
 
