@@ -3,7 +3,8 @@ import Testing
 /// A suite or test that runs real servers, sockets, processes or timers: each of its tests
 /// runs holding one of the process's `RealTimeSlots` (or all of them: `.realTimeAlone`), so
 /// that only a few such tests share the machine's cores at once, however many the test run
-/// starts together.
+/// starts together; and in a `TestResources` scope, which stops the servers and processes it
+/// started when it ends, whatever it threw.
 ///
 /// ```swift
 /// @Suite(.realTime, .serialized)
@@ -25,7 +26,9 @@ public struct RealTimeTrait: TestTrait, SuiteTrait, TestScoping {
 
     public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
         let slots = RealTimeSlots.shared
-        try await slots.withSlots(alone ? slots.width : 1) { try await function() }
+        try await slots.withSlots(alone ? slots.width : 1) {
+            try await TestResources.scoped { try await function() }   // its servers and processes stopped while it holds its slots
+        }
     }
 }
 

@@ -22,7 +22,6 @@ struct AdminTLSTests {
             $0.adminTLSCertificatePath = certificates.certificateFile
             $0.adminTLSKeyPath = certificates.keyFile
         }
-        defer { Task { await admin.stop() } }
         let base = "https://127.0.0.1:\(admin.adminPort)"
         let info = try await Self.curl(base + "/v1/info", ["--cacert", certificates.caFile])
         #expect(info.status == 0 && info.output.contains("status=200") && info.output.contains("\"sessions\""), "\(info.output)")
@@ -49,7 +48,6 @@ struct AdminTLSTests {
             $0.adminTLSCertificatePath = certificates.certificateFile
             $0.adminTLSKeyPath = certificates.keyFile
         }
-        defer { Task { await admin.stop() } }
         let url = "https://127.0.0.1:\(admin.adminPort)"
         func rtmAdmin(_ options: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
             let process = try RTMProcess(arguments: ["admin", "info", "--admin-url", url, "--admin-key", AdminHarness.key] + options,
@@ -85,7 +83,6 @@ struct AdminTLSTests {
             $0.adminTLSCertificatePath = adminFirst.certificateFile
             $0.adminTLSKeyPath = adminFirst.keyFile
         }
-        defer { Task { await admin.stop() } }
         try "not a certificate".write(toFile: client.certificateFile, atomically: true, encoding: .utf8)
         try adminNext.install(over: adminFirst)
         #expect(throws: (any Error).self) { try admin.harness.server.reloadTLSCertificate() }
@@ -124,7 +121,6 @@ struct AdminTLSTests {
     @Test("admin console: served with a Content-Security-Policy that lets only its own script run (its SHA-256, computed here by openssl), and no framing")
     func consoleHeaders() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let page = try await Self.curl("http://127.0.0.1:\(admin.adminPort)/console", ["-D", "-"])
         let lines = page.output.split(separator: "\r\n").map(String.init)
         func header(_ name: String) -> String? {

@@ -58,8 +58,6 @@ struct AuthHookTests {
         #expect(Self.hookCount(scrape, "subscribe", "deny") == 1)
         #expect(Self.hookCount(scrape, "subscribe", "cached") == 2)
         await alice.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("connect hook: a denied login fails with the backend's reason; an allowed one takes the grants the backend sets")
@@ -84,8 +82,6 @@ struct AuthHookTests {
         #expect(await CapabilityTests.code { _ = try await bob.subscribe("lobby") } == .notPermitted)
         #expect(backend.received.map(\.event) == ["connect", "connect"])
         await bob.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("publish hook on pipelined requests: each asked in turn, rewritten or refused, and every reply and delivery in the client's order")
@@ -137,8 +133,6 @@ struct AuthHookTests {
         #expect(backend.received.compactMap(\.payload) == ["m0", "bad", "forbidden", "m3", "m5"])
         #expect(backend.received.allSatisfy { $0.event == "publish" && $0.signatureValid })
         try? await client.channel.close()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("a publish decision kept for the cacheSeconds its answer gives: a run of publishes asks once")
@@ -152,8 +146,6 @@ struct AuthHookTests {
         #expect(Self.hookCount(scrape, "publish", "allow") == 1)
         #expect(Self.hookCount(scrape, "publish", "cached") >= 1)
         await alice.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("at most maxConcurrentRequests questions at the backend at once: a burst of subscribes waits its turn, every one decided")
@@ -172,8 +164,6 @@ struct AuthHookTests {
         #expect(backend.received.count == 6)
         #expect(backend.mostAtOnce <= 2, "\(backend.mostAtOnce) at once")
         for client in clients { await client.logout() }
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("a backend that does not answer in time: refused where the namespace fails closed, allowed where it fails open")
@@ -196,8 +186,6 @@ struct AuthHookTests {
         let scrape = try await MetricsTests.scrape(harness.port)
         #expect(Self.hookCount(scrape, "subscribe", "failed") == 2)
         await alice.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("the circuit breaker opens after repeated failures (the backend is no longer asked) and closes once it answers again")
@@ -229,8 +217,6 @@ struct AuthHookTests {
         #expect(try await MetricsTests.scrape(harness.port)["rtm_auth_hook_breaker_open"] == 0)
         #expect(backend.received.count == 3, "one trial, then decided")
         await alice.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("a STREAM join in a subscribe-hooked namespace is asked too (channelType stream)")
@@ -247,8 +233,6 @@ struct AuthHookTests {
         #expect(backend.received.map(\.channelType) == ["stream", "stream"])
         await open.leave()
         await alice.logout()
-        await harness.stop()
-        await backend.stop()
     }
 
     @Test("a namespace that asks the hook needs one configured: the server refuses to start, saying so")

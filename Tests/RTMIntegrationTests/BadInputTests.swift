@@ -122,7 +122,6 @@ struct BadInputTests {
 
         raw.channel.close(promise: nil)
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("M-1, §2.8: a stored text with a NUL character (a user message, JSON or binary; a publish kept in history) is refused with its id before anything is stored; a channel message not stored carries it")
@@ -183,7 +182,6 @@ struct BadInputTests {
             #expect(error.code == .channelInvalidMessage)
         }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("Limits: more than 50 channels per client is a typed error")
@@ -193,7 +191,6 @@ struct BadInputTests {
         for i in 0..<3 { try await alice.subscribe("c\(i)") }
         do { try await alice.subscribe("c3"); Issue.record("over the limit") } catch { #expect(error.code == .channelInstanceExceedLimitation) }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("Upgrade without the rtm.v1 subprotocol is refused with a 400 explaining what is expected")
@@ -209,7 +206,6 @@ struct BadInputTests {
         #expect(text.hasPrefix("HTTP/1.1 400"))
         #expect(text.contains("rtm.v1"))
         try? await channel.close()
-        await harness.stop()
     }
 }
 

@@ -53,6 +53,5 @@ struct BusyServerTests {
         try await Task.sleep(for: .milliseconds(100))
         #expect(!peer.isClosed, "the server dropped a client that kept to its heartbeat")
         await peer.close()
-        await harness.stop()
     }
 }

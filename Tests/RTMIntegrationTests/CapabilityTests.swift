@@ -61,7 +61,6 @@ struct CapabilityTests {
         }
         #expect(await alice.subscribedChannels == ["room.a"])
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("user grants: user messages (binary) only to the granted user, peer status and invitations need theirs; oneself is always allowed")
@@ -79,7 +78,6 @@ struct CapabilityTests {
         // No channel grant at all: every channel is closed.
         #expect(await Self.code { _ = try await alice.subscribe("room") } == .notPermitted)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("namespaces reloaded while the server runs: a channel made private ends the subscriptions without a grant (unsubscribed) and refuses new ones; reloaded again, it opens; a hooked namespace without a hook is refused")
@@ -104,7 +102,6 @@ struct CapabilityTests {
         await #expect(throws: AuthorizationHookConfigurationError.self) { try await harness.server.reloadNamespaces([hooked]) }
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("per-connection rates reloaded while the server runs: an open connection's publish rate changes at once, with the new rate in the refusal; bad values are refused")
@@ -122,7 +119,6 @@ struct CapabilityTests {
             try await harness.server.reloadLimits(ConnectionLimits(publishRatePerSecond: -1, errorReplyRatePerSecond: 0, errorReplyBurst: 0))
         }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("renewToken with a narrower capability token ends the subscriptions it no longer grants (unsubscribed event), at once")
@@ -152,7 +148,6 @@ struct CapabilityTests {
         #expect(await Self.code { _ = try await alice.subscribe("room.b") } == .notPermitted)
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("a session resumed with a narrower capability token (renewed while disconnected) loses the channels it no longer grants")
@@ -176,7 +171,6 @@ struct CapabilityTests {
         #expect(await alice.subscribedChannels == ["room.a"])
         await alice.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("login(credentialsProvider:): every login asks for both tokens; a narrower capability token at a reconnection takes effect")
@@ -201,7 +195,6 @@ struct CapabilityTests {
         #expect(await alice.subscribedChannels == ["room.a"])
         await alice.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("a STREAM connection: its join needs stream.join, its topics stream.publish; a renewal that drops the channel ends the membership")
@@ -225,7 +218,6 @@ struct CapabilityTests {
         #expect(await StreamTests.eventually { harness.server.connectionCounters.stream == 0 })
         #expect(await alice.linkState == .connected)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("a MESSAGE renewal's narrower capability reaches the user's STREAM connections at once: one whose channel it no longer grants ends")
@@ -246,7 +238,6 @@ struct CapabilityTests {
         #expect(await StreamTests.eventually { harness.server.connectionCounters.stream == 1 })
         #expect(await alice.linkState == .connected)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("a private namespace: refused without a capability token, open with one that grants it; other channels stay open")
@@ -262,7 +253,6 @@ struct CapabilityTests {
         #expect(await Self.code { _ = try await bob.publish(channel: "private.ops", message: "x") } == nil)
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("namespaces: no client publishes (the admin API publishes), no presence (quiet members, no presence events or requests), no history, at most N members")
@@ -298,7 +288,6 @@ struct CapabilityTests {
         try await bob.unsubscribe("small.room")
         _ = try await carol.subscribe("small.room")
         for client in [alice, bob, carol] { await client.logout() }
-        await harness.stop()
     }
 
     @Test("a bad capability token fails the login: another user's, another certificate's, expired")
@@ -316,6 +305,5 @@ struct CapabilityTests {
             }
             await alice.logout()
         }
-        await harness.stop()
     }
 }

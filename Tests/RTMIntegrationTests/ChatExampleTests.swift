@@ -9,7 +9,6 @@ struct ChatExampleTests {
     @Test("Example app: rtm-chat-example shows who is online, publishes typed lines, prints messages, /who, and leaves on /quit")
     func chat() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         _ = try await bob.subscribe("lobby")
         let input = Pipe()
@@ -17,7 +16,6 @@ struct ChatExampleTests {
             "--url", "ws://127.0.0.1:\(harness.port)", "--app-id", Harness.appId, "--user", "alice",
             "--token", Harness.token("alice"), "--channel", "lobby",
         ], binary: RTMProcess.built("rtm-chat-example"), input: input)
-        defer { chat.stop() }
         let type = { (line: String) in input.fileHandleForWriting.write(Data("\(line)\n".utf8)) }
 
         #expect(await chat.waitForLine(containing: "online in #lobby: alice, bob") != nil, "\(chat.output)")

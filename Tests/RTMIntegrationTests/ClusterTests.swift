@@ -314,23 +314,33 @@ extension RTMProcess {
         let database = try await PostgresTestServer.start()
         defer { database.destroy() }
         var nodes: [(process: RTMProcess, port: Int, dir: String)] = []
-        defer {
+        func startNodes() async throws {
+            for name in names {
+                let port = try LoopbackPort.free()
+                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
+                let process = try RTMProcess(arguments: [
+                    "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
+                    "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", name,
+                ] + extraArguments)
+                nodes.append((process, port, dir))
+                let listening = await process.waitForLine(containing: "listening", within: processStart)
+                try #require(listening != nil, "\(process.output)")
+            }
+        }
+        // Stopped before their directories go, whatever a start or the body threw.
+        func stopNodes() async {
             for node in nodes {
-                node.process.stop()
+                await node.process.stopped()
                 try? FileManager.default.removeItem(atPath: node.dir)
             }
         }
-        for name in names {
-            let port = try LoopbackPort.free()
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-cluster-\(UUID().uuidString)").path
-            let process = try RTMProcess(arguments: [
-                "serve", "--port", "\(port)", "--data-dir", dir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
-                "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", name,
-            ] + extraArguments)
-            nodes.append((process, port, dir))
-            let listening = await process.waitForLine(containing: "listening", within: processStart)
-            try #require(listening != nil, "\(process.output)")
+        do {
+            try await startNodes()
+            try await body(database, nodes.map { ($0.process, $0.port) })
+        } catch {
+            await stopNodes()
+            throw error
         }
-        try await body(database, nodes.map { ($0.process, $0.port) })
+        await stopNodes()
     }
 }

@@ -32,8 +32,7 @@ extension ClusterTests {
         }
         let (oldPort, newPort) = (try LoopbackPort.free(), try LoopbackPort.free())
         var old = try await node("n1", port: oldPort, binary: previous)   // the previous release creates the schema
-        let new = try await node("n2", port: newPort, binary: RTMProcess.binary)
-        defer { old.stop(); new.stop() }
+        _ = try await node("n2", port: newPort, binary: RTMProcess.binary)   // this release (stopped when the test ends)
 
         let (talker, talkerEvents) = try await Harness.client("talker", port: oldPort)
         let (listener, listenerEvents) = try await Harness.client("listener", port: newPort)
@@ -50,7 +49,7 @@ extension ClusterTests {
         #expect(try await listener.whoNow(channel: "room").users == ["listener", "talker"])
 
         // The upgrade of n1: stopped (it drains), this release started on its port.
-        old.stop()
+        await old.stopped()
         old = try await node("n1", port: oldPort, binary: RTMProcess.binary)
         #expect(await talkerEvents.first(within: .seconds(15)) { $0.link?.currentState == .connected && $0.link?.operation == .reconnected } != nil)
         let afterUpgrade = try await talker.publish(channel: "room", message: "after the upgrade")

@@ -40,6 +40,5 @@ struct CommitDelayTests {
         #expect(await DeliveryTests.texts(bobEvents, user: true) == sorted)
         await bob.logout()
         await alice.logout()
-        await harness.stop()
     }
 }

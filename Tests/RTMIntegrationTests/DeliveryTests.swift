@@ -33,7 +33,6 @@ struct DeliveryTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("M-1: messages for an offline user wait, arrive in order when it logs in, and are not sent again once acknowledged")
@@ -57,7 +56,6 @@ struct DeliveryTests {
         #expect(await Self.texts(againEvents, user: true) == ["marker2"])
         await again.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("M-1: past the per-receiver cap the oldest are dropped and the receiver is told how many")
@@ -72,13 +70,11 @@ struct DeliveryTests {
         #expect(await Self.texts(bobEvents, user: true) == ["m3", "m4", "m5"])
         await bob.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("M-1: a user message survives the server being killed with SIGKILL and restarted on the same data directory")
     func userMessageSurvivesKill9() async throws {
         let server = try await DurableServer()
-        defer { server.stop() }
         let port = server.port
         let (alice, _) = try await Harness.client("alice", port: port)
         let receipt = try await alice.publish(toUser: "bob", message: "durable")
@@ -127,7 +123,6 @@ struct DeliveryTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("M-2: a short cut loses nothing: the messages published meanwhile are replayed, in order, once")
@@ -150,14 +145,15 @@ struct DeliveryTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("M-3: a publish whose acknowledgement was lost is sent again after the reconnect and delivered once")
     func retriedPublishDeliveredOnce() async throws {
         let harness = try await Harness.start()
         let proxy = try await FaultProxy.start(targetPort: harness.port)
-        let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
+        // The request timeout only bounds a failure here (the rule is the resend, not its time):
+        // 10 s, since the loss, the reconnection and the resend took more than 2 s under load.
+        let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port, configure: { $0.requestTimeout = 10 })
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")
         try await alice.subscribe("room")
@@ -186,7 +182,6 @@ struct DeliveryTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("M-3: with concurrent publishers each one's messages arrive in publishing order, each once")
@@ -212,7 +207,6 @@ struct DeliveryTests {
         #expect(seqs == Array(1...150).map(UInt64.init))   // one order for all, no holes, no repeats
         for publisher in publishers { await publisher.logout() }
         await reader.logout()
-        await harness.stop()
     }
 }
 
@@ -252,6 +246,5 @@ extension DeliveryTests {
         await stay.logout()
         try await sessionEndsUntil { hub.read { $0.resends.ids.isEmpty } }
         #expect(hub.read { $0.resends.ids.isEmpty && $0.resends.retention.pending == 0 })
-        await harness.stop()
     }
 }

@@ -88,7 +88,6 @@ struct DrainTests {
         #expect(metrics["rtm_goaways_sent_total"] == Double(count))
         #expect(metrics["rtm_draining"] == 1)
         #expect(metrics["rtm_disconnects_total{reason=\"server_close_1001\"}"] == Double(count))
-        await harness.stop()
     }
 
     @Test("Drain, R-1: an SDK client drained from one server reconnects to the other endpoint by itself, reason serverGoingAway")
@@ -149,7 +148,6 @@ struct DrainTests {
             "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--drain-rate", "2", "--drain-reconnect-spread", "0",
         ])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         var peers: [RawPeer] = []
         for user in ["p1", "p2", "p3"] {
@@ -167,7 +165,11 @@ struct DrainTests {
         for peer in peers { #expect(await peer.waitForClose(within: soon)) }
         for peer in peers { #expect(peer.frames().contains { $0.text.contains(#""reason":"server draining""#) }) }
         let closedAt = peers.compactMap(\.closedAt).sorted()
-        #expect(closedAt.count == 3 && closedAt[2] - closedAt[0] >= .milliseconds(800), "\(closedAt)")
+        // Paced at 2 a second, the third goes about a second after the first; unpaced, all three
+        // would close within milliseconds. Half the pace as the bound: the closes are seen here,
+        // after the server's sends, and a loaded machine delays the first one seen by up to a
+        // few hundred milliseconds more than the last (799 ms was measured beside three builds).
+        #expect(closedAt.count == 3 && closedAt[2] - closedAt[0] >= .milliseconds(500), "\(closedAt)")
         #expect(await server.waitForLine(containing: "drained") != nil, "\(server.output)")
         #expect(await eventually(within: soon, every: .milliseconds(20)) { !server.process.isRunning })
     }

@@ -38,7 +38,6 @@ struct EncodedFrameTests {
     @Test("T-2, RFC 6455 §5.5.1: pre-encoded frames (user-message replies and deliveries) reach the client until the server closes the connection; one written while the close frame still waits to go out is dropped, not sent after it")
     func nothingAfterTheCloseFrame() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let client = try await JSONPublishTests.RawClient(port: harness.port)
         let login = Frame(type: .login, id: 1, appId: Harness.appId, userId: "bob", token: Harness.token("bob"), heartbeatInterval: 5)
         try await client.send([JSONPublishTests.text(String(buffer: FrameCodec.encode(login)))])

@@ -24,7 +24,6 @@ struct EndToEndProcessTests {
     @Test("M-1, M-2, C-6: one rtm serve process: a user message (online and offline receiver), a channel message, a kick, and a restart that loses nothing acknowledged")
     func singleNode() async throws {
         let server = try await DurableServer()
-        defer { server.stop() }
         let (alice, _) = try await Self.client("alice", port: server.port)
         let (bob, bobEvents) = try await Self.client("bob", port: server.port)
         try await bob.subscribe("room")
@@ -94,14 +93,13 @@ struct EndToEndProcessTests {
             #expect(kicked?.link?.reasonCode == .sameUidLogin)
 
             // Node 1 stopped (SIGTERM) and started again on its port: clients reach it again.
-            nodes[0].process.stop()
+            await nodes[0].process.stopped()
             let restarted = try RTMProcess(arguments: [
                 "serve", "--port", "\(nodes[0].port)", "--data-dir",
                 FileManager.default.temporaryDirectory.appendingPathComponent("rtm-e2e-\(UUID().uuidString)").path,
                 "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
                 "--publish-rate", "0", "--postgres", database.url + "?sslmode=disable", "--node-id", "n1",
             ])
-            defer { restarted.stop() }
             #expect(await restarted.waitForLine(containing: "listening", within: processStart) != nil, "\(restarted.output)")
             let (carol, _) = try await Self.client("carol", port: nodes[0].port)
             try await carol.publish(channel: "room", message: "after-restart")

@@ -167,7 +167,6 @@ struct FaultTests {
         #expect(await events.first(within: soon) { $0.link?.reasonCode == .loginTimeout } != nil)
         #expect(await client.connectionState == .disconnected)
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("T-2/R-4: logout on a black-holed link completes promptly and leaves no timer behind")

@@ -56,7 +56,6 @@ struct HTTPEndpointTests {
         let shortKey = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Key"], extra: ["Sec-WebSocket-Key: c2hvcnQ="]), port: harness.port)
         #expect(shortKey.status == 400)
         #expect(shortKey.body.hasPrefix("Sec-WebSocket-Key must be 16 random bytes in base64"), "\(shortKey.body)")
-        await harness.stop()
     }
 
     @Test("RFC 6455 §4.4: an upgrade with Sec-WebSocket-Version 8 gets 426 and Sec-WebSocket-Version: 13; a missing version gets 400 naming it")
@@ -74,7 +73,6 @@ struct HTTPEndpointTests {
         let noProtocol = try await Self.exchange(Self.upgrade(drop: ["Sec-WebSocket-Protocol"]), port: harness.port)
         #expect(noProtocol.status == 400)
         #expect(noProtocol.body.contains("rtm.v1"))
-        await harness.stop()
     }
 
     @Test("another path: 404 listing the endpoints")
@@ -84,7 +82,6 @@ struct HTTPEndpointTests {
         #expect(answer.status == 404, "\(answer.raw)")
         #expect(answer.body.hasPrefix("no such endpoint: /nope"))
         #expect(answer.body.contains("/v1") && answer.body.contains("/health"))
-        await harness.stop()
     }
 
     @Test("bytes that are not HTTP: 400 with a short text body saying what the endpoint expects")
@@ -95,7 +92,6 @@ struct HTTPEndpointTests {
         #expect(answer.headers["content-type"] == "text/plain")
         #expect(answer.body.hasPrefix("not an HTTP request this server understands"), "\(answer.body)")
         #expect(answer.headers["content-length"] == "\(answer.body.utf8.count)")
-        await harness.stop()
     }
 
     @Test("RFC 9110 §15.5.6: a method the path does not take gets 405 with Allow; HEAD answers the headers alone")
@@ -110,7 +106,6 @@ struct HTTPEndpointTests {
         let head = try await Self.exchange("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n", port: harness.port)
         #expect(head.status == 200, "\(head.raw)")
         #expect(head.body.isEmpty)
-        await harness.stop()
     }
 
     @Test("RFC 9110 §15.5.6: the admin API's 405 names the method the endpoint takes in Allow")
@@ -124,6 +119,5 @@ struct HTTPEndpointTests {
                                            port: admin.adminPort)
         #expect(post.status == 405)
         #expect(post.headers["allow"] == "POST")
-        await admin.stop()
     }
 }

@@ -57,7 +57,6 @@ struct HardeningTests {
         #expect(!(await good.waitForClose(within: .milliseconds(900))))
         #expect(good.frames().first?.text.contains(#""type":"ok""#) == true)
         await good.close()
-        await harness.stop()
     }
 
     @Test("T-3 (server side): a logged-in peer that trickles the bytes of a frame it never finishes is dropped at its read deadline (heartbeat + slack from its last whole frame); a pinging neighbour stays")
@@ -87,7 +86,6 @@ struct HardeningTests {
         trickle.cancel()
         pinging.cancel()
         await pinger.close()
-        await harness.stop()
     }
 
     /// Runs `count` connections through `cycle`, `parallel` at a time.
@@ -144,7 +142,6 @@ struct HardeningTests {
         #expect(afterLogins == (0, 0, 0), "after 10,000 login/logout cycles: \(afterLogins)")
         #expect(harness.server.sessionCount == 0)
         #expect(harness.server.connectionCounters.message == 0)
-        await harness.stop()
     }
 
     @Test("T-9, a connection flooding rejected publishes is closed (1008) after its error budget; a healthy neighbour's latency does not move")
@@ -218,7 +215,6 @@ struct HardeningTests {
         #expect(during <= max(before * 3, before + .milliseconds(100)), "healthy p99 \(before) → \(during) under the flood")
         await healthy.logout()
         await listener.logout()
-        await harness.stop()
     }
 
     @Test("A client's close frame without logout: the server echoes its code, and the session gets its grace window, then times out (P-1, P-2)")
@@ -241,7 +237,6 @@ struct HardeningTests {
         #expect(gone?.presenceEvent?.kind == .remoteTimeout)
         #expect(await StreamTests.eventually { harness.server.sessionCount == 1 })
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("A request whose id can be read gets its error with that id, naming the real problem")
@@ -282,7 +277,6 @@ struct HardeningTests {
         let truncatedReply = await raw.reply(39)
         #expect(truncatedReply?.reason?.contains("truncated") == true)
         raw.channel.close(promise: nil)
-        await harness.stop()
     }
 }
 
@@ -317,7 +311,6 @@ struct SocketBudgetTests {
         #expect(await aliceEvents.first(within: soon) { $0.messageEvent?.text == "still serving" } != nil)
         await bob.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("T-9: the default socket budget is the open-file limit less a reserve for the server's own files")

@@ -34,6 +34,9 @@ struct Harness {
         return config
     }
 
+    /// Starts a server shaped by `configure`. The test's scope (`TestResources`, which the
+    /// `.realTime` trait gives every test) stops it when the test ends, whatever it threw: a
+    /// test needs no trailing `stop()`, and calls `stop()` only to stop it part way.
     static func start(_ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> Harness {
         var config = serverConfig()
         configure(&config)
@@ -41,28 +44,12 @@ struct Harness {
         logger.logLevel = .warning
         let server = try RTMServer(configuration: config, logger: logger)
         let port = try await server.start()
+        TestResources.register { try? await server.shutdown() }   // stopped when the test ends, whatever it threw
         return Harness(server: server, port: port)
     }
 
     func stop() async {
         try? await server.shutdown()
-    }
-
-    /// Starts a server, runs `body` with it and stops it whatever happens: an expectation that
-    /// throws part way does not leave the server (its port, threads and timers) running.
-    static func with<Result>(
-        _ configure: (inout ServerConfiguration) -> Void = { _ in },
-        _ body: (Harness) async throws -> Result
-    ) async throws -> Result {
-        let harness = try await start(configure)
-        do {
-            let result = try await body(harness)
-            await harness.stop()
-            return result
-        } catch {
-            await harness.stop()
-            throw error
-        }
     }
 
     static func token(_ user: String, expiresIn: Int = 3600) -> String {

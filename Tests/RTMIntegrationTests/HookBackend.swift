@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import RTMTestSupport
 
 /// A tiny real HTTP server playing the app's backend for the authorization hook: it checks
 /// each question's signature, records it, and answers as the test says (a JSON decision, an
@@ -68,6 +69,7 @@ final class HookBackend: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
+        TestResources.register { try? await channel.close() }   // closed when the test ends, whatever it threw
         return HookBackend(port: channel.localAddress?.port ?? 0, channel: channel, questions: questions, concurrency: concurrency,
                            answer: answerBox)
     }

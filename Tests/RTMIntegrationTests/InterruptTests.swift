@@ -35,7 +35,6 @@ struct InterruptTests {
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")
         let listener = try Self.start(["listen", "room"], user: "ctrl-c", port: harness.port)
-        defer { listener.stop() }
         #expect(await bobEvents.first(within: soon) { $0.presenceEvent?.kind == .remoteJoin && $0.presenceEvent?.userId == "ctrl-c" } != nil,
                 "\(listener.output)")
         #expect(await listener.waitForLine(containing: "snapshot") != nil, "\(listener.output)")
@@ -46,7 +45,6 @@ struct InterruptTests {
         let left = await bobEvents.first(since: mark, within: soon) { $0.presenceEvent?.userId == "ctrl-c" && $0.presenceEvent?.kind != .remoteJoin }
         #expect(left?.presenceEvent?.kind == .remoteLeave, "\(String(describing: left))")
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("rtm lock acquire: Ctrl-C logs out, which releases the lock at once, and exits")
@@ -56,7 +54,6 @@ struct InterruptTests {
         try await bob.setLock(channel: "room", lockName: "door", ttl: 60)
         try await bob.subscribe("room", options: SubscribeOptions(withPresence: false, withLock: true))
         let holder = try Self.start(["lock", "acquire", "room", "door"], user: "ctrl-c", port: harness.port)
-        defer { holder.stop() }
         #expect(await holder.waitForLine(containing: "fencing token") != nil, "\(holder.output)")
         #expect(await bobEvents.first(within: soon, where: LockTests.lock(.lockAcquired)) != nil)
 
@@ -67,20 +64,17 @@ struct InterruptTests {
         #expect(await bobEvents.first(since: mark, within: soon, where: LockTests.lock(.lockReleased)) != nil)
         #expect(harness.server.connectionCounters.message == 1)
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("rtm meta watch: Ctrl-C logs out (the server drops the connection) and exits")
     func metaWatch() async throws {
         let harness = try await Harness.start()
         let watcher = try Self.start(["meta", "watch", "--channel", "doc"], user: "ctrl-c", port: harness.port)
-        defer { watcher.stop() }
         #expect(await watcher.waitForLine(containing: "storage") != nil, "\(watcher.output)")
         #expect(harness.server.connectionCounters.message == 1)
 
         let status = await Self.interrupt(watcher)
         #expect(status == 0 || status == 130, "still running or failed (\(String(describing: status))): \(watcher.output)")
         #expect(await eventually(within: soon, every: .milliseconds(20)) { harness.server.connectionCounters.message == 0 })
-        await harness.stop()
     }
 }

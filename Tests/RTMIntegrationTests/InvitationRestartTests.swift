@@ -65,7 +65,6 @@ struct InvitationRestartTests {
     @Test("§1.8/T-12: kill -9 and a restart on the same data directory: the callee's catch-up acknowledgement works, the caller's resend is answered with where it stands, an accepted invitation does not ring again, and expiry still comes 6 s (scaled 60 s) after the first invite")
     func survivesKill9() async throws {
         let server = try await DurableServer(extraArguments: ["--test-invitation-expiry", "6"])
-        defer { server.stop() }
         let alice = try await RawUser.login("alice", port: server.port)
         let bob = try await RawUser.login("bob", port: server.port)
         let sentAt = ContinuousClock.now
@@ -126,7 +125,7 @@ struct InvitationRestartTests {
 
         proxy.setRefuseNew(true)
         await first.stop()
-        let second = try await Harness.start { config in
+        _ = try await Harness.start { config in   // the restarted server (stopped when the test ends)
             configure(&config)
             config.port = port
         }
@@ -143,6 +142,5 @@ struct InvitationRestartTests {
         await bob.logout()
         await alice.logout()
         try? await proxy.stop()
-        await second.stop()
     }
 }

@@ -67,7 +67,6 @@ struct InvitationTests {
         #expect(await Self.states(bobEvents, sent.id) == ["invitationReceived", "accepted"])
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: refused with a response; canceled (the callee told); unknown ids are notStarted")
@@ -96,7 +95,6 @@ struct InvitationTests {
         } catch { #expect(error.code == .invitationNotStarted) }
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: a callee offline 30 s (scaled) after sending → remoteOffline; one that logs in before gets it")
@@ -119,7 +117,6 @@ struct InvitationTests {
         await alice.logout()
         await dave.logout()
         await carol.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: a callee that logs out ends its invitations at once: the caller hears remoteOffline long before any timer (expiry 60 s here)")
@@ -136,7 +133,6 @@ struct InvitationTests {
         #expect(ContinuousClock.now - loggedOut < .seconds(5))
         if case .call(.local(let local))? = failed { #expect(local.error == .remoteOffline) } else { Issue.record("the caller still rings") }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: a callee online whose SDK never acknowledges → remoteNoResponse at 30 s (scaled)")
@@ -161,7 +157,6 @@ struct InvitationTests {
         }, "\(bob.frames().map(\.text))")
         await bob.close()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: acknowledged and left alone → expire at 60 s (scaled) on both sides; answering after is alreadyEnd")
@@ -183,7 +178,6 @@ struct InvitationTests {
         } catch { #expect(error.code == .invitationAlreadyEnd) }
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§1.8/P-1: the callee cut: an invitation sent meanwhile arrives once when it is back; a cancel made meanwhile too")
@@ -213,7 +207,6 @@ struct InvitationTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("§1.8/P-1: the caller cut: the acceptance made meanwhile reaches it once when it is back")
@@ -238,7 +231,6 @@ struct InvitationTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("§1.8/T-12: after a server restart a live invitation is sent again by the caller's SDK and can still be accepted, each state reported once")
@@ -285,7 +277,6 @@ struct InvitationTests {
             Issue.record("accepted the invitation of a caller who left")
         } catch { #expect(error.code == .invitationAlreadyEnd) }
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§1.8: cancel racing accept has exactly one outcome, the same on both sides")
@@ -320,6 +311,5 @@ struct InvitationTests {
         #expect(outcomes.values.reduce(0, +) == 12)
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 }

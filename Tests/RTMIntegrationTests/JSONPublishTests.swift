@@ -85,7 +85,6 @@ struct JSONPublishTests {
     @Test("JSON publishes of one read (with binary ones among them) are delivered in one message frame of consecutive items; each JSON one gets its ok, the binary ones one ack frame")
     func jsonPublishesOfOneReadShareAFrame() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (client, before) = try await Self.aliceInRoom(port: harness.port)
 
         // 12 publishes in one write: JSON (ids 10…), a binary one in the middle, JSON again.

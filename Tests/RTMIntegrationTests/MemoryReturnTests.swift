@@ -50,6 +50,5 @@ struct MemoryReturnTests {
         let returned = await waitUntil(.seconds(5)) { (MemoryTrimmer.residentBytes() ?? .max) < target }
         #expect(returned, "resident \(MemoryTrimmer.residentBytes().map { $0 >> 20 } ?? 0) MiB after the load ended (peak \(peak >> 20) MiB, baseline \(baseline >> 20) MiB)")
         #expect(harness.server.memoryTrimmer.totals.trims > 0)
-        await harness.stop()
     }
 }

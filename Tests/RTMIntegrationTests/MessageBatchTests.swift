@@ -125,7 +125,6 @@ struct BenchCounterTests {
     @Test("rtm bench fanout: every subscriber reports the one message the server dropped (--test-drop-seq) as lost, nothing reordered; an SDK subscriber gets the same stream")
     func benchReportsDroppedMessage() async throws {
         let harness = try await Harness.start { $0.testDropSeq = 20 }
-        defer { Task { await harness.stop() } }
         let (client, events) = try await Harness.client("watcher", port: harness.port)
         _ = try await client.subscribe("bench-0")
 
@@ -150,7 +149,6 @@ struct BenchCounterTests {
     /// A short run against a fresh test server, shaped by `configure`.
     static func run(_ configure: (inout LoadOptions) -> Void) async throws -> LoadResult {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         var options = Self.shortRun(port: harness.port)
         configure(&options)
         return try await LoadRun.run(options) { _ in }
@@ -264,7 +262,6 @@ struct BenchCounterTests {
     @Test("rtm bench sdk: SDK publisher and SDK subscribers through the public API; every acknowledged publish delivered once, in order")
     func benchSDK() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         var options = SDKRun.Options()
         options.port = harness.port
         options.appId = Harness.appId

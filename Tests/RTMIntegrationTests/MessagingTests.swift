@@ -11,7 +11,6 @@ struct MessagingTests {
     @Test("K-1/C-1: a created client opens nothing; login connects; publish reaches subscribers with presence")
     func publishSubscribe() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (idle, _) = try await Harness.client("idle", port: harness.port, login: false)
         #expect(harness.server.connectionCount == 0)   // K-1
         _ = idle
@@ -54,7 +53,6 @@ struct MessagingTests {
     @Test("P-4/H-4: logout is seen by members at once, with no timers involved")
     func logoutLeavesAtOnce() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         try await alice.subscribe("room")
@@ -72,7 +70,6 @@ struct MessagingTests {
     @Test("C-6: a second login with the same user id kicks the first, which never logs in again by itself")
     func secondLoginKicksFirst() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (first, firstEvents) = try await Harness.client("alice", port: harness.port)
         let (second, secondEvents) = try await Harness.client("alice", port: harness.port)
         let kicked = await firstEvents.first(within: soon) { $0.link?.currentState == .failed }
@@ -106,7 +103,6 @@ struct MessagingTests {
     @Test("C-1: bad and expired tokens are typed errors; the link goes to failed with the reason")
     func badTokens() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (client, events) = try await Harness.client("alice", port: harness.port, login: false)
         do {
             try await client.login(token: "006garbage")

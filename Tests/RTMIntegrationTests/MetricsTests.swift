@@ -48,7 +48,6 @@ struct MetricsTests {
             #expect(index > 0 && lines[index - 1].hasPrefix("# HELP \(name) "), "no HELP for \(name)")
         }
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("The process's own figures (memory, descriptors, CPU, threads, start time) under the usual process_* names, the build's version, and refused requests by request type and error code")
@@ -75,7 +74,6 @@ struct MetricsTests {
             #expect(after.text.contains("# TYPE \(family)\n"), "\(family)")
         }
         try await client.channel.close()
-        await harness.stop()
     }
 
     @Test("/proc/self/stat and /proc/self/limits read as proc(5) lays them out (a command name with spaces and parentheses)")
@@ -141,7 +139,6 @@ struct MetricsTests {
         #expect(after["rtm_queue_depth{queue=\"user_message_store\"}"] == 0)
         #expect(after.values["rtm_queue_depth{queue=\"storage\"}"] == 0)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("Topic messages on STREAM connections count as messages of kind stream, in and out")
@@ -165,7 +162,6 @@ struct MetricsTests {
         #expect(after["rtm_request_duration_seconds_count{type=\"publishTopic\"}"] == 3)
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("M-2: a subscription from a position of an unknown epoch counts a replay with a gap")
@@ -184,6 +180,5 @@ struct MetricsTests {
         #expect(await StreamTests.eventually { harness.server.connectionCount == 0 })
         let closed = try await Self.scrape(harness.port)
         #expect(closed["rtm_disconnects_total{reason=\"connection_lost\"}"] == 1)
-        await harness.stop()
     }
 }

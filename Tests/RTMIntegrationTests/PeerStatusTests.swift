@@ -63,7 +63,6 @@ struct PeerStatusTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("P-2/T-8: offline when the grace window ends (heartbeat + slack + presenceTimeout after the last frame), and at once on logout (H-4)")
@@ -99,7 +98,6 @@ struct PeerStatusTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("§1.7/C-5: after the subscriber reconnects its subscriptions are restored and it is told what changed while it was away, nothing else")
@@ -135,7 +133,6 @@ struct PeerStatusTests {
         await alice.logout()
         await dave.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("§1.7: a query naming a user twice answers for it twice, in request order, and both count toward the per-call limit; a subscription names each user once")
@@ -154,7 +151,6 @@ struct PeerStatusTests {
         #expect(await alice.subscribedPeers == ["bob"])
         await bob.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§1.7 limits: users per call, subscribed peers, call rate (reference error codes); logout clears subscriptions")
@@ -197,7 +193,6 @@ struct PeerStatusTests {
         #expect(await aliceEvents.first(within: .milliseconds(500), where: Self.status("a", .online)) == nil)
         await peer.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§1.5: getChannelMemberCount counts visible members of up to 32 channels without joining; 0 for unknown channels")
@@ -219,6 +214,5 @@ struct PeerStatusTests {
             Issue.record("33 channels were accepted")
         } catch { #expect(error.code == .invalidParameter) }
         for client in [alice, bob, carol] { await client.logout() }
-        await harness.stop()
     }
 }

@@ -32,19 +32,18 @@ struct PipelinedUpgradeTests {
 
     @Test("An upgrade request and a ping frame in one TCP write: the server upgrades, then answers the ping")
     func pipelinedFrame() async throws {
-        try await Harness.with { harness in
-            let (channel, collector) = try await Self.connect(port: harness.port)
-            var bytes = Self.upgradeRequest
-            bytes.writeImmutableBuffer(JSONPublishTests.clientFrame(0x1, Array("{\"type\":\"ping\",\"ts\":7}".utf8)))
-            try await channel.writeAndFlush(bytes)
-            let received = { collector.received.withLockedValue { String(buffer: $0) } }
-            let text = await firstValue(within: soon, every: .milliseconds(5)) {
-                let text = received()
-                return text.contains("pong") ? text : nil
-            } ?? received()
-            #expect(text.hasPrefix("HTTP/1.1 101"))
-            #expect(text.contains("\"type\":\"pong\""))
-            try? await channel.close()
-        }
+        let harness = try await Harness.start()
+        let (channel, collector) = try await Self.connect(port: harness.port)
+        var bytes = Self.upgradeRequest
+        bytes.writeImmutableBuffer(JSONPublishTests.clientFrame(0x1, Array("{\"type\":\"ping\",\"ts\":7}".utf8)))
+        try await channel.writeAndFlush(bytes)
+        let received = { collector.received.withLockedValue { String(buffer: $0) } }
+        let text = await firstValue(within: soon, every: .milliseconds(5)) {
+            let text = received()
+            return text.contains("pong") ? text : nil
+        } ?? received()
+        #expect(text.hasPrefix("HTTP/1.1 101"))
+        #expect(text.contains("\"type\":\"pong\""))
+        try? await channel.close()
     }
 }

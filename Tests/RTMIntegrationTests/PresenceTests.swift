@@ -31,7 +31,6 @@ struct PresenceTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("P-2/P-3: cut past the grace window: timeout and state cleared; on return a join, then the cached state re-applied")
@@ -66,7 +65,6 @@ struct PresenceTests {
         await alice.logout()
         await bob.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("Presence API: snapshot with states, whoNow paging, whereNow, getState, removeState, limits, classic member events")
@@ -130,7 +128,6 @@ struct PresenceTests {
         await withTaskGroup(of: Void.self) { group in for client in crowd { group.addTask { await client.logout() } } }
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("Quiet members are invisible; withPresence false receives no presence events")
@@ -151,7 +148,6 @@ struct PresenceTests {
         // Quiet members still receive messages.
         try await watcher.publish(channel: "room", message: "hi")
         for client in [ghost, deaf, late, watcher] { await client.logout() }
-        await harness.stop()
     }
 
     @Test("Interval mode: above the threshold, changes come aggregated per interval; a rejoin within the debounce cancels the leave")
@@ -187,6 +183,5 @@ struct PresenceTests {
         #expect(later?.presenceEvent?.left == ["m2"])
         for client in others { await client.logout() }
         await watcher.logout()
-        await harness.stop()
     }
 }

@@ -13,8 +13,6 @@ final class RTMProcess: Sendable {
     private let lines = NIOLockedValueBox<[String]>([])
     /// Set once its output has ended (the pipe's end was read).
     private let outputEnded = NIOLockedValueBox(false)
-    /// Signalled once the process has exited (for `stop()`, which a `defer` calls).
-    private let exited = DispatchSemaphore(value: 0)
     /// Set once the process has exited.
     private let hasExited = NIOLockedValueBox(false)
 
@@ -80,13 +78,12 @@ final class RTMProcess: Sendable {
             }
             if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
         }
-        let exited = self.exited
         let hasExited = self.hasExited
         process.terminationHandler = { _ in
             hasExited.withLockedValue { $0 = true }
-            exited.signal()
         }
         try process.run()
+        TestResources.register { [self] in await stopped() }   // stopped when the test ends, whatever it threw
     }
 
     var output: [String] { lines.withLockedValue { $0 } }
@@ -129,17 +126,16 @@ final class RTMProcess: Sendable {
         }
     }
 
-    func stop() {
-        guard process.isRunning else { return }
-        signal(SIGCONT)
-        process.terminate()
-        // Bounded: a server that does not stop on SIGTERM fails the test instead of hanging it.
-        if exited.wait(timeout: .now() + 30) == .success { exited.signal() }
+    /// Stops it (SIGTERM, after SIGCONT in case it is paused) and waits for its exit and the end
+    /// of its output, polling instead of holding a thread of the Swift concurrency pool; one
+    /// still running 30 s later fails the test and is killed. The test's `TestResources` scope
+    /// calls it when the test ends.
+    func stopped() async {
         if process.isRunning {
-            Issue.record("the process did not stop within 30 s of SIGTERM; killed. Last output:\n\(output.suffix(20).joined(separator: "\n"))")
-            signal(SIGKILL)
+            signal(SIGCONT)
+            process.terminate()
         }
-        process.waitUntilExit()
+        await waitUntilExit(within: .seconds(30))
     }
 
     /// Kills it at once (SIGKILL): no shutdown code runs.
@@ -168,11 +164,12 @@ final class DurableServer: @unchecked Sendable {
     /// More `rtm serve` options, at every start.
     private let extraArguments: [String]
 
-    /// Started and listening.
+    /// Started and listening; stopped (its directory removed) when the test ends.
     init(extraArguments: [String] = []) async throws {
         port = try LoopbackPort.free()
         self.extraArguments = extraArguments
         process = try RTMProcess.server(port: port, dataDir: dataDir, extraArguments: extraArguments)
+        TestResources.register { [self] in await stopped() }
         try await listening()
     }
 
@@ -186,8 +183,8 @@ final class DurableServer: @unchecked Sendable {
     }
 
     /// Stops it and removes its directory.
-    func stop() {
-        process.stop()
+    func stopped() async {
+        await process.stopped()
         try? FileManager.default.removeItem(atPath: dataDir)
     }
 
@@ -211,7 +208,6 @@ struct ProcessTests {
             "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--allow-test-timings", "--heartbeat", "0.1", "--pong-timeout", "0.3", "--presence-timeout", "0.5",
         ])
-        defer { listener.stop() }
         let subscribed = await listener.waitForLine(containing: "snapshot")
         try #require(subscribed != nil, "listener never subscribed: \(listener.output)")
 
@@ -240,7 +236,6 @@ struct ProcessTests {
         try await bob.publish(channel: "room", message: "after-long-stop")
         #expect(await listener.waitForLine(containing: "after-long-stop", after: mark2) != nil)
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("K-1/K-2, the server and SDK clients run as an ordinary user (no socket option or port that needs privileges)")
@@ -257,11 +252,9 @@ struct ProcessTests {
             "serve", "--port", "\(port)", "--data-dir", data.path, "--app-id", Harness.appId,
             "--app-certificate", Harness.certificate,
         ], user: user, binary: binary)
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "server: \(server.output)")
         let client = ["--url", "ws://127.0.0.1:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let listener = try RTMProcess(arguments: ["listen", "room", "--user", "reader"] + client, user: user, binary: binary)
-        defer { listener.stop() }
         try #require(await listener.waitForLine(containing: "snapshot") != nil, "listener never logged in: \(listener.output)")
         let publisher = try RTMProcess(arguments: ["pub", "room", "hello from an ordinary user", "--user", "writer"] + client,
                                        user: user, binary: binary)

@@ -17,7 +17,6 @@ struct PublishAckEpochTests {
     @Test("M-2: a JSON publish's ok (fast and general paths) and a binary publish's ack carry the epoch of the delivered message with that seq")
     func acksCarryTheDeliveredEpoch() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (client, _) = try await JSONPublishTests.aliceInRoom(port: harness.port)
 
         // One read: JSON (the fast reader), two binary; then a JSON one the general decoder takes

@@ -10,7 +10,6 @@ struct PublishReceiptTests {
     @Test("M-2: publishWithReceipt returns the seq and channel epoch the delivered MessageEvent carries, over the binary ack (text, data) and the JSON ok (storeInHistory); publish still returns the seq")
     func receiptMatchesDelivery() async throws {
         let harness = try await Harness.start()
-        defer { Task { await harness.stop() } }
         let (alice, _) = try await Harness.client("alice", port: harness.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")

@@ -22,7 +22,6 @@ struct ServeOptionsTests {
             "serve", "--port", "\(port)", "--data-dir", dataDir, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--publish-rate", "0", "--user-message-cap", "2", "--store-full-sync", "--history-retention-hours", "0",
         ])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port)
         for i in 1...3 { try await alice.publish(toUser: "bob", message: "m\(i)") }
@@ -60,7 +59,6 @@ struct ServeOptionsTests {
         // The file's port loses to the command line's; its namespaces to the environment's.
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)"],
                                     environment: ["RTM_CONFIG": file, "RTM_PORT": "99999", "RTM_NAMESPACE": "news.*:no-presence\nvip.*:private"])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port)
         _ = try await alice.subscribe("room.a")   // the file's private namespace is not in force
@@ -83,7 +81,6 @@ struct ServeOptionsTests {
         try configure("info")
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--config", file])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         /// A socket that never logs in, closed by the server at its login deadline ("deadline passed", at info).
         func silentSocket() async throws {
@@ -128,7 +125,6 @@ struct ServeOptionsTests {
         let capability = try #require(minted.output.first { $0.split(separator: ".").count == 3 }, "\(minted.output)")
         let port = try LoopbackPort.free()
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--data-dir", dataDir, "--namespace", "private.*:private"] + credentials)
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port, login: false)
         try await alice.login(token: Harness.token("alice"), capability: capability)
@@ -177,7 +173,6 @@ struct ServeOptionsTests {
         // Without --app-id the development credentials are written first; with it, the store opens first.
         for credentials in [[], ["--app-id", Harness.appId, "--app-certificate", Harness.certificate]] {
             let server = try RTMProcess(arguments: ["serve", "--port", "0", "--data-dir", file + "/sub"] + credentials)
-            defer { server.stop() }
             let text = await Self.failure(of: server)
             #expect(text.contains("cannot use the data directory '\(file)/sub': \(file) is a file, not a directory"), "\(text)")
             #expect(text.contains("--data-dir <path>"), "\(text)")
@@ -194,7 +189,6 @@ struct ServeOptionsTests {
         try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: true)
         try FileManager.default.setAttributes([.posixPermissions: ordinary.user == nil ? 0o555 : 0o755], ofItemAtPath: locked.path)
         let server = try RTMProcess(arguments: ["serve", "--port", "0"], user: ordinary.user, binary: ordinary.binary, directory: locked)
-        defer { server.stop() }
         let text = await Self.failure(of: server)
         #expect(text.contains("cannot use the data directory 'rtm-data': permission denied creating \(locked.path)/rtm-data"), "\(text)")
         #expect(text.contains("--data-dir <path>"), "\(text)")

@@ -26,13 +26,15 @@ struct ServeSettingsTests {
     /// failure; returns everything it printed.
     static func refusal(_ arguments: [String], environment: [String: String] = [:], dataDir: String) async throws -> String {
         let server = try RTMProcess(arguments: ["serve", "--data-dir", dataDir] + arguments, environment: environment)
-        defer { server.stop() }
         let ended = await eventually(within: .seconds(10), every: .milliseconds(20)) {
             !server.process.isRunning || server.output.contains { $0.contains("listening") }
         }
         let text = server.output.joined(separator: "\n")
         #expect(ended && !server.process.isRunning, "\(arguments) \(environment): still running\n\(text)")
-        guard !server.process.isRunning else { return text }
+        guard !server.process.isRunning else {
+            await server.stopped()
+            return text
+        }
         await server.waitUntilExit()
         #expect(server.process.terminationStatus != 0, "\(text)")
         return server.output.joined(separator: "\n")
@@ -125,7 +127,6 @@ struct ServeSettingsTests {
             """, as: "rtm.yaml")
         let server = try RTMProcess(arguments: ["serve", "--port", "\(port)", "--config", file, "--admin-key", "admin-secret-4711", "--admin-listen", "127.0.0.1:0"],
                                     environment: ["RTM_PORT": "99999", "RTM_NAMESPACE": "news.*:no-presence\nvip.*:private"])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let (alice, _) = try await Harness.client("alice", port: port)
         _ = try await alice.subscribe("room.a")   // the file's private namespace lost to the environment's

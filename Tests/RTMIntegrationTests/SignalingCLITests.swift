@@ -22,7 +22,6 @@ struct SignalingCLITests {
     func online() async throws {
         let harness = try await Harness.start()
         let watcher = try Self.rtm(["online", "watch", "bob"], user: "alice", port: harness.port)
-        defer { watcher.stop() }
         #expect(await watcher.waitForLine(containing: "bob=offline(2)") != nil, "\(watcher.output)")
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")
@@ -40,14 +39,12 @@ struct SignalingCLITests {
 
         await bob.logout()
         #expect(await watcher.waitForLine(containing: "bob=offline(2)", after: (online ?? 0) + 1) != nil, "\(watcher.output)")
-        await harness.stop()
     }
 
     @Test("rtm call accept waits for an invitation and answers it; rtm call invite prints the states until the end")
     func call() async throws {
         let harness = try await Harness.start()
         let callee = try Self.rtm(["call", "accept", "--from", "alice", "--response", "on my way"], user: "bob", port: harness.port)
-        defer { callee.stop() }
         #expect(await callee.waitForLine(containing: "waiting for an invitation") != nil, "\(callee.output)")
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
         let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "video?")
@@ -61,7 +58,6 @@ struct SignalingCLITests {
 
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         let caller = try Self.rtm(["call", "invite", "bob", "--content", "again?"], user: "carol", port: harness.port)
-        defer { caller.stop() }
         let received = await bobEvents.first(within: soon) { event in
             if case .call(.remote(let i)) = event { i.callerId == "carol" && i.state == .invitationReceived } else { false }
         }
@@ -73,7 +69,6 @@ struct SignalingCLITests {
         #expect(await caller.waitForLine(containing: "refusedByRemote(4) response=busy") != nil, "\(caller.output)")
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("rtm call cancel as users run it: typing cancel in the rtm call invite window cancels that invitation (the callee told) and the command ends; rtm call cancel ID from another terminal succeeds too")
@@ -83,7 +78,6 @@ struct SignalingCLITests {
         let input = Pipe()
         let caller = try RTMProcess(arguments: ["call", "invite", "bob", "--url", "ws://127.0.0.1:\(harness.port)", "--user", "alice",
                                                 "--app-id", Harness.appId, "--app-certificate", Harness.certificate], input: input)
-        defer { caller.stop() }
         #expect(await caller.waitForLine(containing: "type cancel") != nil, "\(caller.output)")
         let received = await bobEvents.first(within: soon) { event in
             if case .call(.remote(let i)) = event { i.callerId == "alice" && i.state == .invitationReceived } else { false }
@@ -99,7 +93,6 @@ struct SignalingCLITests {
 
         // From another terminal, by id.
         let second = try Self.rtm(["call", "invite", "bob"], user: "carol", port: harness.port)
-        defer { second.stop() }
         let again = await bobEvents.first(within: soon) { event in
             if case .call(.remote(let i)) = event { i.callerId == "carol" && i.state == .invitationReceived } else { false }
         }
@@ -112,6 +105,5 @@ struct SignalingCLITests {
         }
         #expect(told != nil)
         await bob.logout()
-        await harness.stop()
     }
 }

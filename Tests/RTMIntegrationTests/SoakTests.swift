@@ -29,7 +29,6 @@ struct SoakTests {
         #expect(lines.all.count == result.samples.count)
         // The cut sessions are left to the server's grace; every SDK client logged out.
         #expect(harness.server.connectionCounters.message <= options.concurrency)
-        await harness.stop()
     }
 
     static func samples(_ rss: [Int], every seconds: Double = 10, cyclesPerSample: Int = 100) -> [SoakRun.Sample] {

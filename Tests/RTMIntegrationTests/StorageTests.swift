@@ -44,7 +44,6 @@ struct StorageTests {
         #expect(unchanged.items.map(\.key) == ["owner", "title"])
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§2.11 events: a subscriber withMetadata gets a snapshot then the whole set after each change; recordTs/recordUserId; user metadata watchers")
@@ -85,7 +84,6 @@ struct StorageTests {
         await alice.logout()
         await bob.logout()
         await carol.logout()
-        await harness.stop()
     }
 
     @Test("§2.11: a write guarded by a lock needs the lock's holder (storageLockNotAcquired otherwise)")
@@ -100,7 +98,6 @@ struct StorageTests {
         #expect(await Self.outcome { try await alice.setChannelMetadata("doc", item, lock: "editor") } == nil)
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 
     @Test("§2.11: metadata survives a server restart (embedded store), revisions included")
@@ -123,7 +120,6 @@ struct StorageTests {
         let next = try await bob.setChannelMetadata("doc", Metadata(majorRevision: channelBefore.majorRevision, items: [MetadataItem(key: "title", value: "v2")]))
         #expect(next.majorRevision == channelBefore.majorRevision + 1)
         await bob.logout()
-        await second.stop()
     }
 
     /// nil on success, else the error code.
@@ -162,6 +158,5 @@ struct ClassicAttributeTests {
         #expect(attributes.allSatisfy { $0.lastUpdateUserId == "alice" && $0.lastUpdateTs > 0 })
         await alice.logout()
         await bob.logout()
-        await harness.stop()
     }
 }

@@ -60,6 +60,5 @@ struct StreamServiceTests {
         #expect(await bobEvents.matching { $0.messageEvent?.text == "chat" }.isEmpty)
         #expect(await carolEvents.matching { $0.messageEvent?.text == "chat" }.isEmpty)
         for client in [alice, bob, carol] { await client.logout() }
-        await harness.stop()
     }
 }

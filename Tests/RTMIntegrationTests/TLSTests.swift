@@ -44,7 +44,6 @@ struct TLSTests {
         let certificates = try await TestCertificates.make("a")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
-        defer { Task { await harness.stop() } }
         let (alice, aliceEvents) = try await Self.secureClient("alice", port: harness.port, caFile: certificates.caFile)
         let (bob, _) = try await Self.secureClient("bob", port: harness.port, caFile: certificates.caFile, host: "localhost")
         try await alice.subscribe("room")
@@ -65,7 +64,6 @@ struct TLSTests {
         let certificates = try await TestCertificates.make("b")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
-        defer { Task { await harness.stop() } }
         let (client, events) = try await Harness.client("plain", port: harness.port, configure: { $0.loginTimeout = 10 }, login: false)
         let (error, elapsed) = await Self.loginError(client, "plain")
         #expect(error?.code == .tlsRequired, "\(String(describing: error))")
@@ -81,7 +79,6 @@ struct TLSTests {
         let certificates = try await TestCertificates.make("c")
         defer { certificates.remove() }
         let harness = try await Self.start(certificates)
-        defer { Task { await harness.stop() } }
         let (client, _) = try await Self.secureClient("stranger", port: harness.port, caFile: nil, login: false)
         let (error, elapsed) = await Self.loginError(client, "stranger")
         #expect(error?.code == .tlsHandshakeFailed, "\(String(describing: error))")
@@ -89,7 +86,6 @@ struct TLSTests {
         #expect(elapsed < .seconds(3))
 
         let plain = try await Harness.start()
-        defer { Task { await plain.stop() } }
         let (tlsToPlain, _) = try await Self.secureClient("tls-to-plain", port: plain.port, caFile: certificates.caFile, login: false)
         let (mismatch, _) = await Self.loginError(tlsToPlain, "tls-to-plain")
         #expect(mismatch?.code == .tlsHandshakeFailed, "\(String(describing: mismatch))")
@@ -111,7 +107,6 @@ struct TLSTests {
         let second = try await TestCertificates.make("second")
         defer { first.remove(); second.remove() }
         let harness = try await Self.start(first)
-        defer { Task { await harness.stop() } }
         let (old, oldEvents) = try await Self.secureClient("old", port: harness.port, caFile: first.caFile)
         try await old.subscribe("room")
         // Before the reload a client trusting only the second CA is refused.
@@ -147,7 +142,6 @@ struct TLSTests {
             "serve", "--port", "\(port)", "--data-dir", data, "--app-id", Harness.appId, "--app-certificate", Harness.certificate,
             "--tls-cert", first.certificateFile, "--tls-key", first.keyFile,
         ])
-        defer { server.stop() }
         try #require(await server.waitForLine(containing: "listening", within: processStart) != nil, "\(server.output)")
         let cli = ["--url", "wss://localhost:\(port)", "--app-id", Harness.appId, "--app-certificate", Harness.certificate]
         let before = try RTMProcess(arguments: ["pub", "room", "one", "--ca-file", first.caFile] + cli)

@@ -37,7 +37,6 @@ struct TokenTests {
         #expect(await alice.linkState == .connected)
         #expect(try await alice.publish(channel: "room", message: "still here") > 0)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§2.13: a token not renewed ends the session at expiry: failed / serverReject / tokenExpired, classic aborted")
@@ -51,7 +50,6 @@ struct TokenTests {
         #expect(await events.first(within: soon) { $0.classic == .aborted } != nil)
         #expect(await events.first(within: .zero, where: Self.willExpire) != nil)   // warned first
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("§2.13: a stream channel's own token: warned with the channel name, then the STREAM connection ends (failed/tokenExpired) while the MESSAGE session goes on")
@@ -67,7 +65,6 @@ struct TokenTests {
         #expect(await alice.linkState == .connected)
         #expect(await StreamTests.eventually { harness.server.connectionCounters.stream == 0 })
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("C-7: the token expires during a reconnection: tokenExpired event, no classic change; after renewToken reconnection goes on")
@@ -93,7 +90,6 @@ struct TokenTests {
         #expect(await alice.linkState == .connected)
         await alice.logout()
         try? await proxy.stop()
-        await harness.stop()
     }
 
     @Test("§2.13: AccessToken2 (\"007\") tokens log in, renew and are checked like \"006\" ones")
@@ -112,6 +108,5 @@ struct TokenTests {
             #expect(error.code == .invalidToken)
         }
         await alice.logout()
-        await harness.stop()
     }
 }

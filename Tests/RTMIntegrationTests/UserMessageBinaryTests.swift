@@ -39,7 +39,6 @@ struct UserMessageBinaryTests {
         #expect(received.allSatisfy { $0.publisher == "alice" && $0.channelName == "bob" })
         await bob.logout()
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("M-1: a JSON receiver still gets JSON user messages from a binary sender; a malformed binary sendUser gets -10100 with its id")
@@ -67,13 +66,11 @@ struct UserMessageBinaryTests {
         #expect(invalid?.type == .error && invalid?.code == RTMErrorCode.invalidUserId.rawValue)
         raw.channel.close(promise: nil)
         await alice.logout()
-        await harness.stop()
     }
 
     @Test("M-3: a sendUser resent after the server was killed with SIGKILL and restarted (its reply lost) gets the first id and is delivered once")
     func resendAfterKill9StoredOnce() async throws {
         let server = try await DurableServer()
-        defer { server.stop() }
         let before = try await RawConnection.open(port: server.port)
         #expect(await before.login("alice")?.type == .ok)
         before.send(Frame(type: .sendUser, id: 5, userId: "bob", text: "once", msgId: 9_001))
@@ -97,7 +94,6 @@ struct UserMessageBinaryTests {
     @Test("M-1: kill -9 while user messages are in flight: every acknowledged one is delivered after a restart on the same data directory")
     func acknowledgedSurviveKill9Midstream() async throws {
         let server = try await DurableServer()
-        defer { server.stop() }
         let port = server.port
         let (alice, _) = try await Harness.client("alice", port: port)
         let acknowledged = NIOLockedValueBox<Set<String>>([])

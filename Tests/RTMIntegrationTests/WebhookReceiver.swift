@@ -44,6 +44,7 @@ final class WebhookReceiver: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
+        TestResources.register { try? await channel.close() }   // closed when the test ends, whatever it threw
         return WebhookReceiver(port: channel.localAddress?.port ?? port, channel: channel, state: state, answer: answer)
     }
 

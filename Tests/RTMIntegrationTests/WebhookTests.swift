@@ -44,12 +44,10 @@ struct WebhookTests {
     @Test("Webhooks: online, join, leave, offline (logout and connectionTimeout) and undeliverable events arrive signed, in order per user")
     func eventsArriveSigned() async throws {
         let receiver = try await WebhookReceiver.start(secret: Self.secret)
-        defer { Task { await receiver.stop() } }
         let harness = try await Harness.start { config in
             config.webhook = Self.webhook(port: receiver.port)
             config.userMessageCap = 2
         }
-        defer { Task { await harness.stop() } }
         try await Self.session("alice", on: harness)
 
         // bob vanishes (his proxy refuses him and cuts him off): his session times out (P-2).
@@ -89,9 +87,7 @@ struct WebhookTests {
     func retargeted() async throws {
         let first = try await WebhookReceiver.start(secret: Self.secret)
         let second = try await WebhookReceiver.start(secret: "another-secret")
-        defer { Task { await first.stop(); await second.stop() } }
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: first.port) }
-        defer { Task { await harness.stop() } }
         let (alice, _) = try await Harness.client("alice", port: harness.port)
         #expect(await first.wait(within: soon) { $0.contains { $0.event.userId == "alice" } })
         #expect(throws: ServerConfigurationError.self) { try harness.server.reloadWebhook(url: "ftp://nowhere", secret: "x") }
@@ -104,15 +100,12 @@ struct WebhookTests {
         await bob.logout()
         let plain = try await Harness.start()
         #expect(throws: ServerConfigurationError.self) { try plain.server.reloadWebhook(url: "http://127.0.0.1:1/", secret: "s") }
-        await plain.stop()
     }
 
     @Test("Webhooks: joining and leaving a stream channel reports joinChannel/leaveChannel with channelType stream")
     func streamChannel() async throws {
         let receiver = try await WebhookReceiver.start(secret: Self.secret)
-        defer { Task { await receiver.stop() } }
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: receiver.port) }
-        defer { Task { await harness.stop() } }
         let (erin, _) = try await Harness.client("erin", port: harness.port)
         let stream = try erin.createStreamChannel("cam")
         _ = try await stream.join()
@@ -131,7 +124,6 @@ struct WebhookTests {
     func receiverDown() async throws {
         let port = try LoopbackPort.free()   // nothing listens there yet
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: port) }
-        defer { Task { await harness.stop() } }
         let users = (0..<6).map { "user\($0)" }
         for user in users { try await Self.session(user, on: harness) }
         try await Task.sleep(for: .milliseconds(600))   // the outage itself: retries fail meanwhile
@@ -149,7 +141,6 @@ struct WebhookTests {
         #expect(down["rtm_webhook_oldest_queued_seconds"] > 0.3)
 
         let receiver = try await WebhookReceiver.start(port: port, secret: Self.secret)
-        defer { Task { await receiver.stop() } }
         let expected = users.count * Self.sessionEvents.count
         let all = await receiver.wait(within: .seconds(10)) { received in Set(received.map(\.event.eventId)).count >= expected }
         #expect(all, "got \(receiver.unique.count) of \(expected)")
@@ -177,10 +168,8 @@ struct WebhookTests {
     @Test("Webhooks: one user's failing events do not hold up the others; that user's order is kept once it recovers")
     func stuckUserDoesNotBlockOthers() async throws {
         let receiver = try await WebhookReceiver.start(secret: Self.secret)
-        defer { Task { await receiver.stop() } }
         receiver.answer.withLockedValue { $0 = { $0.userId == "stuck" ? .serviceUnavailable : .ok } }
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: receiver.port) }
-        defer { Task { await harness.stop() } }
         try await Self.session("stuck", on: harness)
         for user in ["free1", "free2"] { try await Self.session(user, on: harness) }
         let others = await receiver.wait(within: .seconds(5)) { received in
@@ -227,7 +216,6 @@ struct WebhookTests {
     func survivesRestart() async throws {
         let events = try await Self.acrossARestart(user: "before", count: Self.sessionEvents.count) { first in
             try await Self.session("before", on: first)
-            await first.stop()
         }
         #expect(events == Self.sessionEvents)
     }
@@ -272,7 +260,6 @@ struct WebhookTests {
     func boundedQueue() async throws {
         let port = try LoopbackPort.free()
         let harness = try await Harness.start { $0.webhook = Self.webhook(port: port, maxQueued: 4) }
-        defer { Task { await harness.stop() } }
         try await Self.session("old", on: harness)
         try await Self.session("new", on: harness)
         let server = harness.server
@@ -281,7 +268,6 @@ struct WebhookTests {
         #expect(stats.droppedQueueFull == 4)
         #expect(stats.queued == 4)
         let receiver = try await WebhookReceiver.start(port: port, secret: Self.secret)
-        defer { Task { await receiver.stop() } }
         // Only this test's users count: the receiver's port was free a moment ago, so a server
         // of an earlier test, still retrying its own receiver's old port while it stops, may
         // post there (seen once: a stray event of another user).

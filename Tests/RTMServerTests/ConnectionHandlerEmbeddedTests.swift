@@ -9,29 +9,29 @@ import Testing
 /// The connection handler driven frame by frame in an `EmbeddedChannel`, on a hub built in
 /// memory: requests and their replies, the one outbox and its gate, with no socket and no clock.
 struct ConnectionHandlerEmbeddedTests {
-    private static func login(_ connection: EmbeddedConnection, user: String) throws {
-        try connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":5,"presenceTimeout":15}"#)
-        let replies = try connection.receivedJSON()
+    private static func login(_ connection: EmbeddedConnection, user: String) async throws {
+        try await connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":5,"presenceTimeout":15}"#)
+        let replies = try await connection.receivedJSON()
         guard replies.first?["type"] as? String == "ok", replies.first?["id"] as? Int == 1 else {
             throw EmbeddedConnectionError("login not answered ok: \(replies)")
         }
     }
 
     @Test("a session frame by frame: login, subscribe, publish (the publisher's ok before its own copy, M-2), JSON ping and WebSocket ping (T-3)")
-    func sessionFrameByFrame() throws {
+    func sessionFrameByFrame() async throws {
         let server = try EmbeddedServer()
-        let alice = try server.connect()
-        try Self.login(alice, user: "alice")
+        let alice = try await server.connect()
+        try await Self.login(alice, user: "alice")
 
-        try alice.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
-        let subscribed = try alice.receivedJSON()
+        try await alice.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+        let subscribed = try await alice.receivedJSON()
         #expect(subscribed.count == 1)
         #expect(subscribed.first?["id"] as? Int == 2)
         #expect(subscribed.first?["seq"] as? Int == 0)
         #expect(subscribed.first?["users"] as? [String] == ["alice"])
 
-        try alice.send(#"{"type":"publish","id":3,"channel":"room","text":"hello","msgId":77}"#)
-        let published = try alice.received()
+        try await alice.send(#"{"type":"publish","id":3,"channel":"room","text":"hello","msgId":77}"#)
+        let published = try await alice.received()
         #expect(published.count == 2)
         #expect(published.first?.opcode == 0x1)
         #expect(published.first?.text.contains(#""id":3"#) == true)
@@ -39,150 +39,150 @@ struct ConnectionHandlerEmbeddedTests {
         #expect(published.last?.opcode == 0x2)   // the channel message, binary (PROTOCOL §2.3)
         #expect(published.last.map { String(decoding: $0.payload, as: UTF8.self).contains("hello") } == true)
 
-        try alice.send(#"{"type":"ping","ts":42}"#)
-        let pongs = try alice.receivedJSON()
+        try await alice.send(#"{"type":"ping","ts":42}"#)
+        let pongs = try await alice.receivedJSON()
         #expect(pongs.count == 1)
         #expect(pongs.first?["type"] as? String == "pong")
         #expect(pongs.first?["ts"] as? Int == 42)
-        try alice.send(bytes: RawPeer.frame(opcode: 0x9, Array("beat".utf8)))
-        let pong = try alice.received()
+        try await alice.send(bytes: RawPeer.frame(opcode: 0x9, Array("beat".utf8)))
+        let pong = try await alice.received()
         #expect(pong.map(\.opcode) == [0xA])
         #expect(pong.first?.text == "beat")
         #expect(alice.channel.isActive)
     }
 
     @Test("an error reply carries the request's id: a subscribe without a channel, a request of no known type")
-    func errorRepliesCarryTheID() throws {
+    func errorRepliesCarryTheID() async throws {
         let server = try EmbeddedServer()
-        let alice = try server.connect()
-        try Self.login(alice, user: "alice")
-        try alice.send(#"{"type":"subscribe","id":7}"#)
-        let refused = try alice.receivedJSON()
+        let alice = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        try await alice.send(#"{"type":"subscribe","id":7}"#)
+        let refused = try await alice.receivedJSON()
         #expect(refused.first?["type"] as? String == "error")
         #expect(refused.first?["id"] as? Int == 7)
-        try alice.send(#"{"type":"nonsense","id":8}"#)
-        let unknown = try alice.receivedJSON()
+        try await alice.send(#"{"type":"nonsense","id":8}"#)
+        let unknown = try await alice.receivedJSON()
         #expect(unknown.first?["type"] as? String == "error")
         #expect(unknown.first?["id"] as? Int == 8)
     }
 
     @Test("RFC 6455 §5.5.1: the client's close frame is answered with its code and nothing is written after it, not even a channel message published by another connection while the close frame still waits to leave")
-    func nothingAfterTheCloseFrame() throws {
+    func nothingAfterTheCloseFrame() async throws {
         let server = try EmbeddedServer()
-        let alice = try server.connect()
-        let bob = try server.connect()
-        try Self.login(alice, user: "alice")
-        try Self.login(bob, user: "bob")
+        let alice = try await server.connect()
+        let bob = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        try await Self.login(bob, user: "bob")
         for connection in [alice, bob] {
-            try connection.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
-            _ = try connection.received()
+            try await connection.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+            _ = try await connection.received()
         }
-        _ = try alice.received()   // bob's join
+        _ = try await alice.received()   // bob's join
 
-        alice.socket.stall()   // alice stops reading: her close frame's write never completes, the socket stays open
-        try alice.send(bytes: RawPeer.closeFrame(code: 4001))
-        let closing = try alice.received()
+        try await alice.stall()   // alice stops reading: her close frame's write never completes, the socket stays open
+        try await alice.send(bytes: RawPeer.closeFrame(code: 4001))
+        let closing = try await alice.received()
         #expect(closing.map(\.opcode) == [0x8])
         #expect(closing.first?.closeCode == 4001)
 
-        try bob.send(#"{"type":"publish","id":3,"channel":"room","text":"late"}"#)
-        #expect(try bob.received().count == 2)   // bob's ok and his own copy
-        try bob.send(#"{"type":"unsubscribe","id":4,"channel":"room"}"#)   // no presence event either (alice's close ended her session)
-        #expect(try bob.receivedJSON().first?["id"] as? Int == 4)
-        #expect(try alice.received().isEmpty)
+        try await bob.send(#"{"type":"publish","id":3,"channel":"room","text":"late"}"#)
+        #expect(try await bob.received().count == 2)   // bob's ok and his own copy
+        try await bob.send(#"{"type":"unsubscribe","id":4,"channel":"room"}"#)   // no presence event either (alice's close ended her session)
+        #expect(try await bob.receivedJSON().first?["id"] as? Int == 4)
+        #expect(try await alice.received().isEmpty)
         #expect(alice.channel.isActive)   // still waiting on the close frame's write (SPEC T-2 bounds that)
     }
 
     @Test("K-4: logout closes every STREAM connection of the user (1000), and no one else's")
-    func logoutClosesStreams() throws {
+    func logoutClosesStreams() async throws {
         let server = try EmbeddedServer()
-        let alice = try server.connect(), bob = try server.connect()
-        try Self.login(alice, user: "alice")
-        try Self.login(bob, user: "bob")   // a STREAM join needs its user logged in on a MESSAGE connection
+        let alice = try await server.connect(), bob = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        try await Self.login(bob, user: "bob")   // a STREAM join needs its user logged in on a MESSAGE connection
         var streams: [EmbeddedConnection] = []
         for (user, channel) in [("alice", "game"), ("alice", "match"), ("bob", "game")] {
-            let stream = try server.connect()
-            try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"\#(user)","token":"t","channel":"\#(channel)"}"#)
-            let joined = try stream.receivedJSON()
+            let stream = try await server.connect()
+            try await stream.send(#"{"type":"join","id":1,"appId":"app","userId":"\#(user)","token":"t","channel":"\#(channel)"}"#)
+            let joined = try await stream.receivedJSON()
             #expect(joined.first?["type"] as? String == "ok", "\(joined)")
             streams.append(stream)
         }
-        _ = try streams.map { try $0.received() }   // the joins' presence
+        for stream in streams { _ = try await stream.received() }   // the joins' presence
 
-        try alice.send(#"{"type":"logout","id":2}"#)
-        _ = try alice.received()
+        try await alice.send(#"{"type":"logout","id":2}"#)
+        _ = try await alice.received()
         for stream in streams[0...1] {
-            let closing = try stream.received()
+            let closing = try await stream.received()
             #expect(closing.last?.opcode == 0x8)
             #expect(closing.last?.closeCode == 1000)
         }
-        #expect(try streams[2].received().allSatisfy { $0.opcode != 0x8 })
+        #expect(try await streams[2].received().allSatisfy { $0.opcode != 0x8 })
         #expect(streams[2].channel.isActive)
     }
 
     @Test("C-7: a login whose token expired while reconnecting is refused with tokenExpired (-10009, not invalidToken) and leaves the session in its grace window; a fresh token then resumes it")
-    func expiredTokenOnResume() throws {
+    func expiredTokenOnResume() async throws {
         let appId = "0123456789abcdef0123456789abcdef", certificate = "fedcba9876543210fedcba9876543210"
         let server = try EmbeddedServer { $0.apps = [appId: certificate] }
         let now = UInt32(Date().timeIntervalSince1970)
-        func login(_ connection: EmbeddedConnection, expiring: UInt32, resumeToken: String?) throws -> [String: Any] {
+        func login(_ connection: EmbeddedConnection, expiring: UInt32, resumeToken: String?) async throws -> [String: Any] {
             let token = AccessToken006.buildRTMToken(appId: appId, appCertificate: certificate, userId: "alice", privilegeExpireTimestamp: expiring)
             let resume = resumeToken.map { #","resumeToken":"\#($0)""# } ?? ""
-            try connection.send(#"{"type":"login","id":1,"appId":"\#(appId)","userId":"alice","token":"\#(token)","heartbeatInterval":5,"presenceTimeout":15\#(resume)}"#)
-            return try connection.receivedJSON().first ?? [:]
+            try await connection.send(#"{"type":"login","id":1,"appId":"\#(appId)","userId":"alice","token":"\#(token)","heartbeatInterval":5,"presenceTimeout":15\#(resume)}"#)
+            return try await connection.receivedJSON().first ?? [:]
         }
-        let first = try server.connect()
-        let ok = try login(first, expiring: now + 3600, resumeToken: nil)
+        let first = try await server.connect()
+        let ok = try await login(first, expiring: now + 3600, resumeToken: nil)
         let resumeToken = try #require(ok["resumeToken"] as? String)
-        try first.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
-        _ = try first.received()
-        try first.channel.close().wait()   // the link is lost: the grace window opens (the embedded loop's time never reaches its end)
+        try await first.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+        _ = try await first.received()
+        try await first.close()   // the link is lost: the grace window opens (the embedded loop's time never reaches its end)
         #expect(server.hub.sessionCount == 1)
 
-        let expired = try server.connect()
-        let refused = try login(expired, expiring: now - 10, resumeToken: resumeToken)
+        let expired = try await server.connect()
+        let refused = try await login(expired, expiring: now - 10, resumeToken: resumeToken)
         #expect(refused["type"] as? String == "error" && refused["id"] as? Int == 1)
         #expect(refused["code"] as? Int == RTMErrorCode.tokenExpired.rawValue)
         #expect(server.hub.sessionCount == 1 && server.hub.members(appId: appId, channel: "room") == ["alice"])
 
-        let renewed = try server.connect()
-        let resumed = try login(renewed, expiring: now + 3600, resumeToken: resumeToken)
+        let renewed = try await server.connect()
+        let resumed = try await login(renewed, expiring: now + 3600, resumeToken: resumeToken)
         #expect(resumed["type"] as? String == "ok" && resumed["resumed"] as? Bool == true)
         #expect(resumed["users"] as? [String] == ["room"])
     }
 
     @Test("H-2, P-1: the client's heartbeat and presence timeout are clamped (5–1800 s, 5–300 s) and the server's read timeout is the heartbeat plus the slack (serverTimeout)")
-    func clampedHeartbeat() throws {
+    func clampedHeartbeat() async throws {
         let server = try EmbeddedServer { $0.heartbeatSlack = .seconds(10) }
         for (user, heartbeat, expected) in [("low", 1, 15), ("high", 5_000, 1_810), ("plain", 30, 40)] {
-            let connection = try server.connect()
-            try connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":\#(heartbeat),"presenceTimeout":1}"#)
-            let ok = try connection.receivedJSON().first ?? [:]
+            let connection = try await server.connect()
+            try await connection.send(#"{"type":"login","id":1,"appId":"app","userId":"\#(user)","token":"t","heartbeatInterval":\#(heartbeat),"presenceTimeout":1}"#)
+            let ok = try await connection.receivedJSON().first ?? [:]
             #expect(ok["serverTimeout"] as? Int == expected, "heartbeat \(heartbeat): \(ok)")
-            #expect(connection.handler.lifecycle.deadline == connection.handler.lifecycle.lastRead + .seconds(Int64(expected)))
+            #expect(try await connection.inspect { $0.lifecycle.deadline == $0.lifecycle.lastRead + .seconds(Int64(expected)) })
         }
     }
 
     @Test("K-2, K-3: PCU counts logged-in MESSAGE connections and keeps their peak; STREAM connections are counted apart and never toward it; a STREAM join needs its user logged in on a MESSAGE connection")
-    func connectionCounters() throws {
+    func connectionCounters() async throws {
         let server = try EmbeddedServer()
-        let early = try server.connect()
-        try early.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
-        let refused = try early.receivedJSON().first ?? [:]
+        let early = try await server.connect()
+        try await early.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
+        let refused = try await early.receivedJSON().first ?? [:]
         #expect(refused["code"] as? Int == RTMErrorCode.notLogin.rawValue && refused["id"] as? Int == 1)
 
-        let alice = try server.connect(), bob = try server.connect()
-        try Self.login(alice, user: "alice")
-        try Self.login(bob, user: "bob")
-        let stream = try server.connect()
-        try stream.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
-        #expect(try stream.receivedJSON().first?["type"] as? String == "ok")
+        let alice = try await server.connect(), bob = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        try await Self.login(bob, user: "bob")
+        let stream = try await server.connect()
+        try await stream.send(#"{"type":"join","id":1,"appId":"app","userId":"alice","token":"t","channel":"game"}"#)
+        #expect(try await stream.receivedJSON().first?["type"] as? String == "ok")
         var expected = ConnectionCounters()
         (expected.message, expected.stream, expected.peakMessage) = (2, 1, 2)
         #expect(server.hub.connectionCounters == expected)
 
-        try bob.send(#"{"type":"logout","id":2}"#)
-        _ = try bob.received()
+        try await bob.send(#"{"type":"logout","id":2}"#)
+        _ = try await bob.received()
         expected.message = 1
         #expect(server.hub.connectionCounters == expected)   // the peak stays
     }

@@ -20,11 +20,11 @@ struct GateEmbeddedTests {
         String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
 
-    static func login(_ connection: EmbeddedConnection, _ user: String, capability: String? = nil) throws {
+    static func login(_ connection: EmbeddedConnection, _ user: String, capability: String? = nil) async throws {
         var frame: [String: Any] = ["type": "login", "id": 1, "appId": "app", "userId": user, "token": "t"]
         frame["capability"] = capability
-        try connection.send(json(frame))
-        let reply = try connection.receivedJSON()
+        try await connection.send(json(frame))
+        let reply = try await connection.receivedJSON()
         guard reply.first?["type"] as? String == "ok" else { throw EmbeddedConnectionError("login refused: \(reply)") }
     }
 
@@ -48,11 +48,11 @@ struct GateEmbeddedTests {
         let server = try EmbeddedServer()
         // bob may do everything and watches all a request could touch: channel c with every
         // part, his own metadata, the status of the sessions (mallory's included).
-        let bob = try server.connect()
-        try Self.login(bob, "bob")
-        try bob.send(Self.json(["type": "subscribe", "id": 2, "channel": "c", "withMetadata": true, "withLock": true]))
-        try bob.send(Self.json(["type": "subscribeMetadata", "id": 3, "userId": "bob"]))
-        try bob.send(Self.json(["type": "subscribePeersOnlineStatus", "id": 4, "users": ["mallory"]]))
+        let bob = try await server.connect()
+        try await Self.login(bob, "bob")
+        try await bob.send(Self.json(["type": "subscribe", "id": 2, "channel": "c", "withMetadata": true, "withLock": true]))
+        try await bob.send(Self.json(["type": "subscribeMetadata", "id": 3, "userId": "bob"]))
+        try await bob.send(Self.json(["type": "subscribePeersOnlineStatus", "id": 4, "users": ["mallory"]]))
         // Every reply and snapshot in before the checks (metadata and locks are read off the
         // loop): the three replies, c's lock and metadata snapshots, bob's metadata snapshot.
         var pending: Set<String> = ["id 2", "id 3", "id 4", "lock c", "storage c", "storage bob"]
@@ -60,7 +60,7 @@ struct GateEmbeddedTests {
         // snapshots are read on the storage queue, which a loaded machine (a parallel run beside
         // other builds) has kept busy past 10 s.
         #expect(await eventually(within: .seconds(60)) {
-            for frame in (try? bob.receivedJSON()) ?? [] {
+            for frame in (try? await bob.receivedJSON()) ?? [] {
                 if let id = frame["id"] as? Int { pending.remove("id \(id)") }
                 if let type = frame["type"] as? String, let subject = (frame["channel"] ?? frame["userId"]) as? String {
                     pending.remove("\(type) \(subject)")
@@ -69,13 +69,13 @@ struct GateEmbeddedTests {
             return pending.isEmpty
         }, "still waiting for \(pending)")
         // mallory has a capability token granting nothing; her STREAM connection may join s only.
-        let mallory = try server.connect()
-        try Self.login(mallory, "mallory", capability: Self.capability("mallory", Capabilities()))
-        _ = try bob.received()   // mallory online
-        let stream = try server.connect()
-        try stream.send(Self.json(["type": "join", "id": 1, "appId": "app", "userId": "mallory", "token": "t", "channel": "s",
+        let mallory = try await server.connect()
+        try await Self.login(mallory, "mallory", capability: Self.capability("mallory", Capabilities()))
+        _ = try await bob.received()   // mallory online
+        let stream = try await server.connect()
+        try await stream.send(Self.json(["type": "join", "id": 1, "appId": "app", "userId": "mallory", "token": "t", "channel": "s",
                                    "capability": Self.capability("mallory", Capabilities(channels: ["s": [.streamJoin]]))]))
-        #expect(try stream.receivedJSON().first?["type"] as? String == "ok")
+        #expect(try await stream.receivedJSON().first?["type"] as? String == "ok")
         var id = 10
         for kind in RequestKind.allCases {
             for need in kind.rule.needs {
@@ -88,7 +88,7 @@ struct GateEmbeddedTests {
                 let connection: EmbeddedConnection
                 switch kind {
                 case .join:
-                    connection = try server.connect()
+                    connection = try await server.connect()
                     frame.merge(["appId": "app", "userId": "mallory", "token": "t", "capability": Self.capability("mallory", Capabilities())]) { $1 }
                 case .joinTopic, .publishTopic:
                     connection = stream
@@ -97,12 +97,12 @@ struct GateEmbeddedTests {
                 default:
                     connection = mallory
                 }
-                try connection.send(Self.json(frame))
-                let reply = try connection.receivedJSON()
+                try await connection.send(Self.json(frame))
+                let reply = try await connection.receivedJSON()
                 #expect(reply.count == 1 && reply.first?["type"] as? String == "error", "\(kind) (\(need.words)): \(reply)")
                 #expect(reply.first?["id"] as? Int == id, "\(kind)")
                 #expect(reply.first?["code"] as? Int == RTMErrorCode.notPermitted.rawValue, "\(kind) (\(need.words)): \(reply)")
-                let seen = try bob.received()
+                let seen = try await bob.received()
                 #expect(seen.isEmpty, "\(kind) (\(need.words)) reached bob: \(seen.map(\.text))")
             }
         }
@@ -113,10 +113,10 @@ struct GateEmbeddedTests {
         BinaryFrame.writeSendUser(into: &sendUser, requestID: 901, msgId: nil, receiver: "bob", customType: nil, isText: true, payload: Array("x".utf8))
         var frames = RawPeer.frame(opcode: 0x2, publish.readableBytesView)
         frames.writeImmutableBuffer(RawPeer.frame(opcode: 0x2, sendUser.readableBytesView))
-        try mallory.send(bytes: frames)
-        let refusals = try mallory.receivedJSON()
+        try await mallory.send(bytes: frames)
+        let refusals = try await mallory.receivedJSON()
         #expect(refusals.compactMap { $0["id"] as? Int }.sorted() == [900, 901], "\(refusals)")
         #expect(refusals.allSatisfy { $0["code"] as? Int == RTMErrorCode.notPermitted.rawValue })
-        #expect(try bob.received().isEmpty)
+        #expect(try await bob.received().isEmpty)
     }
 }

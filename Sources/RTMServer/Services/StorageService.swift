@@ -31,11 +31,6 @@ final class StorageService: @unchecked Sendable {
     /// Operations waiting on the queue or running (`rtm_queue_depth{queue="storage"}`).
     var queueDepth: Int { queue.depth }
 
-    /// Returns once every operation submitted so far has ended (tests).
-    func waitForQueue() {
-        queue.sync {}
-    }
-
     /// Over `store`: a cluster's `PostgresServices`, or a single node's `LocalServiceStore`.
     init(store: any SharedServiceStore, limits: Limits, logger: Logger) {
         self.store = store

@@ -12,7 +12,6 @@ struct AdminAPITests {
     @Test("admin: a missing or wrong key is refused with 401 and logged; the key is compared whole")
     func wrongKeyRefused() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let missing = try await admin.call("GET", "/v1/info", key: nil)
         #expect(missing.status == 401)
         #expect(missing.json["error"] as? String == "unauthorized")
@@ -33,14 +32,12 @@ struct AdminAPITests {
     @Test("admin: no key configured, no admin listener")
     func disabledWithoutKey() async throws {
         let harness = try await Harness.start { $0.adminPort = 0 }
-        defer { Task { await harness.stop() } }
         #expect(harness.server.adminPort == nil)
     }
 
     @Test("admin: publish reaches subscribers as a channel message; send is a durable user message")
     func publishAndSend() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, events) = try await Harness.client("alice", port: admin.port)
         defer { Task { await alice.logout() } }
         try await alice.subscribe("room")
@@ -81,7 +78,6 @@ struct AdminAPITests {
     @Test("admin disconnect: the client is told why, reconnects and resumes; the other members see nothing (P-1)")
     func disconnectResumes() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, aliceEvents, bob, bobEvents) = try await admin.aliceAndBob(in: "room")
         defer { Task { await alice.logout(); await bob.logout() } }
         let mark = await bobEvents.mark()
@@ -102,7 +98,6 @@ struct AdminAPITests {
     @Test("admin sessions show each online connection like NATS connz: address, node, since, idle, messages and bytes each way, backlog, User-Agent")
     func sessionConnections() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, _) = try await Harness.client("alice", port: admin.port)
         let (bob, _) = try await Harness.client("bob", port: admin.port)
         defer { Task { await alice.logout(); await bob.logout() } }
@@ -141,7 +136,6 @@ struct AdminAPITests {
     @Test("admin listings page: /v1/sessions and /v1/channels take limit and page, answer total and nextPage until the last page, and refuse a bad limit or cursor with 400")
     func listingsPage() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         var clients: [RTMClient] = []
         for user in ["carol", "alice", "erin", "bob", "dave"] {
             let (client, _) = try await Harness.client(user, port: admin.port)
@@ -181,7 +175,6 @@ struct AdminAPITests {
     @Test("admin kick: the session ends with kickedOutByServer and the reason; members see the leave; no automatic login (C-6)")
     func kickEndsSession() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, aliceEvents, bob, bobEvents) = try await admin.aliceAndBob(in: "room")
         defer { Task { await alice.logout(); await bob.logout() } }
         let kicked = try await admin.call("POST", "/v1/kick", body: ["user": "alice", "reason": "spamming"])
@@ -203,7 +196,6 @@ struct AdminAPITests {
     @Test("admin ban: logins are refused with -10012 naming the ban until it ends, then admitted")
     func banRefusesLogin() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, aliceEvents) = try await Harness.client("alice", port: admin.port)
         defer { Task { await alice.logout() } }
         let banned = try await admin.call("POST", "/v1/ban", body: ["user": "alice", "seconds": 1.0, "reason": "cooling off"])
@@ -244,7 +236,6 @@ struct AdminAPITests {
     @Test("admin revoke: a revoked token's session ends (invalidToken) and the token is refused (-10005); revoking a user refuses its older tokens only")
     func revokeTokens() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let now = UInt32(Date().timeIntervalSince1970)
         let token = AccessToken2.buildRTMToken(appId: Harness.appId, appCertificate: Harness.certificate, userId: "alice", expire: 3600)
         let (alice, aliceEvents) = try await Harness.client("alice", port: admin.port, login: false)
@@ -286,7 +277,6 @@ struct AdminAPITests {
     @Test("admin: presence, channels, inspector, sessions, history and info reflect the server")
     func reads() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, _) = try await Harness.client("alice", port: admin.port)
         defer { Task { await alice.logout() } }
         try await alice.subscribe("room")

@@ -17,7 +17,6 @@ struct AdminConformanceTests {
           AdminConformanceTests.openAPICheckers)
     func responsesMatchOpenAPI() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, _) = try await Harness.client("alice", port: admin.port)
         let (bob, _) = try await Harness.client("bob", port: admin.port)
         defer { Task { await alice.logout(); await bob.logout() } }
@@ -185,7 +184,6 @@ struct AdminConformanceTests {
     @Test("admin: every `rtm admin` verb works against a real server; a wrong key exits non-zero with the server's message")
     func cliVerbs() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, events) = try await Harness.client("alice", port: admin.port)
         defer { Task { await alice.logout() } }
         try await alice.subscribe("room")

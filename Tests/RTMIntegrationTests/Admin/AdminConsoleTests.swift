@@ -19,7 +19,6 @@ struct AdminConsoleTests {
                    "needs Chromium and the Python package websocket-client (.ci/run installs both)"))
     func consoleInBrowser() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, events) = try await Harness.client("alice", port: admin.port)
         let (bob, _) = try await Harness.client("bob", port: admin.port)
         defer { Task { await alice.logout(); await bob.logout() } }
@@ -50,7 +49,6 @@ struct AdminConsoleTests {
                    "needs Chromium and the Python package websocket-client (.ci/run installs both)"))
     func consolePages() async throws {
         let admin = try await AdminHarness.start()
-        defer { Task { await admin.stop() } }
         let (alice, _) = try await Harness.client("alice", port: admin.port)
         let (bob, _) = try await Harness.client("bob", port: admin.port)
         defer { Task { await alice.logout(); await bob.logout() } }

@@ -30,6 +30,7 @@ struct AdminHarness {
         let logs = LogRecorder()
         let server = try RTMServer(configuration: config, logger: Logger(label: "test.admin") { _ in logs.handler() })
         let port = try await server.start()
+        TestResources.register { try? await server.shutdown() }   // stopped when the test ends, whatever it threw
         let adminPort = try #require(server.adminPort)
         return AdminHarness(harness: Harness(server: server, port: port), adminPort: adminPort, logs: logs, exchanges: ExchangeRecorder())
     }
