@@ -126,35 +126,34 @@ struct BadInputTests {
 
     @Test("M-1, §2.8: a stored text with a NUL character (a user message, JSON or binary; a publish kept in history) is refused with its id before anything is stored; a channel message not stored carries it")
     func nulInStoredText() async throws {
-        try await Harness.with { harness in
-            let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
-            try await bob.subscribe("room")
-            let raw = try await RawConnection.open(port: harness.port)
-            #expect(await raw.login("mallory")?.type == .ok)
-            let nul = "zero\u{0}byte"
+        let harness = try await Harness.start()   // stopped by the .realTime trait's scope
+        let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
+        try await bob.subscribe("room")
+        let raw = try await RawConnection.open(port: harness.port)
+        #expect(await raw.login("mallory")?.type == .ok)
+        let nul = "zero\u{0}byte"
 
-            raw.send(Frame(type: .sendUser, id: 40, userId: "bob", text: nul))
-            let json = await raw.reply(40)
-            #expect(json?.code == RTMErrorCode.channelInvalidMessage.rawValue && json?.reason?.contains("NUL") == true, "\(String(describing: json))")
-            var binary = ByteBuffer()
-            BinaryFrame.writeSendUser(into: &binary, requestID: 41, msgId: nil, receiver: "bob", customType: nil, isText: true,
-                                      payload: Array(nul.utf8))
-            raw.sendBinary(binary)
-            #expect(await raw.reply(41)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
-            raw.send(Frame(type: .publish, id: 42, channel: "room", text: nul).with { $0.storeInHistory = true })
-            #expect(await raw.reply(42)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
+        raw.send(Frame(type: .sendUser, id: 40, userId: "bob", text: nul))
+        let json = await raw.reply(40)
+        #expect(json?.code == RTMErrorCode.channelInvalidMessage.rawValue && json?.reason?.contains("NUL") == true, "\(String(describing: json))")
+        var binary = ByteBuffer()
+        BinaryFrame.writeSendUser(into: &binary, requestID: 41, msgId: nil, receiver: "bob", customType: nil, isText: true,
+                                  payload: Array(nul.utf8))
+        raw.sendBinary(binary)
+        #expect(await raw.reply(41)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
+        raw.send(Frame(type: .publish, id: 42, channel: "room", text: nul).with { $0.storeInHistory = true })
+        #expect(await raw.reply(42)?.code == RTMErrorCode.channelInvalidMessage.rawValue)
 
-            // Not stored: delivered whole. Then a valid user message, the only one bob gets.
-            raw.send(Frame(type: .publish, id: 43, channel: "room", text: nul))
-            #expect(await raw.reply(43)?.type == .ok)
-            raw.send(Frame(type: .sendUser, id: 44, userId: "bob", text: "valid"))
-            #expect(await raw.reply(44)?.type == .ok)
-            #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "valid" } != nil)
-            #expect(await bobEvents.matching { $0.messageEvent != nil }.map { $0.messageEvent?.text } == [nul, "valid"])
-            #expect(try await bob.getMessages(channel: "room").messages.isEmpty)
-            raw.channel.close(promise: nil)
-            await bob.logout()
-        }
+        // Not stored: delivered whole. Then a valid user message, the only one bob gets.
+        raw.send(Frame(type: .publish, id: 43, channel: "room", text: nul))
+        #expect(await raw.reply(43)?.type == .ok)
+        raw.send(Frame(type: .sendUser, id: 44, userId: "bob", text: "valid"))
+        #expect(await raw.reply(44)?.type == .ok)
+        #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "valid" } != nil)
+        #expect(await bobEvents.matching { $0.messageEvent != nil }.map { $0.messageEvent?.text } == [nul, "valid"])
+        #expect(try await bob.getMessages(channel: "room").messages.isEmpty)
+        raw.channel.close(promise: nil)
+        await bob.logout()
     }
 
     @Test("SDK-side limits are checked before anything is sent")
