@@ -144,10 +144,12 @@ extension ConnectionHandler {
             guard let confirmed else {
                 return loggedIn(admission, frame: frame, key: key, access: access, heartbeat: heartbeat, expiresAt: expiresAt, context: context)
             }
-            // Cluster mode, a new session: answered once the user's sessions on other nodes
-            // have ended (C-6 across nodes). Meanwhile the connection is not logged in: its
-            // requests are refused (`notLogin`) and a second login is `loginCanceled`; losing
-            // the connection gives the admitted session its grace window.
+            // A new session: answered once its own `started` came back through the node's log
+            // and the user's sessions on other nodes have ended (C-6 across nodes). A single
+            // node's in-memory log has confirmed it already (the future is complete: answered
+            // now). Meanwhile, in a cluster, the connection is not logged in: its requests are
+            // refused (`notLogin`) and a second login is `loginCanceled`; losing the connection
+            // gives the admitted session its grace window.
             lifecycle.awaitCluster(key, access: access)
             confirmed.assumeIsolated().whenComplete { [self] _ in
                 guard case .awaitingCluster = lifecycle.state, context.channel.isActive else { return }

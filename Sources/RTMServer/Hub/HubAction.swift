@@ -32,7 +32,7 @@ enum HubAction: Sendable {
     case schedule(HubTimer, at: NIODeadline, loop: Int = 0)
     /// A login whose reply waited for the cluster may be answered now.
     case answerLogin(EventLoopPromise<Void>)
-    /// Cluster events were queued (`ClusterReplica.outbox`): the sender takes them.
+    /// Cluster events were queued (`ClusterReplica.outbox`): the node's log (`NodeLink`) takes them.
     case wakeCluster
     /// Webhook events were queued (`WebhookOutbox`): the dispatcher takes them.
     case wakeWebhooks
