@@ -125,7 +125,7 @@ struct ClusterReplica {
     /// A local session moved to another node: it is `owner`'s from now on.
     mutating func movedAway(_ local: UInt64, to session: ClusterSession, owner: String) {
         confirmed.remove(local)
-        remote[session.key] = RemoteSession(session: session, owner: owner)
+        putRemote(session, owner: owner)
     }
 
     /// Another node's session, as it describes it, is `owner`'s.

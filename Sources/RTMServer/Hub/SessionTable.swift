@@ -52,14 +52,12 @@ struct SessionTable {
                          grantsIssuedAt: UInt32?) -> (session: HubState.Session, replaced: ConnectionRef?)? {
         guard var session = byUser[key] else { return nil }
         let replaced = session.connection
-        if let replaced { byConnection[replaced.id] = nil }
         session.grantsIssuedAt = grantsIssuedAt
         session.connection = connection
         session.generation &+= 1
         session.heartbeat = heartbeat
         session.presenceTimeout = presenceTimeout
-        byUser[key] = session
-        byConnection[connection.id] = key
+        put(session)   // the replaced connection's index goes, the new one's comes
         return (session, replaced)
     }
 
