@@ -50,7 +50,7 @@ struct BusyServerTests {
         #expect(replies().count == published)
         try await peer.write(RawPeer.text(#"{"type":"ping"}"#))
         // A window in which nothing may happen (the rule is a negative: no drop).
-        try await Task.sleep(for: .milliseconds(100))
+        try await Task.sleep(for: .milliseconds(100))   // the window of the negative rule: no drop in it
         #expect(!peer.isClosed, "the server dropped a client that kept to its heartbeat")
         await peer.close()
     }

@@ -79,7 +79,7 @@ struct TokenTests {
         #expect(await events.first(within: soon) { $0.classic == .reconnecting } != nil)
         // Let the reconnection reach the server only once the token has expired (the wall
         // clock passing its expiry is the rule under test; a negative wait returns at once).
-        try await Task.sleep(until: .now + .seconds(Double(expiry) - Date().timeIntervalSince1970 + 0.2), clock: .continuous)
+        try await Task.sleep(until: .now + .seconds(Double(expiry) - Date().timeIntervalSince1970 + 0.2), clock: .continuous)   // the token's expiry passing is the rule
         await events.clear()
         proxy.setRefuseNew(false)
         #expect(await events.first(within: soon) { if case .tokenExpired = $0 { true } else { false } } != nil)

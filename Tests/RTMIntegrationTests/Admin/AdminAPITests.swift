@@ -187,7 +187,7 @@ struct AdminAPITests {
         #expect(left != nil)
         #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
         // Never back by itself: the session stays gone (a window in which nothing may happen).
-        try await Task.sleep(for: .milliseconds(500))
+        try await Task.sleep(for: .milliseconds(500))   // the window of the negative rule: no comeback in it
         #expect(admin.harness.server.members(appId: Harness.appId, channel: "room") == ["bob"])
         let sessions = try await admin.call("GET", "/v1/sessions")
         #expect((sessions.json["sessions"] as? [[String: Any]])?.compactMap { $0["userId"] as? String } == ["bob"])
