@@ -34,6 +34,7 @@ struct HistoryTests {
 
         // Bounds: end is inclusive, start exclusive.
         let newestTen = try await alice.getMessages(channel: "log", count: 10)
+        try #require(newestTen.messages.count == 10)   // a short page fails here instead of trapping on an index
         let bounded = try await alice.getMessages(channel: "log", count: 100, start: newestTen.messages[0].ts, end: newestTen.messages[4].ts)
         #expect(bounded.messages.map(\.ts) == Array(newestTen.messages[1...4].map(\.ts)))
         #expect(bounded.newStart == 0)
