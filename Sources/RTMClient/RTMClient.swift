@@ -305,14 +305,8 @@ public final class RTMClient: Sendable {
     }
 
     private func check(payload frame: Frame, operation: String) throws(RTMError) {
-        let limits = Limits()
-        if frame.payloadSize > limits.maxPayloadBytes {
-            throw RTMError(.channelMessageLengthExceedLimitation, operation: operation,
-                           "payload is \(frame.payloadSize) bytes; the limit is \(limits.maxPayloadBytes)")
-        }
-        if let type = frame.customType, type.count > limits.maxCustomTypeLength {
-            throw RTMError(.channelCustomTypeLengthOverflow, operation: operation,
-                           "customType is longer than \(limits.maxCustomTypeLength) characters")
+        if let (code, problem) = Limits().payloadProblem(size: frame.payloadSize, customType: frame.customType) {
+            throw RTMError(code, operation: operation, problem)
         }
         // A text the server stores (a user message, a message kept in history) without NUL.
         if frame.type == .sendUser || frame.storeInHistory == true, let text = frame.text,

@@ -107,9 +107,9 @@ public final class RTMStreamChannel: Sendable {
     private func publish(_ topic: String, _ frame: Frame) async throws(RTMError) {
         try check(topic: topic, operation: "publishTopicMessage")
         let limits = Limits()
-        guard frame.payloadSize <= limits.maxTopicPayloadBytes else {
-            throw RTMError(.channelMessageLengthExceedLimitation, operation: "publishTopicMessage",
-                           "topic message is \(frame.payloadSize) bytes; the limit is \(limits.maxTopicPayloadBytes)")
+        if let (code, problem) = limits.payloadProblem(size: frame.payloadSize, customType: frame.customType,
+                                                       maxBytes: limits.maxTopicPayloadBytes, what: "topic message") {
+            throw RTMError(code, operation: "publishTopicMessage", problem)
         }
         let core = self.core
         let request = frame.with { $0.topic = topic }

@@ -7,7 +7,8 @@ public struct Limits: Sendable, Equatable {
     public var maxNameLength: Int = 64
     /// Subscribed message channels per client.
     public var maxChannelsPerClient: Int = 50
-    /// Custom message type length, characters.
+    /// Custom message type length, characters (Unicode code points, as JSON Schema's
+    /// `maxLength` and most languages' string length count them).
     public var maxCustomTypeLength: Int = 32
     /// Temporary state pairs per user per channel (SPEC §8: 32).
     public var maxStatePairs: Int = 32
@@ -76,6 +77,21 @@ public struct Limits: Sendable, Equatable {
         if topic.isEmpty { return "topic is empty" }
         if topic.count > maxTopicNameLength { return "topic '\(topic)' is longer than \(maxTopicNameLength) characters" }
         return nameProblem(topic, kind: "topic")
+    }
+
+    /// Checks a message's size in bytes against `maxBytes` (by default the channel and user
+    /// message limit; a topic message has its own) and its custom type's length (SPEC §8);
+    /// returns the error and the problem, or nil. The server, its admin API and the SDK all
+    /// check a message here, so all three count alike.
+    public func payloadProblem(size: Int, customType: String?, maxBytes: Int? = nil, what: String = "payload") -> (RTMErrorCode, String)? {
+        let maxBytes = maxBytes ?? maxPayloadBytes
+        if size > maxBytes {
+            return (.channelMessageLengthExceedLimitation, "\(what) is \(size) bytes; the limit is \(maxBytes)")
+        }
+        if let customType, customType.unicodeScalars.count > maxCustomTypeLength {
+            return (.channelCustomTypeLengthOverflow, "customType is longer than \(maxCustomTypeLength) characters")
+        }
+        return nil
     }
 
     /// Checks the text of a message the server stores (a user message, a channel message kept

@@ -108,6 +108,9 @@ struct BadInputTests {
 
         raw.send(Frame(type: .publish, id: 25, channel: "room", text: "x", customType: String(repeating: "t", count: 33)))
         #expect(await raw.reply(25)?.code == RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
+        // Counted in code points, as the admin API counts: 17 "👍🏽" are 34.
+        raw.send(Frame(type: .publish, id: 125, channel: "room", text: "x", customType: String(repeating: "👍🏽", count: 17)))
+        #expect(await raw.reply(125)?.code == RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
 
         raw.send(Frame(type: .sendUser, id: 26, userId: "null", text: "x"))
         #expect(await raw.reply(26)?.code == RTMErrorCode.invalidUserId.rawValue)

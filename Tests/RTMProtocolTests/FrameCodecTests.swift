@@ -108,6 +108,23 @@ struct FrameCodecTests {
         #expect(limits.nameProblem("日本", kind: "channel") != nil)
     }
 
+    @Test("§8: a message's size (32 KB, a topic message its own limit) and custom type (≤ 32 Unicode code points, as JSON Schema counts) in one check for the server, its admin API and the SDK")
+    func payloadLimits() {
+        let limits = Limits()
+        #expect(limits.payloadProblem(size: 32 * 1024, customType: String(repeating: "t", count: 32)) == nil)
+        #expect(limits.payloadProblem(size: 32 * 1024 + 1, customType: nil)?.0 == .channelMessageLengthExceedLimitation)
+        #expect(limits.payloadProblem(size: 1, customType: String(repeating: "t", count: 33))?.0 == .channelCustomTypeLengthOverflow)
+        // 17 characters of 2 code points each: 34 code points, over the limit (a character
+        // count would let it through where the admin API's JSON Schema refuses it).
+        let thumbs = String(repeating: "👍🏽", count: 17)
+        #expect(thumbs.count == 17 && thumbs.unicodeScalars.count == 34)
+        #expect(limits.payloadProblem(size: 1, customType: thumbs)?.0 == .channelCustomTypeLengthOverflow)
+        #expect(limits.payloadProblem(size: 1, customType: String(repeating: "👍🏽", count: 16)) == nil)
+        let topic = limits.payloadProblem(size: limits.maxTopicPayloadBytes + 1, customType: nil, maxBytes: limits.maxTopicPayloadBytes, what: "topic message")
+        #expect(topic?.0 == .channelMessageLengthExceedLimitation)
+        #expect(topic?.1 == "topic message is \(limits.maxTopicPayloadBytes + 1) bytes; the limit is \(limits.maxTopicPayloadBytes)")
+    }
+
     @Test("error codes and reasons carry the reference's numbers and names")
     func codes() {
         #expect(RTMErrorCode.channelMessageLengthExceedLimitation.rawValue == -11010)

@@ -92,16 +92,9 @@ extension AdminAPI {
             throw AdminFailure.badRequest("a message needs exactly one of 'message' (text) or 'data' (base64)",
                                           code: RTMErrorCode.channelInvalidMessage.rawValue)
         }
-        let limits = hub.configuration.limits
         let size = text?.utf8.count ?? data?.count ?? 0
-        if size > limits.maxPayloadBytes {
-            throw AdminFailure.badRequest("payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)",
-                                          code: RTMErrorCode.channelMessageLengthExceedLimitation.rawValue)
-        }
-        // Counted in Unicode code points, as the document's maxLength (JSON Schema) counts.
-        if let customType, customType.unicodeScalars.count > limits.maxCustomTypeLength {
-            throw AdminFailure.badRequest("customType is longer than \(limits.maxCustomTypeLength) characters",
-                                          code: RTMErrorCode.channelCustomTypeLengthOverflow.rawValue)
+        if let (code, problem) = hub.configuration.limits.payloadProblem(size: size, customType: customType) {
+            throw AdminFailure.badRequest(problem, code: code.rawValue)
         }
         // A text a store keeps (a user message, a history record) without NUL, as over WebSocket.
         if stored, let text, let problem = Limits.storedTextProblem(text.utf8) {

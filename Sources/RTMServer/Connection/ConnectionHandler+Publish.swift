@@ -237,14 +237,7 @@ extension ConnectionHandler {
 
     /// Payload limits (SPEC §8; the publish rate is the gate's); the refusal to answer, or nil.
     func payloadProblem(size: Int, customType: String?) -> RequestRefusal? {
-        let limits = hub.configuration.limits
-        if size > limits.maxPayloadBytes {
-            return RequestRefusal(code: .channelMessageLengthExceedLimitation, reason: "payload is \(size) bytes; the limit is \(limits.maxPayloadBytes)")
-        }
-        if let customType, customType.count > limits.maxCustomTypeLength {
-            return RequestRefusal(code: .channelCustomTypeLengthOverflow, reason: "customType is longer than \(limits.maxCustomTypeLength) characters")
-        }
-        return nil
+        hub.configuration.limits.payloadProblem(size: size, customType: customType).map { RequestRefusal(code: $0.0, reason: $0.1) }
     }
 
     /// Answers a refused publish of the batch in `replies` (in order with the batch's JSON

@@ -100,12 +100,9 @@ extension ConnectionHandler {
                 send(.error(id: frame.id, .channelInvalidMessage, "a message needs exactly one of text or data"), context: context)
                 return
             }
-            guard frame.payloadSize <= limits.maxTopicPayloadBytes else {
-                send(.error(id: frame.id, .channelMessageLengthExceedLimitation, "topic message is \(frame.payloadSize) bytes; the limit is \(limits.maxTopicPayloadBytes)"), context: context)
-                return
-            }
-            if let type = frame.customType, type.count > limits.maxCustomTypeLength {
-                send(.error(id: frame.id, .channelCustomTypeLengthOverflow, "customType is longer than \(limits.maxCustomTypeLength) characters"), context: context)
+            if let (code, problem) = limits.payloadProblem(size: frame.payloadSize, customType: frame.customType,
+                                                           maxBytes: limits.maxTopicPayloadBytes, what: "topic message") {
+                send(.error(id: frame.id, code, problem), context: context)
                 return
             }
             switch hub.streams.recipients(of: membership, topic: topic) {
