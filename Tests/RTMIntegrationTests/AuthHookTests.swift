@@ -26,6 +26,13 @@ struct AuthHookTests {
         }
     }
 
+    /// A client whose link a busy machine does not drop (1 s heartbeats, 5 s to answer one):
+    /// these tests count the hook's questions and decisions, to which a reconnection would add
+    /// (its restored subscriptions are asked again).
+    static func steadyClient(_ user: String, port: Int, login: Bool = true) async throws -> (RTMClient, AsyncRecorder<RTMEvent>) {
+        try await Harness.client(user, port: port, configure: { $0.heartbeatInterval = 1; $0.pongTimeout = 5 }, login: login)
+    }
+
     /// The value of the hook's counter for `event` and `outcome` in a scrape.
     static func hookCount(_ scrape: MetricsTests.Scrape, _ event: String, _ outcome: String) -> Double {
         scrape.values.first { $0.key.hasPrefix("rtm_auth_hook_requests_total") && $0.key.contains(#"event="\#(event)""#)
@@ -38,7 +45,7 @@ struct AuthHookTests {
             question.channel == "room.secret" ? .json(#"{"result":"deny","reason":"members only"}"#) : .json(#"{"result":"allow"}"#)
         }
         let harness = try await Self.start(backend, namespaces: ["room.*:hook-subscribe"])
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (alice, _) = try await Self.steadyClient("alice", port: harness.port)
         _ = try await alice.subscribe("room.a")
         let refused = await CapabilityTests.code { _ = try await alice.subscribe("room.secret") }
         #expect(refused == .notPermitted)
@@ -69,14 +76,14 @@ struct AuthHookTests {
             }
         }
         let harness = try await Self.start(backend, namespaces: []) { $0.connect = .closed }
-        let (mallory, _) = try await Harness.client("mallory", port: harness.port, login: false)
+        let (mallory, _) = try await Self.steadyClient("mallory", port: harness.port, login: false)
         do {
             try await mallory.login(token: Harness.token("mallory"))
             Issue.record("mallory logged in")
         } catch {
             #expect(error.code == .notPermitted && error.reason.contains("account suspended"), "\(error)")
         }
-        let (bob, _) = try await Harness.client("bob", port: harness.port)
+        let (bob, _) = try await Self.steadyClient("bob", port: harness.port)
         _ = try await bob.subscribe("room.a")
         #expect(await CapabilityTests.code { _ = try await bob.publish(channel: "room.a", message: "hi") } == .notPermitted)
         #expect(await CapabilityTests.code { _ = try await bob.subscribe("lobby") } == .notPermitted)
@@ -139,7 +146,7 @@ struct AuthHookTests {
     func publishDecisionKept() async throws {
         let backend = try await HookBackend.start(secret: Self.secret) { _ in .json(#"{"result":"allow","cacheSeconds":60}"#) }
         let harness = try await Self.start(backend, namespaces: ["chat.*:hook-publish"])
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (alice, _) = try await Self.steadyClient("alice", port: harness.port)
         for index in 0..<20 { _ = try await alice.publish(channel: "chat.a", message: "m\(index)") }
         #expect(backend.received.count == 1)
         let scrape = try await MetricsTests.scrape(harness.port)
@@ -156,7 +163,7 @@ struct AuthHookTests {
             $0.timeout = .seconds(5)
         }
         var clients: [RTMClient] = []
-        for index in 0..<6 { clients.append(try await Harness.client("user\(index)", port: harness.port).0) }
+        for index in 0..<6 { clients.append(try await Self.steadyClient("user\(index)", port: harness.port).0) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in clients { group.addTask { _ = try await client.subscribe("room.a") } }
             try await group.waitForAll()
@@ -173,7 +180,7 @@ struct AuthHookTests {
             $0.timeout = .milliseconds(200)
             $0.breakerFailures = 100
         }
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (alice, _) = try await Self.steadyClient("alice", port: harness.port)
         _ = try await alice.subscribe("open.a")
         do {
             _ = try await alice.subscribe("closed.a")
@@ -196,7 +203,7 @@ struct AuthHookTests {
             $0.breakerOpenFor = .milliseconds(300)
             $0.cacheTTL = .zero
         }
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (alice, _) = try await Self.steadyClient("alice", port: harness.port)
         for channel in ["room.a", "room.b"] {
             #expect(await CapabilityTests.code { _ = try await alice.subscribe(channel) } == .notPermitted)
         }
@@ -225,7 +232,7 @@ struct AuthHookTests {
             question.channel == "live.closed" ? .json(#"{"result":"deny"}"#) : .json(#"{"result":"allow"}"#)
         }
         let harness = try await Self.start(backend, namespaces: ["live.*:hook-subscribe"])
-        let (alice, _) = try await Harness.client("alice", port: harness.port)
+        let (alice, _) = try await Self.steadyClient("alice", port: harness.port)
         let open = try alice.createStreamChannel("live.open")
         _ = try await open.join()
         let closed = try alice.createStreamChannel("live.closed")
@@ -273,10 +280,10 @@ struct AuthHookSampleTests {
             config.authorizationHook = hook
             config.namespaces = [try! ChannelNamespace(parsing: "vip.*:hook-subscribe"), try! ChannelNamespace(parsing: "chat.*:hook-publish")]
         }
-        let (mallory, _) = try await Harness.client("mallory", port: harness.port, login: false)
+        let (mallory, _) = try await AuthHookTests.steadyClient("mallory", port: harness.port, login: false)
         #expect(await CapabilityTests.code { try await mallory.login(token: Harness.token("mallory")) } == .notPermitted)
-        let (alice, events) = try await Harness.client("alice", port: harness.port)
-        let (bob, _) = try await Harness.client("bob", port: harness.port)
+        let (alice, events) = try await AuthHookTests.steadyClient("alice", port: harness.port)
+        let (bob, _) = try await AuthHookTests.steadyClient("bob", port: harness.port)
         _ = try await alice.subscribe("vip.lounge")
         #expect(await CapabilityTests.code { _ = try await bob.subscribe("vip.lounge") } == .notPermitted)
         _ = try await alice.subscribe("chat.general")
