@@ -133,6 +133,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         registry.advertise(address)
     }
 
+    public func reachesDatabase() async -> Bool {
+        await registry.reachesDatabase()
+    }
+
     public func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage] {
         try await log.recent(appId: "", channel: channel, sinceMillis: sinceMillis).map(Self.message)
     }
