@@ -133,8 +133,8 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         registry.advertise(address)
     }
 
-    public func reachesDatabase() async -> Bool {
-        await registry.reachesDatabase()
+    public func reachesDatabase(within timeout: TimeAmount) async -> Bool {
+        await registry.reachesDatabase(within: timeout)
     }
 
     public func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage] {

@@ -12,10 +12,10 @@ import Testing
 extension ClusterTests {
     @Test("P-2, M-3: a node paused past its lease (SIGSTOP) and resumed: a publish it read during the pause is never acknowledged nor delivered on the other node (refused with -11026 'declared dead' when answered); its clients get goaway (code 28) saying it was declared dead, never that it cannot reach the database, and close 1001; it counts the fence and then serves again")
     func zombieNodeIsFenced() async throws {
-        // A 3 s lease: its renewals (bounded by it) and its commits' lease check (bounded by
-        // min(call timeout, lease)) answer in time on a loaded machine, so the node that wakes
-        // reaches the database and learns of its fence, as the rule says it must.
-        let (_, nodes) = try await RTMProcess.clusterNodes(["z1", "z2"], extraArguments: ["--lease-seconds", "3"])   // stopped by the .realTime trait's scope
+        // A 3 s lease and a 3 s wait for a lapsed node's own try of the database (1 s by
+        // default): its renewals and that try answer in time on a loaded machine, so the node
+        // that wakes reaches the database and learns of its fence, as the rule says it must.
+        let (_, nodes) = try await RTMProcess.clusterNodes(["z1", "z2"], extraArguments: ["--lease-seconds", "3", "--test-cluster-probe-timeout", "3"])   // stopped by the .realTime trait's scope
         let (zombie, survivor) = (nodes[0], nodes[1])
         #expect(try await Self.waitForMetric("rtm_cluster_nodes", 2, port: survivor.port))
         let (observer, observerEvents) = try await ClusterTests.client("observer", port: survivor.port)
@@ -60,7 +60,8 @@ extension ClusterTests {
 
     @Test("P-2: a node whose lease lapsed by its own clock (the renewal round that spanned a pause failed) while it reaches the database is not cut off when another node says it reaches the database: it tries the database itself first; its clients are not sent away with 'cannot reach'")
     func staleLapseIsNotACutOff() async throws {
-        let (_, a, b) = try await Self.cluster()   // stopped by the .realTime trait's scope
+        // Its own try of the database may take 5 s (a loaded machine), not the default 1 s.
+        let (_, a, b) = try await Self.cluster { _, _, _, config in config.clusterPeerProbeTimeout = .seconds(5) }   // stopped by the .realTime trait's scope
         let dave = try await Self.rawLogin("dave", port: a.port)
         // What node a's lease registry reports when the round that spanned a pause failed by
         // its deadline: its lease lapsed by its own clock. Node b says "database: up".
