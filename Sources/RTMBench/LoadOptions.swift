@@ -20,6 +20,10 @@ public struct LoadOptions: Sendable {
     /// Measured seconds, after `warmup` seconds.
     public var seconds: Double = 5
     public var warmup: Double = 1
+    /// The longest the run waits, after the last publish, for stragglers to reach every
+    /// subscriber (it ends as soon as they have); what has not arrived by then counts as
+    /// undelivered.
+    public var stragglerSeconds: Double = 3
     /// Client event loops.
     public var threads = System.coreCount
     /// Max mode: messages a publisher may have in flight (published, not yet at every

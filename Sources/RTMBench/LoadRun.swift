@@ -142,9 +142,9 @@ public enum LoadRun {
         let cpuEnd = sampler.sample()
         for publisher in publishers { try await publisher.done.futureResult.get() }
 
-        // Stragglers: up to 3 s for everything published to arrive everywhere.
+        // Stragglers: up to `stragglerSeconds` (3 s) for everything published to arrive everywhere.
         let publishedCounts = try await publishers.asyncMap { p in try await p.loop.submit { p.published }.get() }
-        let drainDeadline = BenchClock.now() + 3_000_000_000
+        let drainDeadline = BenchClock.now() + UInt64(max(options.stragglerSeconds, 0) * 1e9)
         func undelivered() -> UInt64 {
             var missing: UInt64 = 0
             for (g, count) in publishedCounts.enumerated() {

@@ -122,6 +122,13 @@ public final class NodeRegistry: Sendable {
         if try await renew(timeout: callTimeout) == .fenced { throw NodeFenced() }
     }
 
+    /// Whether this node reaches the database now: a renewal bounded by `timeout` (at most
+    /// `callTimeout`) got an answer (the lease renewed, or the others declared this node dead:
+    /// the loop's next round reports that, `run`).
+    public func reachesDatabase(within timeout: TimeAmount) async -> Bool {
+        (try? await renew(timeout: min(timeout, callTimeout))) != nil
+    }
+
     /// Declares `node` dead in the database if its lease is still lapsed: true when it is
     /// declared (now, or already by another node), false when it renewed meanwhile.
     public func fence(_ node: String) async throws -> Bool {

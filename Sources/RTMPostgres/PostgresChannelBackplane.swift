@@ -133,6 +133,10 @@ public final class PostgresChannelBackplane: ChannelBackplane {
         registry.advertise(address)
     }
 
+    public func reachesDatabase(within timeout: TimeAmount) async -> Bool {
+        await registry.reachesDatabase(within: timeout)
+    }
+
     public func controlHistory(channel: String, sinceMillis: Int64) async throws -> [BackplaneMessage] {
         try await log.recent(appId: "", channel: channel, sinceMillis: sinceMillis).map(Self.message)
     }

@@ -222,7 +222,9 @@ public struct ServerConfiguration: Sendable {
     /// client port is not asked (it counts as not reaching the database).
     public var clusterAddress: String?
     /// Cluster mode: how long a node that lost the database waits for another node's
-    /// `/health` answer (default 1 s).
+    /// `/health` answer, and then, told that another node reaches the database, for its own
+    /// try of it before it counts as cut off (default 1 s; a cut-off node's clients are sent
+    /// away up to this much later).
     public var clusterPeerProbeTimeout: TimeAmount = .seconds(1)
     /// Cluster mode: how often a node releases the locks that are due and tries its waiters
     /// again (default 1 s: a lock is released at most this long after its TTL ran out).

@@ -79,7 +79,7 @@ extension ServeSetting {
                                        help: "Log level. SIGHUP reloads it.")
 
     /// Settings for the tests only (not in `--help`).
-    static let testing: [ServeSetting] = [testDropSeq, testLockTtlMin, testInvitationExpiry]
+    static let testing: [ServeSetting] = [testDropSeq, testLockTtlMin, testInvitationExpiry, testClusterProbeTimeout]
     /// Benchmarks' proof that loss is counted: this channel sequence number is never delivered.
     static let testDropSeq = ServeSetting("test-drop-seq", .integer(default: nil, range: 1...Int.max), help: "", hidden: true)
     /// Shorter lock TTLs (seconds; the reference's minimum is 10), so that a release after the
@@ -88,4 +88,8 @@ extension ServeSetting {
     /// Shorter call invitation expiry (seconds; 60 by default), so that a test across a restart
     /// sees it in seconds.
     static let testInvitationExpiry = ServeSetting("test-invitation-expiry", .number(default: nil, range: 0.01...3600), help: "", hidden: true)
+    /// A longer wait (seconds; 1 by default) for the other nodes' `/health` and for a lapsed
+    /// node's own try of the database (`ServerConfiguration.clusterPeerProbeTimeout`), so that a
+    /// loaded test machine's slow database round trip is not taken for a cut-off.
+    static let testClusterProbeTimeout = ServeSetting("test-cluster-probe-timeout", .number(default: nil, range: 0.01...60), help: "", hidden: true)
 }

@@ -35,6 +35,7 @@ extension ServeSettingValues {
         config.testDropSeq = int(.testDropSeq).map(UInt64.init)
         if let minimum = int(.testLockTtlMin) { config.lockTTLRange = minimum...max(minimum, config.lockTTLRange.upperBound) }
         if let expiry = double(.testInvitationExpiry) { config.invitationExpiry = Self.seconds(expiry) }
+        if let probe = double(.testClusterProbeTimeout) { config.clusterPeerProbeTimeout = Self.seconds(probe) }
         try applyStore(to: &config)
         try applyAuthHook(to: &config)
         try applyAdmin(to: &config)

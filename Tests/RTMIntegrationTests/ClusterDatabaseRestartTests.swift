@@ -116,80 +116,79 @@ extension ClusterTests {
 
     @Test("M-1, M-3: PostgreSQL stopped (pg_ctl stop -m fast) and started again under a steady load through two node processes: every acknowledged publish and user message delivered exactly once to the subscribers and receivers on both nodes, the refused ones answered by the server with their request id, /health and rtm_database_up down then up")
     func databaseRestartUnderLoad() async throws {
-        try await RTMProcess.withClusterNodes(["a", "b"]) { database, nodes in
-            let (a, b) = (nodes[0].port, nodes[1].port)
-            let (subA, subAEvents) = try await Harness.client("sub-a", port: a)
-            let (subB, subBEvents) = try await Harness.client("sub-b", port: b)
-            try await subA.subscribe("room")
-            try await subB.subscribe("room")
-            // Each sender's receiver is on the other node.
-            let (carol, carolEvents) = try await Harness.client("carol", port: b)
-            let (dave, daveEvents) = try await Harness.client("dave", port: a)
-            // Long enough that a refusal is the server's answer, never the SDK's own timeout.
-            let patient: (inout RTMClientConfig) -> Void = { $0.requestTimeout = 15 }
-            let (alice, _) = try await Harness.client("alice", port: a, configure: patient)
-            let (bob, _) = try await Harness.client("bob", port: b, configure: patient)
-            let ledger = LoadLedger()
-            async let aliceDone: Void = ledger.stream(from: alice, name: "alice", to: "carol")
-            async let bobDone: Void = ledger.stream(from: bob, name: "bob", to: "dave")
+        let (database, nodes) = try await RTMProcess.clusterNodes(["a", "b"])   // stopped by the .realTime trait's scope
+        let (a, b) = (nodes[0].port, nodes[1].port)
+        let (subA, subAEvents) = try await ClusterTests.client("sub-a", port: a)
+        let (subB, subBEvents) = try await ClusterTests.client("sub-b", port: b)
+        try await subA.subscribe("room")
+        try await subB.subscribe("room")
+        // Each sender's receiver is on the other node.
+        let (carol, carolEvents) = try await ClusterTests.client("carol", port: b)
+        let (dave, daveEvents) = try await ClusterTests.client("dave", port: a)
+        // Long enough that a refusal is the server's answer, never the SDK's own timeout.
+        let patient: (inout RTMClientConfig) -> Void = { $0.requestTimeout = 15 }
+        let (alice, _) = try await ClusterTests.client("alice", port: a, configure: patient)
+        let (bob, _) = try await ClusterTests.client("bob", port: b, configure: patient)
+        let ledger = LoadLedger()
+        async let aliceDone: Void = ledger.stream(from: alice, name: "alice", to: "carol")
+        async let bobDone: Void = ledger.stream(from: bob, name: "bob", to: "dave")
 
-            // Traffic flows through both nodes, then the database goes away.
-            #expect(await subBEvents.first(within: soon) { $0.messageEvent?.text == "alice-20" } != nil)
-            #expect(await subAEvents.first(within: soon) { $0.messageEvent?.text == "bob-20" } != nil)
-            try await database.stop()
-            for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: port)) }
-            #expect(try await StreamTests.httpGet("/health", port: a).contains("database: down"))
-            #expect(try await StreamTests.httpGet("/health", port: b).contains("database: down"))
-            let rawReply = try await Self.rawPublishReply(port: b, id: 4242)
-            #expect(rawReply?.contains(#""type":"error""#) == true, "\(rawReply ?? "no reply")")
-            #expect(rawReply?.contains(#""code":\#(RTMErrorCode.channelPublishMessageTimeout.rawValue)"#) == true, "\(rawReply ?? "no reply")")
-            // The outage lasts a few seconds under load. (A user message sent meanwhile waits up
-            // to the store's 10 s answer deadline before its error reply; a channel publish is
-            // refused at once.)
-            try await Task.sleep(nanoseconds: 2_000_000_000)   // the length of the fault, not a wait for a result
+        // Traffic flows through both nodes, then the database goes away.
+        #expect(await subBEvents.first(within: soon) { $0.messageEvent?.text == "alice-20" } != nil)
+        #expect(await subAEvents.first(within: soon) { $0.messageEvent?.text == "bob-20" } != nil)
+        try await database.stop()
+        for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 0, port: port)) }
+        #expect(try await StreamTests.httpGet("/health", port: a).contains("database: down"))
+        #expect(try await StreamTests.httpGet("/health", port: b).contains("database: down"))
+        let rawReply = try await Self.rawPublishReply(port: b, id: 4242)
+        #expect(rawReply?.contains(#""type":"error""#) == true, "\(rawReply ?? "no reply")")
+        #expect(rawReply?.contains(#""code":\#(RTMErrorCode.channelPublishMessageTimeout.rawValue)"#) == true, "\(rawReply ?? "no reply")")
+        // The outage lasts a few seconds under load. (A user message sent meanwhile waits up
+        // to the store's 10 s answer deadline before its error reply; a channel publish is
+        // refused at once.)
+        try await Task.sleep(nanoseconds: 2_000_000_000)   // the length of the fault, not a wait for a result
 
-            try await database.start()
-            for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: port)) }
-            #expect(try await StreamTests.httpGet("/health", port: a).contains("database: up"))
-            #expect(try await StreamTests.httpGet("/health", port: b).contains("database: up"))
-            // The load goes on after the restart.
-            let publishedAtRestart = ledger.published.count
-            _ = await eventually(within: .seconds(15), every: .milliseconds(20)) { ledger.published.count >= publishedAtRestart + 40 }
-            ledger.stop()
-            _ = await (aliceDone, bobDone)
-            #expect(ledger.published.count >= publishedAtRestart + 40)
+        try await database.start()
+        for port in [a, b] { #expect(try await Self.waitForMetric("rtm_database_up", 1, port: port)) }
+        #expect(try await StreamTests.httpGet("/health", port: a).contains("database: up"))
+        #expect(try await StreamTests.httpGet("/health", port: b).contains("database: up"))
+        // The load goes on after the restart.
+        let publishedAtRestart = ledger.published.count
+        _ = await eventually(within: .seconds(15), every: .milliseconds(20)) { ledger.published.count >= publishedAtRestart + 40 }
+        ledger.stop()
+        _ = await (aliceDone, bobDone)
+        #expect(ledger.published.count >= publishedAtRestart + 40)
 
-            // No channel publish was refused to the application: the server refused them while
-            // the database was away, and the SDK sent each again with its msgId until one was
-            // acknowledged after the restart (M-3, R-3); one of them waited through the outage.
-            #expect(ledger.refused.filter { $0.operation.hasPrefix("publish ") }.isEmpty, "\(ledger.refused.prefix(5))")
-            #expect(ledger.longestPublish > 1.5, "no publish waited through the outage: \(ledger.longestPublish) s")
-            // A refused user message was the server's error reply to that request (the SDK
-            // matches a reply by its id: without it the call would have ended in its own timeout).
-            for error in ledger.refused {
-                #expect(!error.reason.contains("no reply within"), "\(error)")
-                #expect([RTMErrorCode.channelPublishMessageTimeout, .channelReceiverOfflineAndMessageStoreFailed].contains(error.code), "\(error)")
-            }
-            // Channel messages: each acknowledged one exactly once on both nodes, in one order.
-            let published = Set(ledger.published)
-            let onA = await Self.waitForTexts(published, in: subAEvents, type: .message)
-            let onB = await Self.waitForTexts(published, in: subBEvents, type: .message)
-            for seen in [onA, onB] {
-                let texts = seen.compactMap(\.text)
-                #expect(published.isSubset(of: Set(texts)), "missing: \(published.subtracting(texts).sorted().prefix(10))")
-                #expect(texts.count == Set(texts).count, "delivered twice: \(Dictionary(grouping: texts) { $0 }.filter { $1.count > 1 }.keys.sorted().prefix(10))")
-                let seqs = seen.compactMap(\.seq)
-                #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
-            }
-            #expect(onA.compactMap(\.text) == onB.compactMap(\.text))
-            // User messages: each acknowledged one exactly once to its receiver on the other node.
-            for (receiver, events, sender) in [("carol", carolEvents, "alice"), ("dave", daveEvents, "bob")] {
-                let sent = Set(ledger.sent.filter { $0.hasPrefix(sender + "-") })
-                let texts = await Self.waitForTexts(sent, in: events, type: .user).compactMap(\.text)
-                #expect(sent.isSubset(of: Set(texts)), "\(receiver) missing: \(sent.subtracting(texts).sorted().prefix(10))")
-                #expect(texts.count == Set(texts).count, "\(receiver) got a message twice")
-            }
-            for client in [subA, subB, carol, dave, alice, bob] { await client.logout() }
+        // No channel publish was refused to the application: the server refused them while
+        // the database was away, and the SDK sent each again with its msgId until one was
+        // acknowledged after the restart (M-3, R-3); one of them waited through the outage.
+        #expect(ledger.refused.filter { $0.operation.hasPrefix("publish ") }.isEmpty, "\(ledger.refused.prefix(5))")
+        #expect(ledger.longestPublish > 1.5, "no publish waited through the outage: \(ledger.longestPublish) s")
+        // A refused user message was the server's error reply to that request (the SDK
+        // matches a reply by its id: without it the call would have ended in its own timeout).
+        for error in ledger.refused {
+            #expect(!error.reason.contains("no reply within"), "\(error)")
+            #expect([RTMErrorCode.channelPublishMessageTimeout, .channelReceiverOfflineAndMessageStoreFailed].contains(error.code), "\(error)")
         }
+        // Channel messages: each acknowledged one exactly once on both nodes, in one order.
+        let published = Set(ledger.published)
+        let onA = await Self.waitForTexts(published, in: subAEvents, type: .message)
+        let onB = await Self.waitForTexts(published, in: subBEvents, type: .message)
+        for seen in [onA, onB] {
+            let texts = seen.compactMap(\.text)
+            #expect(published.isSubset(of: Set(texts)), "missing: \(published.subtracting(texts).sorted().prefix(10))")
+            #expect(texts.count == Set(texts).count, "delivered twice: \(Dictionary(grouping: texts) { $0 }.filter { $1.count > 1 }.keys.sorted().prefix(10))")
+            let seqs = seen.compactMap(\.seq)
+            #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+        }
+        #expect(onA.compactMap(\.text) == onB.compactMap(\.text))
+        // User messages: each acknowledged one exactly once to its receiver on the other node.
+        for (receiver, events, sender) in [("carol", carolEvents, "alice"), ("dave", daveEvents, "bob")] {
+            let sent = Set(ledger.sent.filter { $0.hasPrefix(sender + "-") })
+            let texts = await Self.waitForTexts(sent, in: events, type: .user).compactMap(\.text)
+            #expect(sent.isSubset(of: Set(texts)), "\(receiver) missing: \(sent.subtracting(texts).sorted().prefix(10))")
+            #expect(texts.count == Set(texts).count, "\(receiver) got a message twice")
+        }
+        for client in [subA, subB, carol, dave, alice, bob] { await client.logout() }
     }
 }

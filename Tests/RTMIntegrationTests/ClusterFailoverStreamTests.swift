@@ -58,7 +58,9 @@ struct ClusterFailoverStreamTests {
             print("synchronous failover, user-message stream, run \(run): \(outcome)")
             #expect(outcome.lost.isEmpty, "run \(run): \(outcome)")
             #expect(outcome.duplicates.isEmpty, "run \(run): \(outcome)")
-            #expect(outcome.acknowledged.count > 100, "run \(run): \(outcome)")
+            // The stream ran (about 300 acknowledged on a quiet machine): a bound on the test's
+            // worth, not a rate, so a loaded machine's slower commits do not fail it.
+            #expect(outcome.acknowledged.count > 40, "run \(run): \(outcome)")
             if !outcome.lost.isEmpty { break }
         }
     }
@@ -90,8 +92,8 @@ struct ClusterFailoverStreamTests {
         do {
             let a = try await node("a"), b = try await node("b"), c = try await node("c")
             func release(_ config: inout RTMClientConfig) { config.requestTimeout = 10 }
-            let (alice, _) = try await Harness.client("alice", port: a.port, configure: release)
-            let (bob, bobEvents) = try await Harness.client("bob", port: b.port, configure: release)
+            let (alice, _) = try await ClusterTests.client("alice", port: a.port, configure: release)
+            let (bob, bobEvents) = try await ClusterTests.client("bob", port: b.port, configure: release)
             #expect(await waitUntil(.seconds(10)) { a.server.hub.read { $0.cluster.remote[UserKey(appId: Harness.appId, userId: "bob")] != nil } })
 
             // 40 a second for 12 s, each send on its own (as a stream of requests in flight).
@@ -135,7 +137,7 @@ struct ClusterFailoverStreamTests {
                     if case .message(let m) = event, m.channelType == .user { m.text } else { nil }
                 }
             }
-            _ = await eventually(within: .seconds(30), every: .milliseconds(50)) { expected.isSubset(of: Set(await userTexts(bobEvents))) }
+            _ = await eventually(within: .seconds(60), every: .milliseconds(50)) { expected.isSubset(of: Set(await userTexts(bobEvents))) }
             outcome.deliveredLive = await userTexts(bobEvents)
             outcome.droppedLive = await bobEvents.all.reduce(0) { sum, event in
                 if case .userMessagesDropped(let count) = event { sum + count } else { sum }
@@ -143,9 +145,9 @@ struct ClusterFailoverStreamTests {
             await bob.logout()
             // What the store still holds: a fresh login of bob on the third node.
             if !outcome.lost.isEmpty {
-                let (late, lateEvents) = try await Harness.client("bob", port: c.port, configure: release)
+                let (late, lateEvents) = try await ClusterTests.client("bob", port: c.port, configure: release)
                 let missing = Set(outcome.lost)
-                _ = await eventually(within: .seconds(10), every: .milliseconds(50)) { missing.isSubset(of: Set(await userTexts(lateEvents))) }
+                _ = await eventually(within: .seconds(30), every: .milliseconds(50)) { missing.isSubset(of: Set(await userTexts(lateEvents))) }
                 outcome.deliveredAtEnd = await userTexts(lateEvents)
                 outcome.droppedAtEnd = await lateEvents.all.reduce(0) { sum, event in
                     if case .userMessagesDropped(let count) = event { sum + count } else { sum }

@@ -9,85 +9,93 @@ import Testing
 @testable import RTMServer
 
 /// Call invitations across nodes (AGORA_REFERENCE §1.8) over a real PostgreSQL: the caller on
-/// one node, the callee on another, real SDK clients; timers scaled (remote offline and no
-/// response 1 s, expiry 2 s).
+/// one node, the callee on another, real SDK clients; timers scaled, each test's long enough
+/// that what it does before a timer on a loaded machine comes first.
 extension ClusterTests {
-    static func scaledInvitations(_ name: String, _ location: PostgresLocation, _ logger: Logger, _ config: inout ServerConfiguration) {
-        config.invitationRemoteOfflineTimeout = .seconds(1)
-        config.invitationNoResponseTimeout = .seconds(1)
-        config.invitationExpiry = .seconds(2)
+    /// No timer fires during the test (remote offline and no response 10 s, expiry 30 s).
+    static func patientInvitations(_ name: String, _ location: PostgresLocation, _ logger: Logger, _ config: inout ServerConfiguration) {
+        config.invitationRemoteOfflineTimeout = .seconds(10)
+        config.invitationNoResponseTimeout = .seconds(10)
+        config.invitationExpiry = .seconds(30)
+    }
+
+    /// Expiry is under test (3 s); remote offline and no response (10 s) are not.
+    static func expiringInvitations(_ name: String, _ location: PostgresLocation, _ logger: Logger, _ config: inout ServerConfiguration) {
+        config.invitationRemoteOfflineTimeout = .seconds(10)
+        config.invitationNoResponseTimeout = .seconds(10)
+        config.invitationExpiry = .seconds(3)
     }
 
     @Test("§1.8 across nodes: alice on node A invites bob on node B: delivered, acknowledged, accepted once; the refusals are the same as on one node; a callee offline at the invite gets it when it logs in on B")
     func invitationAcrossNodes() async throws {
-        try await withCluster(configure: Self.scaledInvitations) { _, a, b in
-            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
-            let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "video?", channelId: "call-1")
-            #expect(sent.state == .sentToRemote)
-            let received = await bobEvents.first(within: soon, where: InvitationTests.remote(sent.id, .invitationReceived))
-            guard case .call(.remote(let invitation))? = received else { Issue.record("bob got no invitation"); return }
-            #expect(invitation.callerId == "alice" && invitation.content == "video?" && invitation.channelId == "call-1")
-            #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(sent.id, .receivedByRemote)) != nil)
-            try await bob.acceptRemoteInvitation(sent.id, response: "on my way")
-            let accepted = await aliceEvents.first(within: soon, where: InvitationTests.local(sent.id, .acceptedByRemote))
-            if case .call(.local(let local))? = accepted { #expect(local.response == "on my way") } else { Issue.record("alice was not told") }
-            do {
-                try await bob.acceptRemoteInvitation(sent.id)
-                Issue.record("accepted twice")
-            } catch let error as RTMError { #expect(error.code == .invitationAlreadyAccept) }
-            do {
-                try await alice.cancelLocalInvitation(sent.id)
-                Issue.record("canceled after the accept")
-            } catch let error as RTMError { #expect(error.code == .invitationAlreadyAccept) }
-            #expect(await InvitationTests.states(aliceEvents, sent.id) == ["receivedByRemote", "acceptedByRemote"])
+        let (_, a, b) = try await Self.cluster(configure: Self.patientInvitations)   // stopped by the .realTime trait's scope
+        let (alice, aliceEvents) = try await ClusterTests.client("alice", port: a.port)
+        let (bob, bobEvents) = try await ClusterTests.client("bob", port: b.port)
+        let sent = try await alice.sendLocalInvitation(calleeId: "bob", content: "video?", channelId: "call-1")
+        #expect(sent.state == .sentToRemote)
+        let received = await bobEvents.first(within: soon, where: InvitationTests.remote(sent.id, .invitationReceived))
+        guard case .call(.remote(let invitation))? = received else { Issue.record("bob got no invitation"); return }
+        #expect(invitation.callerId == "alice" && invitation.content == "video?" && invitation.channelId == "call-1")
+        #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(sent.id, .receivedByRemote)) != nil)
+        try await bob.acceptRemoteInvitation(sent.id, response: "on my way")
+        let accepted = await aliceEvents.first(within: soon, where: InvitationTests.local(sent.id, .acceptedByRemote))
+        if case .call(.local(let local))? = accepted { #expect(local.response == "on my way") } else { Issue.record("alice was not told") }
+        do {
+            try await bob.acceptRemoteInvitation(sent.id)
+            Issue.record("accepted twice")
+        } catch { #expect(error.code == .invitationAlreadyAccept) }
+        do {
+            try await alice.cancelLocalInvitation(sent.id)
+            Issue.record("canceled after the accept")
+        } catch { #expect(error.code == .invitationAlreadyAccept) }
+        #expect(await InvitationTests.states(aliceEvents, sent.id) == ["receivedByRemote", "acceptedByRemote"])
 
-            // Not online anywhere when invited: delivered when carol logs in on B.
-            let waiting = try await alice.sendLocalInvitation(calleeId: "carol")
-            let (carol, carolEvents) = try await Harness.client("carol", port: b.port)
-            #expect(await carolEvents.first(within: soon, where: InvitationTests.remote(waiting.id, .invitationReceived)) != nil)
-            #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(waiting.id, .receivedByRemote)) != nil)
-            try await carol.refuseRemoteInvitation(waiting.id, response: "busy")
-            #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(waiting.id, .refusedByRemote)) != nil)
-            // Another caller's id, on the other node: alreadySent; unknown ids: notStarted.
-            let dave = try await InvitationRestartTests.RawUser.login("dave", port: b.port)
-            let taken = try await dave.request(#"{"type":"invite","invitationId":"\#(sent.id)","userId":"carol"}"#)
-            #expect(taken.contains(#""code":-16105"#), "\(taken)")
-            do {
-                try await carol.acceptRemoteInvitation("no-such-id")
-                Issue.record("an unknown id was accepted")
-            } catch let error as RTMError { #expect(error.code == .invitationNotStarted) }
-            for client in [alice, bob, carol] { await client.logout() }
-            await dave.peer.close()
-        }
+        // Not online anywhere when invited: delivered when carol logs in on B.
+        let waiting = try await alice.sendLocalInvitation(calleeId: "carol")
+        let (carol, carolEvents) = try await ClusterTests.client("carol", port: b.port)
+        #expect(await carolEvents.first(within: soon, where: InvitationTests.remote(waiting.id, .invitationReceived)) != nil)
+        #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(waiting.id, .receivedByRemote)) != nil)
+        try await carol.refuseRemoteInvitation(waiting.id, response: "busy")
+        #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(waiting.id, .refusedByRemote)) != nil)
+        // Another caller's id, on the other node: alreadySent; unknown ids: notStarted.
+        let dave = try await InvitationRestartTests.RawUser.login("dave", port: b.port)
+        let taken = try await dave.request(#"{"type":"invite","invitationId":"\#(sent.id)","userId":"carol"}"#)
+        #expect(taken.contains(#""code":-16105"#), "\(taken)")
+        do {
+            try await carol.acceptRemoteInvitation("no-such-id")
+            Issue.record("an unknown id was accepted")
+        } catch { #expect(error.code == .invitationNotStarted) }
+        for client in [alice, bob, carol] { await client.logout() }
+        await dave.peer.close()
     }
 
     @Test("§1.8 across nodes: the callee logging out on node B fails the invitation at once for the caller on A; a cancel on A reaches the callee on B; expiry fires once on both sides")
     func invitationEndsAcrossNodes() async throws {
-        try await withCluster(configure: Self.scaledInvitations) { _, a, b in
-            let (alice, aliceEvents) = try await Harness.client("alice", port: a.port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
-            let canceled = try await alice.sendLocalInvitation(calleeId: "bob")
-            #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(canceled.id, .invitationReceived)) != nil)
-            try await alice.cancelLocalInvitation(canceled.id)
-            #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(canceled.id, .canceled)) != nil)
+        let (_, a, b) = try await Self.cluster(configure: Self.expiringInvitations)   // stopped by the .realTime trait's scope
+        let (alice, aliceEvents) = try await ClusterTests.client("alice", port: a.port)
+        let (bob, bobEvents) = try await ClusterTests.client("bob", port: b.port)
+        let canceled = try await alice.sendLocalInvitation(calleeId: "bob")
+        #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(canceled.id, .invitationReceived)) != nil)
+        try await alice.cancelLocalInvitation(canceled.id)
+        #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(canceled.id, .canceled)) != nil)
 
-            let expiring = try await alice.sendLocalInvitation(calleeId: "bob")
-            #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(expiring.id, .receivedByRemote)) != nil)
-            let expiredLocal = await aliceEvents.first(within: .seconds(5), where: InvitationTests.local(expiring.id, .failure))
-            if case .call(.local(let local))? = expiredLocal { #expect(local.error == .expire) } else { Issue.record("no expiry for alice") }
-            #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(expiring.id, .failure)) != nil)
-            #expect(await InvitationTests.states(aliceEvents, expiring.id) == ["receivedByRemote", "failure"])
+        let expiring = try await alice.sendLocalInvitation(calleeId: "bob")
+        #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(expiring.id, .receivedByRemote)) != nil)
+        let expiredLocal = await aliceEvents.first(within: .seconds(15), where: InvitationTests.local(expiring.id, .failure))
+        if case .call(.local(let local))? = expiredLocal { #expect(local.error == .expire) } else { Issue.record("no expiry for alice") }
+        #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(expiring.id, .failure)) != nil)
+        #expect(await InvitationTests.states(aliceEvents, expiring.id) == ["receivedByRemote", "failure"])
 
-            let dropped = try await alice.sendLocalInvitation(calleeId: "bob")
-            #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(dropped.id, .receivedByRemote)) != nil)
-            let start = ContinuousClock.now
-            await bob.logout()
-            let failed = await aliceEvents.first(within: soon, where: InvitationTests.local(dropped.id, .failure))
-            if case .call(.local(let local))? = failed { #expect(local.error == .remoteOffline) } else { Issue.record("alice was not told") }
-            #expect(ContinuousClock.now - start < .milliseconds(900))   // not the 1 s / 2 s timers
-            await alice.logout()
-        }
+        let dropped = try await alice.sendLocalInvitation(calleeId: "bob")
+        #expect(await aliceEvents.first(within: soon, where: InvitationTests.local(dropped.id, .receivedByRemote)) != nil)
+        let start = ContinuousClock.now
+        await bob.logout()
+        let failed = await aliceEvents.first(within: soon, where: InvitationTests.local(dropped.id, .failure))
+        if case .call(.local(let local))? = failed { #expect(local.error == .remoteOffline) } else { Issue.record("alice was not told") }
+        // At once: not the 10 s remote-offline timer (whose failure has the same error), nor the
+        // 3 s expiry (another error).
+        #expect(ContinuousClock.now - start < .seconds(8))
+        await alice.logout()
     }
 
     @Test("§1.8/T-12 across a restart of the whole cluster: the invitations are read back from the log: the callee's catch-up and the caller's resend are answered with where they stand, an accepted one does not ring again, and expiry still counts from the first invite")

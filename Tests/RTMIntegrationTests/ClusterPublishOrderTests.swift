@@ -25,21 +25,26 @@ extension ClusterTests {
     func pipelinedPublishesKeepTheirOrderAcrossNodes() async throws {
         // (The race this guards against, two runs of one connection entering the database in
         // the wrong order, showed in release builds under `rtm bench cluster`; here the test
-        // checks order and completeness end to end.) The database calls keep their default
-        // bound (5 s), not the tests' 1 s: this run checks order, not bounds, and at full speed a
-        // commit behind one of a slow disk's flush stalls can take longer than a second.
-        try await withCluster(options: Self.options { $0.callTimeout = PostgresBackplaneOptions().callTimeout }) { _, a, b in
-            var options = BenchCounterTests.shortRun(port: a.port)
-            options.nodes = [BenchEndpoint(host: "127.0.0.1", port: a.port), BenchEndpoint(host: "127.0.0.1", port: b.port)]
-            options.placement = .remote
-            options.groups = 8   // publishers 0, 2, … on A, 1, 3, … on B; each one's subscribers on the other node
-            options.subscribersPerGroup = 2
-            options.window = 512   // many publishes per read, several reads while a commit is in flight
-            options.seconds = 1
-            let result = try await LoadRun.run(options) { _ in }
-            #expect(result.published > 1_000)
-            #expect(result.lost == 0 && result.outOfOrder == 0 && result.duplicated == 0 && result.undelivered == 0, "\(result.text)")
-            #expect(result.disconnected == 0 && result.errors == 0, "\(result.text)")
-        }
+        // checks order and completeness end to end, not a rate.) The database calls are bound
+        // at 30 s, not 5 s: a publish is refused once it waited its call bound (a rule with its
+        // own tests, `ClusterDeadlineTests`), and at full speed on a loaded machine one can wait
+        // its turn behind a slow disk's flush stalls for seconds.
+        let (_, a, b) = try await Self.cluster(options: Self.options { $0.callTimeout = .seconds(30) })   // stopped by the .realTime trait's scope
+        var options = BenchCounterTests.shortRun(port: a.port)
+        options.nodes = [BenchEndpoint(host: "127.0.0.1", port: a.port), BenchEndpoint(host: "127.0.0.1", port: b.port)]
+        options.placement = .remote
+        options.groups = 8   // publishers 0, 2, … on A, 1, 3, … on B; each one's subscribers on the other node
+        options.subscribersPerGroup = 2
+        options.window = 512   // many publishes per read, several reads while a commit is in flight
+        options.seconds = 1
+        // What is published arrives everywhere: awaited up to 60 s (a loaded machine's database
+        // can be seconds behind a full-speed run), not the benchmark's 3 s.
+        options.stragglerSeconds = 60
+        let result = try await LoadRun.run(options) { _ in }
+        // Enough publishes to pipeline (hundreds per publisher on a quiet machine); a bound on
+        // the test's worth, not a rate.
+        #expect(result.published > 200, "\(result.text)")
+        #expect(result.lost == 0 && result.outOfOrder == 0 && result.duplicated == 0 && result.undelivered == 0, "\(result.text)")
+        #expect(result.disconnected == 0 && result.errors == 0, "\(result.text)")
     }
 }

@@ -34,8 +34,8 @@ extension ClusterTests {
         var old = try await node("n1", port: oldPort, binary: previous)   // the previous release creates the schema
         _ = try await node("n2", port: newPort, binary: RTMProcess.binary)   // this release (stopped when the test ends)
 
-        let (talker, talkerEvents) = try await Harness.client("talker", port: oldPort)
-        let (listener, listenerEvents) = try await Harness.client("listener", port: newPort)
+        let (talker, talkerEvents) = try await ClusterTests.client("talker", port: oldPort)
+        let (listener, listenerEvents) = try await ClusterTests.client("listener", port: newPort)
         try await talker.subscribe("room")
         try await listener.subscribe("room")
         #expect(await talkerEvents.first(within: soon, where: RTMEvent.isPresence(of: "listener", [.remoteJoin])) != nil)

@@ -29,8 +29,8 @@ struct ClusterUserDropTests {
         let a = try await node("a", userStore: location)
         let b = try await node("b", userStore: proxied)
         do {
-            let (alice, _) = try await Harness.client("alice", port: a.port)
-            let (bob, bobEvents) = try await Harness.client("bob", port: b.port)
+            let (alice, _) = try await ClusterTests.client("alice", port: a.port)
+            let (bob, bobEvents) = try await ClusterTests.client("bob", port: b.port)
             _ = try await alice.publish(toUser: "bob", message: "m1")
             #expect(await bobEvents.first(within: soon) { $0.messageEvent?.text == "m1" } != nil)
 
@@ -56,7 +56,7 @@ struct ClusterUserDropTests {
                 (try? await database.sql("SELECT count(*) FROM rtm_user_message WHERE receiver = 'bob'").trimmingCharacters(in: .whitespacesAndNewlines)) == "0"
             })
             await bob.logout()
-            let (again, againEvents) = try await Harness.client("bob", port: b.port)
+            let (again, againEvents) = try await ClusterTests.client("bob", port: b.port)
             _ = try await alice.publish(toUser: "bob", message: "m12")
             #expect(await againEvents.first(within: soon) { $0.messageEvent?.text == "m12" } != nil)
             #expect(await againEvents.all.allSatisfy { if case .userMessagesDropped = $0 { false } else { true } })

@@ -84,15 +84,20 @@ struct InvitationRestartTests {
         #expect(ack.contains(#""type":"ok""#) && ack.contains(#""event":"invitationReceived""#) && ack.contains(#""text":"video?""#), "\(ack)")
         // alice comes back (resumed: false) within her window and resends both.
         let aliceBack = try await RawUser.login("alice", port: server.port)
+        let resentAt = ContinuousClock.now
         let resent = try await aliceBack.request(#"{"type":"invite","invitationId":"ringing","userId":"bob","text":"video?"}"#)
         #expect(resent.contains(#""event":"receivedByRemote""#), "\(resent)")
         let late = try await aliceBack.request(#"{"type":"invite","invitationId":"answered","userId":"bob"}"#)
         #expect(late.contains(#""event":"acceptedByRemote""#) && late.contains(#""text":"on my way""#), "\(late)")
-        // Expiry from the first invite (6 s), not from the resend (which is ≥ 2 s later).
-        let expired = await aliceBack.frame(within: .seconds(10)) { $0.contains(#""type":"localInvitation""#) && $0.contains(#""event":"failure""#) }
-        let expiredAfter = ContinuousClock.now - sentAt
+        // Expiry from the first invite (6 s), not from the resend (which is ≥ 2 s later): seen
+        // no earlier than 6 s after the first invite, and before 6 s after the resend (when an
+        // expiry counted from the resend would come; a timer never fires early). The margin
+        // between the two is the outage and the restart (over 2 s), not a tolerance on a pace.
+        let expired = await aliceBack.frame(within: .seconds(20)) { $0.contains(#""type":"localInvitation""#) && $0.contains(#""event":"failure""#) }
+        let seenAt = ContinuousClock.now
         #expect(expired?.contains(#""code":3"#) == true, "\(aliceBack.peer.frames().map(\.text))")
-        #expect(expiredAfter >= .seconds(6) && expiredAfter < .milliseconds(7_500), "expired \(expiredAfter) after the first invite")
+        #expect(seenAt - sentAt >= .seconds(6), "expired \(seenAt - sentAt) after the first invite")
+        #expect(seenAt - resentAt < .seconds(6), "expired \(seenAt - resentAt) after the resend (\(resentAt - sentAt) after the first invite)")
         #expect(await bobBack.frame(within: soon) { $0.contains(#""event":"failure""#) && $0.contains("ringing") } != nil)
         // The accepted one never rang again.
         #expect(!bobBack.peer.frames().map(\.text).contains { $0.contains("answered") && $0.contains(#""type":"remoteInvitation""#) })
@@ -114,9 +119,10 @@ struct InvitationRestartTests {
         let port = first.port
         let proxy = try await FaultProxy.start(targetPort: port)
         // alice goes through the proxy (and stays away after the restart: window 0.1 + 0.2 + 2 s);
-        // carol comes back (window 0.1 + 0.2 + 5 s).
+        // carol comes back (window 0.1 + 0.2 + 30 s: however long a loaded machine's restart
+        // and her reconnection take, she is back within it).
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port) { $0.presenceTimeout = 2 }
-        let (carol, carolEvents) = try await Harness.client("carol", port: port) { $0.presenceTimeout = 5 }
+        let (carol, carolEvents) = try await Harness.client("carol", port: port) { $0.presenceTimeout = 30 }
         let (bob, bobEvents) = try await Harness.client("bob", port: port)
         let away = try await alice.sendLocalInvitation(calleeId: "bob")
         let back = try await carol.sendLocalInvitation(calleeId: "bob")
@@ -129,8 +135,9 @@ struct InvitationRestartTests {
             configure(&config)
             config.port = port
         }
-        #expect(await bobEvents.first(within: soon, where: InvitationTests.remote(away.id, .canceled)) != nil)
-        #expect(await carolEvents.first(within: soon) { $0.link?.operation == .reconnected && $0.link?.isResumed == false } != nil)
+        // alice's window (2.3 s) ends after the restart; a bound of 20 s on a failure only.
+        #expect(await bobEvents.first(within: .seconds(20), where: InvitationTests.remote(away.id, .canceled)) != nil)
+        #expect(await carolEvents.first(within: .seconds(20)) { $0.link?.operation == .reconnected && $0.link?.isResumed == false } != nil)
         try await bob.acceptRemoteInvitation(back.id, response: "coming")
         #expect(await carolEvents.first(within: soon, where: InvitationTests.local(back.id, .acceptedByRemote)) != nil)
         #expect(await InvitationTests.states(carolEvents, back.id) == ["receivedByRemote", "acceptedByRemote"])

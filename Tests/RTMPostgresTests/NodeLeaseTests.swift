@@ -14,7 +14,8 @@ extension PostgresChannelLogTests {
     func deadNodeDeclared() async throws {
         try await withDatabase(clients: 2) { _, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)
-            let interval = TimeAmount.milliseconds(50), lease = TimeAmount.milliseconds(300)
+            // A 1 s lease: the survivor renews within it on a loaded machine.
+            let interval = TimeAmount.milliseconds(100), lease = TimeAmount.seconds(1)
             let survivor = NodeRegistry(client: clients[0], node: "a", interval: interval, lease: lease, logger: Self.logger)
             let victim = NodeRegistry(client: clients[1], node: "b", interval: interval, lease: lease, logger: Self.logger)
             let (events, sink) = AsyncStream<String>.makeStream()
@@ -38,8 +39,9 @@ extension PostgresChannelLogTests {
             let killed = ContinuousClock.now
             #expect(await recorder.first(within: .seconds(10), where: { $0 == "died b" }) != nil)
             let took = ContinuousClock.now - killed
-            // The bound: lease + one interval (plus a query's time on this busy machine).
-            #expect(took <= .milliseconds(350 + 500), "declared dead after \(took)")
+            // The bound: lease + one interval (1.1 s), plus 2 s for the survivor's queries on a
+            // loaded machine (a real-time measurement: the lease runs out on the database's clock).
+            #expect(took <= .milliseconds(1_100 + 2_000), "declared dead after \(took)")
             #expect(await recorder.first(within: .seconds(5), where: { $0 == "live 1" }) != nil)
             #expect(!(await recorder.all.contains("died a")))
             // Renewing again: back.
@@ -53,16 +55,18 @@ extension PostgresChannelLogTests {
     func fencing() async throws {
         try await withDatabase(clients: 2) { _, clients in
             try await PostgresSchema.migrate(clients[0], logger: Self.logger)
-            let lease = TimeAmount.milliseconds(200)
-            let survivor = NodeRegistry(client: clients[0], node: "a", interval: .milliseconds(40), lease: lease, logger: Self.logger)
-            let zombie = NodeRegistry(client: clients[1], node: "b", interval: .milliseconds(40), lease: lease, logger: Self.logger)
+            // A 2 s lease: what must happen within it (a registration, then a fence that finds it
+            // running) does on a loaded machine.
+            let lease = TimeAmount.seconds(2)
+            let survivor = NodeRegistry(client: clients[0], node: "a", interval: .milliseconds(100), lease: lease, logger: Self.logger)
+            let zombie = NodeRegistry(client: clients[1], node: "b", interval: .milliseconds(100), lease: lease, logger: Self.logger)
             try await survivor.register(newRun: true)
             try await zombie.register(newRun: true)
             #expect(try await survivor.fence("b") == false)   // its lease runs: not declared dead
             try await zombie.ensureLease()
             // The zombie is paused past its lease (no renewal; by the database's clock and its own):
             // the lease running out is the rule under test.
-            try await Task.sleep(nanoseconds: 300_000_000)
+            try await Task.sleep(for: .milliseconds(2_500))
             #expect(try await survivor.fence("b") == true)
             #expect(try await survivor.fence("b") == true)   // another survivor: declared already
             await #expect(throws: NodeFenced.self) { try await zombie.ensureLease() }

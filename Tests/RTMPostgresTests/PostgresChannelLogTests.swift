@@ -390,16 +390,22 @@ struct ChannelLogNoticeTests {
             let (log, follower) = try await PostgresChannelLogTests.follower(server, clients, pollInterval: pollInterval,
                                                                              quietPollInterval: quietPollInterval, interest: interest)
             let writer = ChannelLogWriter(log: log, node: "n1")
-            let (recorder, task) = record(follower)
+            let listening = NIOLockedValueBox(false)
+            let (recorder, task) = record(follower, listening: listening)
             defer { task.cancel() }
             // Messages committed before the follower's start are not its to deliver: the body
-            // begins once it has started.
+            // begins once it has started, and once its listening connection is up (until then
+            // it polls at `pollInterval`, which a loaded machine can make last a while: the
+            // tests count its reads while notifications come).
             _ = try await events(recorder, count: 1)
+            let up = await eventually(within: .seconds(30)) { listening.withLockedValue { $0 } }
+            #expect(up, "the listening connection never came up")
             try await body(log, writer, follower, recorder)
         }
     }
 
-    private func record(_ follower: ChannelLogFollower) -> (AsyncRecorder<String>, Task<Void, any Error>) {
+    /// Records `follower`'s events; `listening` follows its listening connection's state.
+    private func record(_ follower: ChannelLogFollower, listening: NIOLockedValueBox<Bool>) -> (AsyncRecorder<String>, Task<Void, any Error>) {
         let (events, sink) = AsyncStream<String>.makeStream()
         let task = Task {
             try await follower.run { event in
@@ -408,7 +414,8 @@ struct ChannelLogNoticeTests {
                 case .gaps: sink.yield("gap")
                 case .started: sink.yield("started")
                 case .following(let starts): for start in starts { sink.yield("following \(start.key.channel)#\(start.seq) \(start.recent.count)") }
-                case .link, .newTimeline: break
+                case .link(let up): listening.withLockedValue { $0 = up }
+                case .newTimeline: break
                 }
             }
         }
@@ -497,9 +504,10 @@ struct ChannelLogNoticeTests {
             _ = try await writer.append([item("room", 1)])
             #expect(try await events(recorder, count: 2) == ["started", "room#1 n1"])
             let quiet = follower.reads
-            // Listening, nothing missing: no reads (at 50 ms there would be about ten). A window
-            // in which nothing may happen: the rule is a negative.
-            try await Task.sleep(for: .milliseconds(500))
+            // Listening, nothing missing: no reads (at 50 ms there would be about twenty; at
+            // most one: the catch-up read of the connection's opening, if it came after number 1).
+            // A window in which nothing may happen: the rule is a negative.
+            try await Task.sleep(for: .seconds(1))
             #expect(follower.reads - quiet <= 1, "reads while quiet: \(follower.reads - quiet)")
             // Number 2 from a node that died before its NOTIFY, number 3 announced: 3 is held,
             // and the follower reads until 2 comes (well before the 5 s hold-back's gap).

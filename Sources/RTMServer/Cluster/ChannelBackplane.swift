@@ -47,6 +47,11 @@ public protocol ChannelBackplane: Sendable {
     /// Where this node answers `/health` ("host:port"), once it listens: the other nodes ask it
     /// there whether it reaches the database when they cannot (`BackplaneEvent.leaseLapsed`).
     func advertise(address: String)
+    /// Whether this node reaches the database now: a renewal of its lease, bounded by `timeout`
+    /// (and the call timeout), that got an answer (renewed, or found that the others declared
+    /// this node dead, which the backplane then reports as `BackplaneEvent.fenced`). Asked by a
+    /// node whose lease lapsed once another node said it reaches the database (`PartitionWatch`).
+    func reachesDatabase(within timeout: TimeAmount) async -> Bool
     /// Stops following and closes the backplane's connections.
     func stop() async
 }

@@ -165,6 +165,9 @@ final class ClusterStatus: Sendable {
     /// (`FenceGate`).
     func fenced() async {
         fencedCounter?.increment()
+        // It reached the database to learn this: a lapse of its lease ends here, and never
+        // turns into a cut-off (its clients were told the fence; `PartitionWatch`).
+        partition.withLockedValue { $0.renewed() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let waits = fencing.withLockedValue { fencing in
                 guard fencing.gate.fence() else { return false }
@@ -184,11 +187,17 @@ final class ClusterStatus: Sendable {
         return ask
     }
 
-    /// The other nodes answered (`PartitionWatch.Finding`: cut off, its clients are to be sent away).
+    /// The other nodes answered (`PartitionWatch.Finding`).
     func probed(othersReachDatabase: Bool) -> PartitionWatch.Finding {
-        let finding = partition.withLockedValue { $0.probed(othersReachDatabase: othersReachDatabase) }
-        if finding == .cutOff { cutOffCounter?.increment() }
-        return finding
+        partition.withLockedValue { $0.probed(othersReachDatabase: othersReachDatabase) }
+    }
+
+    /// This node tried the database after the others said they reach it: true when it is cut
+    /// off now (its clients are to be sent away; `PartitionWatch.confirmed`).
+    func confirmed(reachesDatabase: Bool) -> Bool {
+        let cutOff = partition.withLockedValue { $0.confirmed(reachesDatabase: reachesDatabase) }
+        if cutOff { cutOffCounter?.increment() }
+        return cutOff
     }
 
     /// The lease was renewed after it ran out.

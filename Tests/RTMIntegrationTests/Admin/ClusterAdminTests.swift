@@ -19,8 +19,8 @@ extension ClusterTests {
         let a = try await node("a")
         let idle = try await node("idle")   // no sessions: known to a later node through its answer to the hello
         let b = try await node("b")
-        let (alice, _) = try await Harness.client("alice", port: a.port)
-        let (bob, _) = try await Harness.client("bob", port: b.port)
+        let (alice, _) = try await ClusterTests.client("alice", port: a.port)
+        let (bob, _) = try await ClusterTests.client("bob", port: b.port)
         try await alice.subscribe("room")
         #expect(await waitUntil { b.harness.server.members(appId: Harness.appId, channel: "room") == ["alice"] })
 
