@@ -153,7 +153,7 @@ struct CapabilityTests {
     @Test("a session resumed with a narrower capability token (renewed while disconnected) loses the channels it no longer grants")
     func resumedNarrower() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, events) = try await Harness.client("alice", port: proxy.port, login: false)
         try await alice.login(token: Harness.token("alice"), capability: Self.capability("alice", channels: ["room.*": [.subscribe]]))
         _ = try await alice.subscribe("room.a")
@@ -176,7 +176,7 @@ struct CapabilityTests {
     @Test("login(credentialsProvider:): every login asks for both tokens; a narrower capability token at a reconnection takes effect")
     func credentialsProvider() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, events) = try await Harness.client("alice", port: proxy.port, login: false)
         let calls = NIOLockedValueBox(0)
         try await alice.login(credentialsProvider: {

@@ -60,7 +60,7 @@ struct ClusterDeadlineTests {
     func cutOffNodeRefusesEveryPipelinedPublishInTime() async throws {
         let (database, _, logger) = try await ClusterTests.database(label: "test.deadline")
         defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)
+        let toDatabase = try await FaultProxy.scoped(targetPort: database.port)
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
         // A lease far longer than the test: the node keeps its clients, only its deadlines answer.
         let options = ClusterTests.options { $0.callTimeout = .seconds(2); $0.lease = .seconds(60); $0.leaseInterval = .seconds(1) }
@@ -101,7 +101,7 @@ struct ClusterDeadlineTests {
     private static func withUserMessageNode(_ body: (PostgresTestServer, FaultProxy, RawPeer) async throws -> Void) async throws {
         let (database, _, logger) = try await ClusterTests.database(label: "test.deadline")
         defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)
+        let toDatabase = try await FaultProxy.scoped(targetPort: database.port)
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
         let store = try await PostgresUserMessageStore.open(location: proxied, node: "a", logger: logger)
         var config = Harness.serverConfig()

@@ -69,11 +69,11 @@ struct ClusterFailoverStreamTests {
         let primary = try await PostgresTestServer.start()
         defer { primary.destroy() }
         try await primary.requireSynchronousStandby()
-        let link = try await FaultProxy.start(targetPort: primary.port)
+        let link = try await FaultProxy.scoped(targetPort: primary.port)
         let replica = try await primary.startReplica(through: link.port)
         defer { replica.destroy() }
         link.setMode(.delay(.milliseconds(50)))
-        let address = try await FaultProxy.start(targetPort: primary.port)
+        let address = try await FaultProxy.scoped(targetPort: primary.port)
         let location = try PostgresLocation(url: "postgres://postgres@127.0.0.1:\(address.port)/postgres?sslmode=disable")
         var logger = Logger(label: "test.failover-stream")
         logger.logLevel = ProcessInfo.processInfo.environment["RTM_TEST_LOG"] != nil ? .info : .critical

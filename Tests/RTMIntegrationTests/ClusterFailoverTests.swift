@@ -54,7 +54,7 @@ struct ClusterFailoverTests {
         if synchronous { try await primary.requireSynchronousStandby() }
         let replica = try await primary.startReplica()
         TestResources.register { replica.destroy() }
-        let address = try await FaultProxy.start(targetPort: primary.port)
+        let address = try await FaultProxy.scoped(targetPort: primary.port)
         TestResources.register { try? await address.stop() }
         let location = try PostgresLocation(url: "postgres://postgres@127.0.0.1:\(address.port)/postgres?sslmode=disable")
         var logger = Logger(label: "test.failover")

@@ -14,7 +14,7 @@ extension ClusterTests {
     func cutOffNodeSendsClientsAway() async throws {
         let (database, location, logger) = try await Self.database()
         defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)   // node a's only way to PostgreSQL
+        let toDatabase = try await FaultProxy.scoped(targetPort: database.port)   // node a's only way to PostgreSQL
         // A 2 s lease: short enough for a quick test, long enough that neither node misses a
         // renewal on a loaded machine before the partition.
         let options = Self.options { $0.lease = .seconds(2); $0.leaseInterval = .milliseconds(200) }
@@ -24,8 +24,8 @@ extension ClusterTests {
             $0.drainReconnectSpread = .milliseconds(100)
         }
         let b = try await Harness.start { $0.backplane = PostgresChannelBackplane(location: location, node: "b", options: options, logger: logger) }
-        let toA = try await FaultProxy.start(targetPort: a.port)
-        let toB = try await FaultProxy.start(targetPort: b.port)
+        let toA = try await FaultProxy.scoped(targetPort: a.port)
+        let toB = try await FaultProxy.scoped(targetPort: b.port)
         do {
             #expect(try await Self.waitForMetric("rtm_cluster_nodes", 2, port: b.port))
             toB.setRefuseNew(true)   // carol's first connection goes to node a

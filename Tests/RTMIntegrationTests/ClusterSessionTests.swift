@@ -143,8 +143,8 @@ extension ClusterTests {
     @Test("P-1: a client that loses node A and reconnects to node B within its grace window resumes there (isResumed, channels and state kept); nobody sees it leave or join")
     func resumeOnAnotherNode() async throws {
         let (_, a, b) = try await Self.cluster()   // stopped by the .realTime trait's scope
-        let toA = try await FaultProxy.start(targetPort: a.port)
-        let toB = try await FaultProxy.start(targetPort: b.port)
+        let toA = try await FaultProxy.scoped(targetPort: a.port)
+        let toB = try await FaultProxy.scoped(targetPort: b.port)
         toB.setRefuseNew(true)   // the first connection goes to node A
         let (observer, observerEvents) = try await ClusterTests.client("observer", port: b.port)
         try await observer.subscribe("room")
@@ -190,7 +190,7 @@ extension ClusterTests {
         try await observer.subscribe("room")
         // dave stays on the dead node (his only endpoint); erin has both and moves.
         let (dave, _) = try await ClusterTests.client("dave", port: first)
-        let toSecond = try await FaultProxy.start(targetPort: second)
+        let toSecond = try await FaultProxy.scoped(targetPort: second)
         toSecond.setRefuseNew(true)   // erin's first connection goes to the node that dies
         let (erin, erinEvents) = try await ClusterTests.client("erin", port: first) {
             $0.endpoints = ["ws://127.0.0.1:\(first)", "ws://127.0.0.1:\(toSecond.port)"]

@@ -225,7 +225,7 @@ struct ClusterTests {
     /// first connection goes to A.
     static func clientMovingFromAToB(_ user: String, a: Harness, b: Harness) async throws
         -> (RTMClient, AsyncRecorder<RTMEvent>, NodeProxies) {
-        let proxies = NodeProxies(toA: try await FaultProxy.start(targetPort: a.port), toB: try await FaultProxy.start(targetPort: b.port))
+        let proxies = NodeProxies(toA: try await FaultProxy.scoped(targetPort: a.port), toB: try await FaultProxy.scoped(targetPort: b.port))
         proxies.toB.setRefuseNew(true)
         let (client, events) = try await ClusterTests.client(user, port: a.port) {
             $0.endpoints = ["ws://127.0.0.1:\(proxies.toA.port)", "ws://127.0.0.1:\(proxies.toB.port)"]

@@ -15,7 +15,7 @@ struct ClusterUserDropTests {
     func onlineReceiverToldOfDrops() async throws {
         let (database, location, logger) = try await ClusterTests.database(label: "test.drops")
         defer { database.destroy() }
-        let toDatabase = try await FaultProxy.start(targetPort: database.port)   // node b's user store only
+        let toDatabase = try await FaultProxy.scoped(targetPort: database.port)   // node b's user store only
         let proxied = try PostgresLocation(url: "postgres://\(database.user)@127.0.0.1:\(toDatabase.port)/\(database.database)?sslmode=disable")
         func node(_ name: String, userStore: PostgresLocation) async throws -> Harness {
             let store = try await PostgresUserMessageStore.open(location: userStore, node: name, pollInterval: .milliseconds(50),

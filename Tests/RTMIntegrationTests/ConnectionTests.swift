@@ -24,7 +24,7 @@ struct ConnectionTests {
     @Test("T-6/L-2: after three reconnections a message reaches each stream and the delegate exactly once")
     func oneRegistrationOneDelivery() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, first) = try await Harness.client("alice", port: proxy.port)
         let second = AsyncRecorder(alice.events())
         let delegate = CountingDelegate()
@@ -57,7 +57,7 @@ struct ConnectionTests {
     @Test("Fault proxy delay: a slow link below the pong timeout stays connected and delivers in order")
     func delayedLinkStaysUp() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         try await alice.subscribe("room")
@@ -78,7 +78,7 @@ struct ConnectionTests {
     @Test("T-7: a token provider is asked at every (re)login; renewToken replaces the token in-band without reconnecting")
     func tokenProviderAndRenew() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, events) = try await Harness.client("alice", port: proxy.port, login: false)
         let calls = NIOLockedValueBox(0)
         try await alice.login(tokenProvider: {

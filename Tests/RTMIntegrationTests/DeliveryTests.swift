@@ -17,7 +17,7 @@ struct DeliveryTests {
     @Test("M-1: a user message written into a dead link arrives exactly once after the reconnect")
     func userMessageSurvivesDeadLink() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: proxy.port)
         let (alice, _) = try await Harness.client("alice", port: harness.port)
         proxy.setMode(.blackhole)   // bob's link is dead, but nobody has noticed yet
@@ -95,7 +95,7 @@ struct DeliveryTests {
     func channelReplayWithGap() async throws {
         // Scaled: a 300 ms window for the 30 s one, a ~350 ms cut for 35 s.
         let harness = try await Harness.start { $0.channelReplayWindow = .milliseconds(300) }
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port) { $0.presenceTimeout = 5 }
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         try await alice.subscribe("room")
@@ -128,7 +128,7 @@ struct DeliveryTests {
     @Test("M-2: a short cut loses nothing: the messages published meanwhile are replayed, in order, once")
     func shortCutReplaysEverything() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         try await alice.subscribe("room")
@@ -150,7 +150,7 @@ struct DeliveryTests {
     @Test("M-3: a publish whose acknowledgement was lost is sent again after the reconnect and delivered once")
     func retriedPublishDeliveredOnce() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         // The request timeout only bounds a failure here (the rule is the resend, not its time):
         // 10 s, since the loss, the reconnection and the resend took more than 2 s under load.
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port, configure: { $0.requestTimeout = 10 })

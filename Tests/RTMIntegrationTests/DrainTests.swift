@@ -126,8 +126,8 @@ struct DrainTests {
     func endpointsFailOver() async throws {
         let a = try await Harness.start()
         let b = try await Harness.start()
-        let proxyA = try await FaultProxy.start(targetPort: a.port)
-        let proxyB = try await FaultProxy.start(targetPort: b.port)
+        let proxyA = try await FaultProxy.scoped(targetPort: a.port)
+        let proxyB = try await FaultProxy.scoped(targetPort: b.port)
         let (client, events) = try await Harness.client("erin", port: a.port) {
             $0.endpoints = ["ws://127.0.0.1:\(proxyA.port)", "ws://127.0.0.1:\(proxyB.port)"]
         }

@@ -20,7 +20,7 @@ struct FaultTests {
 
         static func make(configure: (inout RTMClientConfig) -> Void = { _ in }) async throws -> Setup {
             let harness = try await Harness.start()
-            let proxy = try await FaultProxy.start(targetPort: harness.port)
+            let proxy = try await FaultProxy.scoped(targetPort: harness.port)
             let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port, configure: configure)
             let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
             try await alice.subscribe("room")
@@ -149,7 +149,7 @@ struct FaultTests {
     @Test("T-1: a connection attempt that never answers is abandoned; the initial login ends with loginTimeout")
     func blackHoledLoginTimesOut() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         proxy.setMode(.blackhole)
         let (client, events) = try await Harness.client("alice", port: proxy.port, configure: {
             $0.loginTimeout = 1.5
@@ -215,7 +215,7 @@ struct FaultTests {
     @Test("P-1: isResumed is the server's answer: back to the same server within the grace window → resumed; back to a restarted server, however quickly → not resumed")
     func isResumedFollowsTheServer() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, events) = try await Harness.client("alice", port: proxy.port)
         try await alice.subscribe("room")
 

@@ -117,7 +117,7 @@ struct InvitationRestartTests {
         }
         let first = try await Harness.start(configure)
         let port = first.port
-        let proxy = try await FaultProxy.start(targetPort: port)
+        let proxy = try await FaultProxy.scoped(targetPort: port)
         // alice goes through the proxy (and stays away after the restart: window 0.1 + 0.2 + 2 s);
         // carol comes back (window 0.1 + 0.2 + 30 s: however long a loaded machine's restart
         // and her reconnection take, she is back within it).

@@ -183,7 +183,7 @@ struct InvitationTests {
     @Test("§1.8/P-1: the callee cut: an invitation sent meanwhile arrives once when it is back; a cancel made meanwhile too")
     func calleeCut() async throws {
         let harness = try await Self.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: proxy.port) { $0.presenceTimeout = 3 }
         let early = try await alice.sendLocalInvitation(calleeId: "bob")
@@ -212,7 +212,7 @@ struct InvitationTests {
     @Test("§1.8/P-1: the caller cut: the acceptance made meanwhile reaches it once when it is back")
     func callerCut() async throws {
         let harness = try await Self.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port) { $0.presenceTimeout = 3 }
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         let sent = try await alice.sendLocalInvitation(calleeId: "bob")

@@ -15,7 +15,7 @@ struct LockTests {
     @Test("§2.12: the holder cut off keeps the lock for its TTL (from the loss), then it is released, others see it; fencing tokens increase")
     func releasedAfterTTL() async throws {
         let harness = try await Harness.start { $0.lockTTLRange = 1...300 }
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))
@@ -81,7 +81,7 @@ struct LockTests {
     @Test("§2.12: a holder that comes back within the TTL keeps the lock")
     func returnWithinTTLKeeps() async throws {
         let harness = try await Harness.start { $0.lockTTLRange = 1...300 }
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("doc", options: SubscribeOptions(withLock: true))

@@ -39,7 +39,7 @@ struct PeerStatusTests {
     @Test("§1.7/H-2: silent past the threshold → unreachable (a query still says online); speaking again → online")
     func unreachableThenOnline() async throws {
         let harness = try await Self.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (bob, _) = try await Harness.client("bob", port: proxy.port) { $0.presenceTimeout = 3 }
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
         try await alice.subscribePeersOnlineStatus(["bob", "carol"])
@@ -68,7 +68,7 @@ struct PeerStatusTests {
     @Test("P-2/T-8: offline when the grace window ends (heartbeat + slack + presenceTimeout after the last frame), and at once on logout (H-4)")
     func offlineAtGraceEndAndOnLogout() async throws {
         let harness = try await Self.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (bob, _) = try await Harness.client("bob", port: proxy.port)   // grace 0.1 + 0.8 + 0.6 s
         let (carol, _) = try await Harness.client("carol", port: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
@@ -104,7 +104,7 @@ struct PeerStatusTests {
     func restoredAfterSubscriberReconnects() async throws {
         // Unreachable is not under test here: a long threshold keeps a busy machine from adding changes.
         let harness = try await Self.start { $0.peerUnreachableAfter = .seconds(3) }
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port) { $0.presenceTimeout = 3 }
         let (bob, _) = try await Harness.client("bob", port: harness.port)
         let (carol, _) = try await Harness.client("carol", port: harness.port)

@@ -15,7 +15,7 @@ struct PresenceTests {
     @Test("P-1: a member cut for less than the grace window keeps its state and is never seen leaving")
     func shortCutKeepsState() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")
@@ -36,7 +36,7 @@ struct PresenceTests {
     @Test("P-2/P-3: cut past the grace window: timeout and state cleared; on return a join, then the cached state re-applied")
     func longCutRejoinsWithState() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, aliceEvents) = try await Harness.client("alice", port: proxy.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)
         try await bob.subscribe("room")

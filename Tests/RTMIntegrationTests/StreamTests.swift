@@ -106,7 +106,7 @@ struct StreamTests {
     @Test("H-3: a black-holed STREAM connection is noticed within about a second (0.5 s pings) and rejoined, topics restored")
     func cutDetectedAndRejoined() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         // Alice's MESSAGE connection goes direct; only her STREAM connection crosses the proxy.
         let (alice, aliceEvents) = try await Harness.client("alice", port: harness.port)
         let (bob, bobEvents) = try await Harness.client("bob", port: harness.port)

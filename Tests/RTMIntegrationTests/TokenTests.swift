@@ -70,7 +70,7 @@ struct TokenTests {
     @Test("C-7: the token expires during a reconnection: tokenExpired event, no classic change; after renewToken reconnection goes on")
     func expiryWhileReconnecting() async throws {
         let harness = try await Harness.start()
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         let (alice, events) = try await Harness.client("alice", port: proxy.port, login: false)
         let expiry = Self.nowSeconds + 2
         try await alice.login(token: Self.token("alice", expiresAt: expiry))

@@ -51,7 +51,7 @@ struct WebhookTests {
         try await Self.session("alice", on: harness)
 
         // bob vanishes (his proxy refuses him and cuts him off): his session times out (P-2).
-        let proxy = try await FaultProxy.start(targetPort: harness.port)
+        let proxy = try await FaultProxy.scoped(targetPort: harness.port)
         defer { Task { try? await proxy.stop() } }
         let (bob, _) = try await Harness.client("bob", port: proxy.port)
         _ = try await bob.subscribe("room")
