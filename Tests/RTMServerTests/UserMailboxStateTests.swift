@@ -49,13 +49,8 @@ struct UserMailboxStateTests {
                             now: NIODeadline) -> UserMailboxState.Actions {
         var actions = machine.commitEnded(id, outcome, now: now)
         guard actions.settle else { return actions }
-        let settled = machine.settle()
         actions.settle = false
-        actions.refusals += settled.refusals
-        actions.answers += settled.answers
-        actions.dropped += settled.dropped
-        actions.deliveries += settled.deliveries
-        actions.reads += settled.reads
+        actions.append(machine.settle())
         return actions
     }
 

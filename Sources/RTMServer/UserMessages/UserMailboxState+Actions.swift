@@ -25,6 +25,19 @@ extension UserMailboxState {
         /// When the owner must call `wake(now:)`.
         var wake: NIODeadline?
 
+        /// Adds what `other` asks after what this one asks (of two wake-ups, the earlier).
+        mutating func append(_ other: Actions) {
+            refusals += other.refusals
+            answers += other.answers
+            dropped += other.dropped
+            deliveries += other.deliveries
+            if let commit = other.commit { precondition(self.commit == nil, "invalid state: two commits"); self.commit = commit }
+            settle = settle || other.settle
+            reads += other.reads
+            newest += other.newest
+            if let wake = other.wake { self.wake = min(self.wake ?? wake, wake) }
+        }
+
         /// Nothing to do.
         var isEmpty: Bool {
             refusals.isEmpty && answers.isEmpty && dropped.isEmpty && deliveries.isEmpty && commit == nil && !settle
