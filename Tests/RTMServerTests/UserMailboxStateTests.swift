@@ -43,6 +43,41 @@ struct UserMailboxStateTests {
         return commit
     }
 
+    /// The transaction `id` ended, and (as the owner does next, off the store's thread) what it
+    /// asks to settle is settled: both events' actions together.
+    private static func end(_ machine: inout UserMailboxState, _ id: UInt64, _ outcome: UserMailboxState.CommitOutcome,
+                            now: NIODeadline) -> UserMailboxState.Actions {
+        var actions = machine.commitEnded(id, outcome, now: now)
+        guard actions.settle else { return actions }
+        actions.settle = false
+        actions.append(machine.settle())
+        return actions
+    }
+
+    @Test("M-1: the end of a commit starts the next at once; its answers and deliveries come when it is settled, in commit order")
+    func settledAfterTheNextCommitStarts() throws {
+        var machine = Self.machine()
+        let bobs = Self.connection(1)
+        Self.online(&machine, bobs)
+        let first = try Self.sendAndBegin(&machine, ["a"])
+        _ = machine.send([Self.submission("b")], from: Self.alice, now: Self.t0)
+        let ended = machine.commitEnded(first.id, .committed([CommittedUserMessage(id: 1)]), now: Self.t0)
+        #expect(ended.settle)
+        #expect(ended.answers.isEmpty && ended.deliveries.isEmpty)
+        let second = try #require(ended.commit)
+        #expect(second.messages.map(\.text) == ["b"])
+        let began = machine.commitBegins(second.id)
+        #expect(began)
+        let secondEnded = machine.commitEnded(second.id, .committed([CommittedUserMessage(id: 2)]), now: Self.t0)
+        #expect(secondEnded.settle && secondEnded.commit == nil)
+        #expect(!machine.isIdle)   // two commits wait to be settled
+        let settled = machine.settle()
+        #expect(settled.answers.map(\.id) == [1, 2])
+        #expect(settled.deliveries.map(\.message.id) == [1, 2])
+        #expect(machine.isIdle)
+        #expect(machine.settle().isEmpty)
+    }
+
     @Test("M-1: a message that finds the store idle is committed at once, and answered with its id when the commit ends")
     func sendCommitsAndCommittedAnswers() throws {
         var machine = Self.machine()
@@ -54,7 +89,7 @@ struct UserMailboxStateTests {
         #expect(actions.wake == Self.t0 + .seconds(1))   // the deadline
         let began = machine.commitBegins(commit.id)
         #expect(began)
-        let ended = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 7)]), now: Self.t0)
+        let ended = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 7)]), now: Self.t0)
         #expect(ended.answers.map(\.id) == [7])
         #expect(ended.answers.first?.onlineHere == false)
         #expect(ended.deliveries.isEmpty)   // bob is not online: it waits in the store
@@ -70,7 +105,7 @@ struct UserMailboxStateTests {
         let second = machine.send([Self.submission("2"), Self.submission("3")], from: Self.alice, now: Self.t0)
         #expect(second.commit == nil)
         #expect(machine.waitingCount == 2)
-        let ended = machine.commitEnded(first.id, .committed([CommittedUserMessage(id: 1)]), now: Self.t0)
+        let ended = Self.end(&machine, first.id, .committed([CommittedUserMessage(id: 1)]), now: Self.t0)
         #expect(try #require(ended.commit).messages.map(\.text) == ["2", "3"])
         #expect(ended.answers.map(\.id) == [1])
     }
@@ -81,7 +116,7 @@ struct UserMailboxStateTests {
         let bobs = Self.connection(1)
         Self.online(&machine, bobs)
         let commit = try Self.sendAndBegin(&machine, ["a", "b"])
-        let ended = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 4), CommittedUserMessage(id: 5)]), now: Self.t0)
+        let ended = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 4), CommittedUserMessage(id: 5)]), now: Self.t0)
         #expect(ended.answers.map(\.onlineHere) == [true, true])
         #expect(ended.deliveries.map(\.message.id) == [4, 5])
         #expect(ended.deliveries.allSatisfy { $0.connection === bobs && $0.binary })
@@ -97,7 +132,7 @@ struct UserMailboxStateTests {
         #expect(woke.refusals.count == 1)
         #expect(woke.refusals.first?.reason.contains("the outcome is unknown") == true)
         #expect(woke.refusals.first?.reason.contains("resend with the same msgId") == true)
-        let ended = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 3)]), now: Self.t0 + .seconds(2))
+        let ended = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 3)]), now: Self.t0 + .seconds(2))
         #expect(ended.answers.isEmpty && ended.refusals.isEmpty)
         #expect(ended.deliveries.map(\.message.id) == [3])
         // M-3: the resend with the same msgId is recognised (here from memory; the store too).
@@ -114,14 +149,14 @@ struct UserMailboxStateTests {
         let first = try Self.sendAndBegin(&machine, ["p"])
         _ = machine.acknowledge(Self.bob, upTo: 2, on: bobs, now: Self.t0)
         _ = machine.send([Self.submission("q")], from: Self.alice, now: Self.t0 + .milliseconds(100))
-        let second = try #require(machine.commitEnded(first.id, .committed([CommittedUserMessage(id: 3)]), now: Self.t0).commit)
+        let second = try #require(Self.end(&machine, first.id, .committed([CommittedUserMessage(id: 3)]), now: Self.t0).commit)
         #expect(second.messages.map(\.text) == ["q"] && second.acknowledgements.map(\.upTo) == [2])
         let woke = machine.wake(now: Self.t0 + .milliseconds(1_100))   // q's deadline: its commit has not begun
         #expect(woke.refusals.count == 1)
         #expect(woke.refusals.first?.reason.contains("nothing was stored") == true)
         let began = machine.commitBegins(second.id)
         #expect(!began)
-        let ended = machine.commitEnded(second.id, .notBegun, now: Self.t0 + .milliseconds(1_100))
+        let ended = Self.end(&machine, second.id, .notBegun, now: Self.t0 + .milliseconds(1_100))
         #expect(ended.answers.isEmpty && ended.refusals.isEmpty)
         let third = try #require(ended.commit)
         #expect(third.messages.isEmpty && third.acknowledgements.map(\.upTo) == [2])
@@ -146,7 +181,7 @@ struct UserMailboxStateTests {
         let commit = try Self.sendAndBegin(&machine, ["live"])
         let login = machine.attach(Self.bob, connection: Self.connection(1), binary: true)
         #expect(login.reads.map(\.login) == [true])
-        let ended = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 6)]), now: Self.t0)
+        let ended = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 6)]), now: Self.t0)
         #expect(ended.deliveries.isEmpty)   // held behind the read
         #expect(ended.answers.first?.onlineHere == true)
         let read = machine.readEnded(login.reads[0], .init(dropped: 0, messages: Self.stored([5, 6])))
@@ -187,7 +222,7 @@ struct UserMailboxStateTests {
         Self.online(&machine, Self.connection(1))
         let commit = try Self.sendAndBegin(&machine, ["a"])
         // Another node stored 1 and 2; this commit got 3 (its predecessor, 2, is not here).
-        let ended = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 3, previous: 2)]), now: Self.t0)
+        let ended = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 3, previous: 2)]), now: Self.t0)
         #expect(ended.deliveries.isEmpty)
         let reread = try #require(ended.reads.first)
         #expect(!reread.login)
@@ -204,7 +239,7 @@ struct UserMailboxStateTests {
         #expect(again.deliveries.map(\.message.id) == [5])
         // The next id follows at once.
         let next = try Self.sendAndBegin(&machine, ["b"])
-        let live = machine.commitEnded(next.id, .committed([CommittedUserMessage(id: 6, previous: 5)]), now: Self.t0)
+        let live = Self.end(&machine, next.id, .committed([CommittedUserMessage(id: 6, previous: 5)]), now: Self.t0)
         #expect(live.deliveries.map(\.message.id) == [6])
     }
 
@@ -238,7 +273,7 @@ struct UserMailboxStateTests {
         let alices = Self.connection(3)
         _ = machine.attach(Self.alice, connection: alices, binary: true)
         let commit = try Self.sendAndBegin(&machine, ["x"], msgId: 1)
-        _ = machine.commitEnded(commit.id, .committed([CommittedUserMessage(id: 11)]), now: Self.t0)
+        _ = Self.end(&machine, commit.id, .committed([CommittedUserMessage(id: 11)]), now: Self.t0)
         let resend = machine.send([Self.submission("x", msgId: 1)], from: Self.alice, now: Self.t0)
         #expect(resend.answers.map(\.id) == [11] && resend.commit == nil)
         #expect(machine.rememberedSenders == 1)

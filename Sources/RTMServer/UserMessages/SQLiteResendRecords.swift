@@ -39,7 +39,13 @@ struct SQLiteResendRecords {
     let mergeInterval: Int64
 
     /// Recent senders' spans (absent: not read since the store opened).
-    private var spans: [Sender: ClientIDSpans] = [:]
+    private var spans: [Sender: ClientIDSpans] = [:] {
+        didSet { lastSpans = nil }
+    }
+    /// The sender whose spans were looked up last, and where they are: a sender's messages come
+    /// in runs (one read of its connection), so a run costs one hash, not one per message.
+    /// Forgotten whenever `spans` changes (an index is valid only until then).
+    private var lastSpans: (sender: Sender, index: [Sender: ClientIDSpans].Index)?
     /// Runs in the log, not merged yet (in memory for lookups), and how many ids they hold.
     private var unmerged: [Sender: [Run]] = [:]
     private var unmergedIDs = 0
@@ -201,9 +207,11 @@ struct SQLiteResendRecords {
     /// Where a sender's spans are in `spans`: cached, or read (after a restart, or once
     /// forgotten) and cached. Valid until `spans` next changes.
     private mutating func spansIndex(_ db: Database, of sender: Sender, since: Int64) throws -> [Sender: ClientIDSpans].Index {
-        if let index = spans.index(forKey: sender) { return index }
-        spans[sender] = try readSpans(db, of: sender, since: since)
-        return spans.index(forKey: sender)!
+        if let lastSpans, lastSpans.sender == sender { return lastSpans.index }
+        if spans.index(forKey: sender) == nil { spans[sender] = try readSpans(db, of: sender, since: since) }
+        let index = spans.index(forKey: sender)!
+        lastSpans = (sender, index)
+        return index
     }
 
     /// A sender's spans from the index and the unmerged runs.
@@ -226,13 +234,22 @@ extension SQLiteResendRecords {
     struct CommitClaims {
         private var slots: [Sender: Int] = [:]
         private(set) var senders: [(sender: Sender, claims: SenderClaims)] = []
+        /// The slot asked for last: a sender's messages come in runs, looked up once per run.
+        private var last: (sender: Sender, slot: Int)?
 
         /// The slot of `sender`, added if new.
         mutating func slot(of sender: Sender) -> Int {
-            if let slot = slots[sender] { return slot }
-            slots[sender] = senders.count
-            senders.append((sender, SenderClaims()))
-            return senders.count - 1
+            if let last, last.sender == sender { return last.slot }
+            let slot: Int
+            if let known = slots[sender] {
+                slot = known
+            } else {
+                slot = senders.count
+                slots[sender] = slot
+                senders.append((sender, SenderClaims()))
+            }
+            last = (sender, slot)
+            return slot
         }
 
         /// The store id this commit gave client id `clientID` of the sender in `slot`, if any.

@@ -94,7 +94,10 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             """)
         var results: [CommittedUserMessage] = []
         results.reserveCapacity(messages.count)
+        // Messages added per receiver, counted per run of one receiver (the messages of one
+        // sender's read usually go to one): a hash per run, not per message.
         var added: [Receiver: Int] = [:]
+        var run: (receiver: Receiver, count: Int)?
         // This commit's client ids → store ids per sender: resends within the batch, then the
         // records.
         var claims = SQLiteResendRecords.CommitClaims()
@@ -122,8 +125,14 @@ public final class SQLiteUserMessageStore: UserMessageStore, @unchecked Sendable
             let id = db.lastInsertedRowID
             if let claim { claims.claim(in: claim.slot, claim.clientID, id: id) }
             results.append(CommittedUserMessage(id: id))
-            added[Receiver(appId: m.appId, userId: m.receiver), default: 0] += 1
+            if run?.receiver.userId == m.receiver, run?.receiver.appId == m.appId {
+                run!.count += 1
+            } else {
+                if let run { added[run.receiver, default: 0] += run.count }
+                run = (Receiver(appId: m.appId, userId: m.receiver), 1)
+            }
         }
+        if let run { added[run.receiver, default: 0] += run.count }
         try resends.record(db, claims, now: UserMailbox.wallMillis, since: resendsSince)
         for (receiver, count) in added {
             var total: Int

@@ -20,11 +20,15 @@ import RTMProtocol
 /// Hand-offs (thread, queue or loop hops) from a `sendUser` read on its connection's event loop.
 /// The loop runs `send` under the lock. While a commit runs (any load), the message joins the
 /// next one, which the end of that commit hands to the store's thread: **1** hand-off to the
-/// commit; the commit's end, on the store's thread, hands each event loop its replies and
-/// deliveries: **2** to the sender's reply being written. A message that finds the store idle
-/// waits for the commit delay (`userMessageCommitDelay`, 1 ms by default), whose wake-up runs on
-/// `timers`: one more each (2 and 3; 1 and 2 with no delay). Before this shape (a mailbox queue
-/// and a writer queue): 3 to the commit and 5 to the reply when idle, 2 and 4 under load.
+/// commit. The commit's end, on the store's thread, starts the next commit and hands the ended
+/// one to the mailbox's own thread (`settler`), which works out its answers and deliveries (the
+/// per-message work: the store's thread, the one serial stage, does only the store's) and hands
+/// each event loop its part: **3** to the sender's reply being written. When nothing waits for
+/// a next commit (the store's thread would idle), the store's thread settles the commit itself:
+/// **2**. A message that finds the store idle waits for the commit delay
+/// (`userMessageCommitDelay`, 1 ms by default), whose wake-up runs on `timers`: one more each (2
+/// and 3; 1 and 2 with no delay). Before this shape (a mailbox queue and a writer queue): 3 to
+/// the commit and 5 to the reply when idle, 2 and 4 under load.
 final class UserMailbox: Sendable {
     /// What the sender is told.
     struct Receipt: Sendable {
@@ -63,12 +67,18 @@ final class UserMailbox: Sendable {
         /// Of the given receivers (not online here), those logged in on another node (none on a
         /// single node), for the receipts' `receiverOnline`.
         var onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?
+        /// Events handed to `settler` and not yet performed (their writes issued).
+        var atSettler = 0
     }
 
     private let state: NIOLockedValueBox<Locked>
     let store: any UserMessageStore
     /// Where the state's wake-ups run, and its clock.
     private let timers: any EventLoop
+    /// Where ended commits and reads are settled (answers and deliveries worked out), one at a
+    /// time, in the order they ended: the only thread that works out deliveries, so they reach
+    /// each loop in the store's order.
+    private let settler = DispatchQueue(label: "rtm.user-mailbox")
     private let cap: Int
     private let maxAgeMillis: Int64
     /// How long the store recognises a resend (ms, SPEC M-3).
@@ -185,10 +195,23 @@ final class UserMailbox: Sendable {
     // MARK: running
 
     /// Runs one event under the lock, then its actions (and resumes `drain`s it left idle).
+    /// A commit's end that asks to be settled is settled here, at once, when no next commit was
+    /// started (the store's thread has nothing else to do: no hop, as before the settler) and
+    /// nothing waits at the settler (which would then be behind it); otherwise it goes to the
+    /// settler. Only the store's thread hands work to the settler (commit and read ends), so the
+    /// check holds until this event's writes are issued.
     private func event(_ body: (inout UserMailboxState) -> UserMailboxState.Actions) {
         typealias Taken = (UserMailboxState.Actions, (@Sendable (Set<UserKey>) -> Set<UserKey>)?, [CheckedContinuation<Void, Never>])
         let (actions, lookup, waiters) = state.withLockedValue { locked -> Taken in
-            let actions = body(&locked.machine)
+            var actions = body(&locked.machine)
+            if actions.settle {
+                if actions.commit == nil, locked.atSettler == 0 {
+                    actions.settle = false
+                    actions.append(locked.machine.settle())
+                } else {
+                    locked.atSettler += 1
+                }
+            }
             guard !locked.drainWaiters.isEmpty, locked.machine.isIdle else { return (actions, locked.onlineElsewhere, []) }
             defer { locked.drainWaiters = [] }
             return (actions, locked.onlineElsewhere, locked.drainWaiters)
@@ -206,6 +229,9 @@ final class UserMailbox: Sendable {
             write(actions.answers, actions.deliveries, onlineElsewhere: onlineElsewhere)
         }
         if let request = actions.commit { commit(request) }
+        if actions.settle {
+            atSettler { $0.settle() }
+        }
         for read in actions.reads { self.read(read) }
         if !actions.newest.isEmpty { lookUpNewest(actions.newest) }
         if let at = actions.wake {
@@ -228,12 +254,10 @@ final class UserMailbox: Sendable {
         }
         let writes = UserMessageWrites(answers: answers, deliveries: deliveries, elsewhere: elsewhere, epoch: store.epoch)
         for answer in answers {
-            if case .callback(let callback) = answer.reply { callback(.success(writes.receipt(answer))) }
+            if case .callback(let callback) = answer.reply { callback(.success(UserMessageWrites.receipt(answer, elsewhere: elsewhere))) }
         }
         if !deliveries.isEmpty { metrics?.userMessagesOut(deliveries.count) }
-        for (index, loop) in writes.loops() {
-            loop.execute { writes.run(loop: index) }
-        }
+        writes.start()
     }
 
     private func commit(_ request: UserMailboxState.CommitRequest) {
@@ -258,13 +282,25 @@ final class UserMailbox: Sendable {
         })
     }
 
+    /// Runs `event` on the settler (counted in `atSettler` by the caller), then counts it done.
+    private func atSettler(_ body: @escaping @Sendable (inout UserMailboxState) -> UserMailboxState.Actions) {
+        settler.async { [self] in
+            event(body)
+            state.withLockedValue { $0.atSettler -= 1 }
+        }
+    }
+
+    /// The read's end is settled where commits are (`settler`), behind the commits that ended
+    /// before it: deliveries are worked out on one thread, in the store's order.
     private func read(_ read: UserMailboxState.Read) {
         store.read(read, notBefore: Self.wallMillis - maxAgeMillis) { [self] result in
             if case .failure(let error) = result {
                 logger.warning("reading a receiver's user messages failed",
                                metadata: ["user": "\(read.key.userId)", "error": "\(ClusterCommitFailure.logDescription(error))"])
             }
-            event { $0.readEnded(read, try? result.get()) }
+            let found = try? result.get()
+            state.withLockedValue { $0.atSettler += 1 }
+            atSettler { $0.readEnded(read, found) }
         }
     }
 

@@ -3,8 +3,8 @@ import NIOCore
 extension UserMailboxState {
     /// What one event asks its owner (`UserMailbox.run`) to do, after the lock is released, in
     /// this order: refusals and answers, reports of dropped messages, deliveries (a report
-    /// comes before the messages that follow it on the same connection), then the store calls
-    /// and the wake-up.
+    /// comes before the messages that follow it on the same connection), then the store calls,
+    /// the settling and the wake-up.
     struct Actions {
         /// Senders refused, with the reason they are told.
         var refusals: [Refusal] = []
@@ -16,6 +16,8 @@ extension UserMailboxState {
         var deliveries: [Delivery] = []
         /// A transaction to hand to the store (one at a time).
         var commit: CommitRequest?
+        /// Commits ended: the owner must call `settle()` (off the store's thread).
+        var settle = false
         /// Receivers whose waiting messages the store must read.
         var reads: [Read] = []
         /// Receivers whose newest id the store must look up (another node may have committed).
@@ -23,10 +25,23 @@ extension UserMailboxState {
         /// When the owner must call `wake(now:)`.
         var wake: NIODeadline?
 
+        /// Adds what `other` asks after what this one asks (of two wake-ups, the earlier).
+        mutating func append(_ other: Actions) {
+            refusals += other.refusals
+            answers += other.answers
+            dropped += other.dropped
+            deliveries += other.deliveries
+            if let commit = other.commit { precondition(self.commit == nil, "invalid state: two commits"); self.commit = commit }
+            settle = settle || other.settle
+            reads += other.reads
+            newest += other.newest
+            if let wake = other.wake { self.wake = min(self.wake ?? wake, wake) }
+        }
+
         /// Nothing to do.
         var isEmpty: Bool {
-            refusals.isEmpty && answers.isEmpty && dropped.isEmpty && deliveries.isEmpty && commit == nil && reads.isEmpty
-                && newest.isEmpty && wake == nil
+            refusals.isEmpty && answers.isEmpty && dropped.isEmpty && deliveries.isEmpty && commit == nil && !settle
+                && reads.isEmpty && newest.isEmpty && wake == nil
         }
     }
 

@@ -78,15 +78,16 @@ extension UserMailboxState {
 
     /// Asks for a read of `key`'s waiting messages (one at a time per receiver; one asked for
     /// meanwhile, or during its login's read, follows it).
+    /// Changes the receiver's value in place: `online` keeps its layout (its indices stay valid
+    /// for `committed`).
     mutating func reread(_ key: UserKey, _ actions: inout Actions) {
-        guard var receiver = online[key] else { return }
-        if receiver.held != nil || receiver.rereading {
-            receiver.rereadAgain = true
+        guard let index = online.index(forKey: key) else { return }
+        if online.values[index].held != nil || online.values[index].rereading {
+            online.values[index].rereadAgain = true
         } else {
-            receiver.rereading = true
-            actions.reads.append(Read(key: key, connection: receiver.connection, login: false))
+            online.values[index].rereading = true
+            actions.reads.append(Read(key: key, connection: online.values[index].connection, login: false))
         }
-        online[key] = receiver
     }
 
     /// Delivers `waiting` (a complete read: every id still stored up to its last) above what the

@@ -69,6 +69,15 @@ struct UserMailboxState {
         let due: NIODeadline
     }
 
+    /// A commit the store made, to be answered and delivered (`settle`).
+    struct Settling {
+        let batch: [Pending]
+        let messages: [StoredUserMessage]
+        let results: [CommittedUserMessage]
+        /// Its senders were answered already (its deadline passed while it ran).
+        let answered: Bool
+    }
+
     /// The commit handed to the store.
     struct Commit {
         enum Phase {
@@ -93,6 +102,9 @@ struct UserMailboxState {
     private var pendingMessages: [StoredUserMessage] = []
     private var acks: [UserKey: Int64] = [:]
     private var commit: Commit?
+    /// Commits the store has made whose answers and deliveries are still to be worked out
+    /// (`settle`), oldest first.
+    private var settling: [Settling] = []
     private var lastCommitID: UInt64 = 0
     /// When a delayed commit starts (`commitDelay`).
     private var flushAt: NIODeadline?
@@ -108,7 +120,7 @@ struct UserMailboxState {
     }
 
     /// Nothing waits and no commit runs (`UserMailbox.drain`).
-    var isIdle: Bool { commit == nil && pending.isEmpty && acks.isEmpty }
+    var isIdle: Bool { commit == nil && pending.isEmpty && acks.isEmpty && settling.isEmpty }
     /// Messages waiting for the next commit (a metric).
     var waitingCount: Int { pending.count }
     /// Senders whose message ids are remembered (bounded by the senders with a connection).
@@ -122,8 +134,13 @@ struct UserMailboxState {
     mutating func send(_ batch: [UserMailbox.Submission], from sender: UserKey, now: NIODeadline) -> Actions {
         var actions = Actions()
         let due = now + configuration.deadline
+        // The sender's memory is looked up once for the batch (this runs under the mailbox's
+        // lock, on the connection's loop).
+        let memory = recent.index(forKey: sender)
+        pending.reserveCapacity(pending.count + batch.count)
+        pendingMessages.reserveCapacity(pendingMessages.count + batch.count)
         for submission in batch {
-            if let clientMsgId = submission.message.clientMsgId, let first = recent[sender]?[clientMsgId] {
+            if let memory, let clientMsgId = submission.message.clientMsgId, let first = recent.values[memory][clientMsgId] {
                 let receiver = submission.message.receiverKey
                 actions.answers.append(Answer(reply: submission.reply, id: first, away: online[receiver] == nil ? receiver : nil))
             } else {
@@ -159,9 +176,11 @@ struct UserMailboxState {
         return true
     }
 
-    /// The transaction `id` ended: its senders are answered (unless its deadline answered them),
-    /// its messages delivered to their receivers online here, and what arrived meanwhile
-    /// committed next.
+    /// The transaction `id` ended: what arrived meanwhile is committed next, at once; a
+    /// committed one waits to be settled (`settle`, asked for by `Actions.settle`: its senders
+    /// answered unless its deadline answered them, its messages delivered to their receivers
+    /// online here), so that the store's thread goes on to the next commit without doing that
+    /// work per message.
     mutating func commitEnded(_ id: UInt64, _ outcome: CommitOutcome, now: NIODeadline) -> Actions {
         guard let commit, commit.id == id else { preconditionFailure("invalid state: a commit ends that is not in flight") }
         self.commit = nil
@@ -176,10 +195,20 @@ struct UserMailboxState {
             // resends with the same msgId). Its acknowledgements come again with the next ack.
             if !answered { refuse(commit.batch, reason: timedOut ? unansweredInTime : reason, &actions) }
         case .committed(let results):
-            committed(commit.batch, commit.messages, results, answered: answered, &actions)
+            settling.append(Settling(batch: commit.batch, messages: commit.messages, results: results, answered: answered))
+            actions.settle = true
         }
         startCommit(now: now, force: true, &actions)   // what arrived meanwhile
         askWake(nextWake, &actions)
+        return actions
+    }
+
+    /// The commits that ended since the last call, oldest first: their senders are answered and
+    /// their messages delivered (in store order per receiver, SPEC M-1).
+    mutating func settle() -> Actions {
+        var actions = Actions()
+        for made in settling { committed(made.batch, made.messages, made.results, answered: made.answered, &actions) }
+        settling = []
         return actions
     }
 
@@ -296,14 +325,14 @@ struct UserMailboxState {
         storedCount &+= UInt64(results.lazy.filter { !$0.isResend }.count)
         if !answered { actions.answers.reserveCapacity(actions.answers.count + batch.count) }
         actions.deliveries.reserveCapacity(batch.count)
-        // A sender's messages come in runs (one read of its connection): its resend memory is
-        // looked up once per run.
+        // A sender's messages come in runs (one read of its connection), usually to one
+        // receiver: its resend memory is looked up once per run, and so is the receiver.
         var run: (sender: UserKey, ids: [(UInt64, Int64)])?
+        var last: (receiver: UserKey, index: Dictionary<UserKey, Receiver>.Index?)?
         for (index, (item, result)) in zip(batch, results).enumerated() {
             var message = messages[index]
             message.id = result.id
             message.epoch = result.epoch
-            let key = message.receiverKey
             if let clientMsgId = message.clientMsgId {
                 if run?.sender != item.sender {
                     if let run { remember(run.ids, of: run.sender) }
@@ -311,7 +340,17 @@ struct UserMailboxState {
                 }
                 run!.ids.append((clientMsgId, result.id))
             }
-            let receiver = online.index(forKey: key)   // one look-up for the answer and the delivery
+            // One look-up for the answer and the delivery, and for the next messages to the same
+            // receiver (`online` keeps its layout: a delivery changes a receiver's value only).
+            let receiver: Dictionary<UserKey, Receiver>.Index?
+            if let last, last.receiver.userId == message.receiver, last.receiver.appId == message.appId {
+                receiver = last.index
+            } else {
+                let key = message.receiverKey
+                receiver = online.index(forKey: key)
+                last = (key, receiver)
+            }
+            let key = last!.receiver
             if !answered {
                 actions.answers.append(Answer(reply: item.reply, id: result.id, away: receiver == nil ? key : nil))
             }
@@ -326,9 +365,9 @@ struct UserMailboxState {
     /// store answers the others' resends, M-3).
     private mutating func remember(_ ids: [(UInt64, Int64)], of sender: UserKey) {
         guard online[sender] != nil else { return }
-        var memory = recent.removeValue(forKey: sender) ?? RecentIDs(capacity: configuration.dedupCapacity)
-        for (clientMsgId, id) in ids { memory.remember(clientMsgId, id) }
-        recent[sender] = memory
+        if recent[sender] == nil { recent[sender] = RecentIDs(capacity: configuration.dedupCapacity) }
+        let index = recent.index(forKey: sender)!
+        for (clientMsgId, id) in ids { recent.values[index].remember(clientMsgId, id) }
     }
 
     /// A committed message for the receiver at `index` of `online`: to its connection at once

@@ -3,65 +3,98 @@ import NIOCore
 import RTMProtocol
 
 /// What one event of the mailbox writes through the event loops: the binary `sendUser` replies
-/// and the deliveries. Every loop with work gets the event's whole lists and writes its own
-/// part (picked by loop index), gathered per connection (one frame each where they fit, one
-/// flush per connection): a commit for a thousand receivers costs one hop per loop, and the
-/// thread that ran the event (the store's) does no per-message work for them.
+/// and the deliveries, gathered per loop and per connection by the thread that ran the event
+/// (the mailbox's `settler`, not the store's) in one pass; each loop with work gets only its
+/// part and encodes and writes it (one frame per connection where they fit, one flush per
+/// connection): a commit for a thousand receivers costs one hop per loop, and no loop looks at
+/// another loop's messages.
 struct UserMessageWrites: Sendable {
-    let answers: [UserMailboxState.Answer]
-    let deliveries: [UserMailboxState.Delivery]
-    /// Of the receivers not online here, those online on another node.
-    let elsewhere: Set<UserKey>
+    /// What goes to one connection, in the order it came.
+    struct Part: Sendable {
+        let connection: ConnectionRef
+        var replies: [BinaryFrame.SendUserReply] = []
+        /// Deliveries take the binary form (`0x84`), else JSON.
+        var binary = true
+        var messages: [StoredUserMessage] = []
+    }
+
+    /// One loop's parts, per connection in first-seen order.
+    struct Loop: Sendable {
+        let loop: any EventLoop
+        var parts: [Part] = []
+        /// Where each connection's part is in `parts`.
+        var position: [UInt64: Int] = [:]
+
+        mutating func part(_ connection: ConnectionRef) -> Int {
+            if let known = position[connection.id] { return known }
+            position[connection.id] = parts.count
+            parts.append(Part(connection: connection))
+            return parts.count - 1
+        }
+    }
+
+    /// The loops with something to write, indexed by loop index (nil: nothing for that loop).
+    let loops: [Loop?]
     /// The store's mailbox epoch (messages without one of their own are under it).
     let epoch: String
 
-    /// The loops with something to write, by index.
-    func loops() -> [Int: any EventLoop] {
-        var loops: [Int: any EventLoop] = [:]
+    /// Gathers `answers` (the binary ones) and `deliveries` per loop and connection.
+    /// `elsewhere`: of the receivers not online here, those online on another node.
+    init(answers: [UserMailboxState.Answer], deliveries: [UserMailboxState.Delivery], elsewhere: Set<UserKey>, epoch: String) {
+        self.epoch = epoch
+        var loops: [Loop?] = []
+        // The last connection's place: a sender's replies and a receiver's messages come in runs.
+        var last: (connection: ConnectionRef, loop: Int, part: Int)?
+        func place(_ connection: ConnectionRef) -> (loop: Int, part: Int) {
+            if let last, last.connection === connection { return (last.loop, last.part) }
+            let index = connection.loopIndex
+            if index >= loops.count { loops.append(contentsOf: repeatElement(nil, count: index + 1 - loops.count)) }
+            if loops[index] == nil { loops[index] = Loop(loop: connection.channel.eventLoop) }
+            let part = loops[index]!.part(connection)
+            last = (connection, index, part)
+            return (index, part)
+        }
         for answer in answers {
-            if case .binary(let connection, _, _) = answer.reply, loops[connection.loopIndex] == nil {
-                loops[connection.loopIndex] = connection.channel.eventLoop
-            }
+            guard case .binary(let connection, let requestID, let tellsStatus) = answer.reply else { continue }
+            let (loop, part) = place(connection)
+            loops[loop]!.parts[part].replies.append(
+                BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(answer.id),
+                                          receiverOnline: tellsStatus ? Self.receipt(answer, elsewhere: elsewhere).receiverOnline : nil))
         }
-        for delivery in deliveries where loops[delivery.connection.loopIndex] == nil {
-            loops[delivery.connection.loopIndex] = delivery.connection.channel.eventLoop
+        for delivery in deliveries {
+            let (loop, part) = place(delivery.connection)
+            loops[loop]!.parts[part].binary = delivery.binary
+            loops[loop]!.parts[part].messages.append(delivery.message)
         }
-        return loops
+        self.loops = loops
     }
 
     /// The receipt of `answer`.
-    func receipt(_ answer: UserMailboxState.Answer) -> UserMailbox.Receipt {
+    static func receipt(_ answer: UserMailboxState.Answer, elsewhere: Set<UserKey>) -> UserMailbox.Receipt {
         UserMailbox.Receipt(id: answer.id, receiverOnline: answer.away.map { elsewhere.contains($0) } ?? true)
     }
 
-    /// On loop `index`: encodes and writes its part, per connection in first-seen order, one
-    /// flush each (the connection's outbox counts the bytes).
-    func run(loop index: Int) {
-        var order: [ConnectionRef] = []
-        var repliesOf: [UInt64: [BinaryFrame.SendUserReply]] = [:]
-        var messagesOf: [UInt64: (binary: Bool, messages: [StoredUserMessage])] = [:]
-        for answer in answers {
-            guard case .binary(let connection, let requestID, let tellsStatus) = answer.reply, connection.loopIndex == index else { continue }
-            if repliesOf[connection.id] == nil { order.append(connection) }
-            repliesOf[connection.id, default: []].append(
-                BinaryFrame.SendUserReply(requestID: requestID, msgId: UInt64(answer.id),
-                                          receiverOnline: tellsStatus ? receipt(answer).receiverOnline : nil))
+    /// Hands each loop with work its part, to write there.
+    func start() {
+        for case let work? in loops {
+            work.loop.execute { Self.write(work.parts, epoch: epoch) }
         }
-        for delivery in deliveries where delivery.connection.loopIndex == index {
-            let id = delivery.connection.id
-            if repliesOf[id] == nil, messagesOf[id] == nil { order.append(delivery.connection) }
-            messagesOf[id, default: (delivery.binary, [])].messages.append(delivery.message)
-        }
-        for connection in order {
-            if let list = repliesOf[connection.id] { Self.writeReplies(list, on: connection) }
-            if let (binary, messages) = messagesOf[connection.id] {
-                if binary {
-                    Self.writeBinary(messages, epoch: epoch, on: connection)
+    }
+
+    /// On a loop: encodes and writes its parts, per connection in first-seen order, one flush
+    /// each (the connection's outbox counts the bytes).
+    private static func write(_ parts: [Part], epoch: String) {
+        for part in parts {
+            let connection = part.connection
+            if !part.replies.isEmpty { writeReplies(part.replies, on: connection) }
+            if !part.messages.isEmpty {
+                if part.binary {
+                    writeBinary(part.messages, epoch: epoch, on: connection)
                 } else {
                     // One text frame per message (JSON), written whole like the binary ones: one
                     // flush for all of them, not one each.
-                    for message in messages {
-                        let json = FrameCodec.encode(Self.jsonFrame(message, epoch: message.epoch ?? epoch), allocator: connection.channel.allocator)
+                    for message in part.messages {
+                        let json = FrameCodec.encode(jsonFrame(message, epoch: message.epoch ?? epoch), allocator: connection.channel.allocator)
                         let frame = EncodedFrame.text(json, allocator: connection.channel.allocator)
                         connection.writeEncoded(frame.buffer, fallback: frame.webSocketFrame)
                     }
