@@ -23,10 +23,18 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The connection's life (one state value; the handler only performs its actions). Any
     /// change may move its deadlines, so the loop's liveness sweep looks at it again.
     var lifecycle: ServerConnectionStateMachine {
-        didSet { if let livenessSlot { fanout.liveness.touch(livenessSlot) } }
+        didSet {
+            // Once per look of the sweep, not at every change (a publish changes the state).
+            if !livenessTouched, let livenessSlot {
+                livenessTouched = true
+                fanout.liveness.touch(livenessSlot)
+            }
+        }
     }
     /// Its slot in the loop's liveness sweep (`LoopLiveness`), while watched.
     var livenessSlot: Int?
+    /// The sweep has been told the state changed since it last looked here.
+    var livenessTouched = false
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     /// Its event loop's fan-out table and counters.

@@ -52,6 +52,7 @@ final class LoopLiveness: @unchecked Sendable {
             checks.append(0)
         }
         handler.livenessSlot = slot
+        handler.livenessTouched = true
     }
 
     /// Stops watching a connection (closed).
@@ -59,6 +60,7 @@ final class LoopLiveness: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         guard let slot = handler.livenessSlot else { return }
         handler.livenessSlot = nil
+        handler.livenessTouched = false
         handlers[slot] = nil
         checks[slot] = .max
         freeSlots.append(slot)
@@ -66,7 +68,7 @@ final class LoopLiveness: @unchecked Sendable {
     }
 
     /// The connection in `slot` changed (its state machine may have moved its deadlines): the
-    /// next sweep looks at it.
+    /// next sweep looks at it. Its handler tells once per look (`livenessTouched`).
     @inline(__always)
     func touch(_ slot: Int) {
         checks[slot] = 0
@@ -83,8 +85,12 @@ final class LoopLiveness: @unchecked Sendable {
             guard let handler = handlers[slot] else { continue }
             if Self.isDue(handler, now: now), confirmed(slot) { due.append(handler) }
             if handler.lifecycle.isLoggedIn { handler.checkSilence(now: now) }   // peer online status (§1.7)
-            // A connection unwatched by `checkSilence`'s effects keeps its free slot's mark.
-            if handler.livenessSlot == slot { checks[slot] = handler.lifecycle.nextCheck?.uptimeNanoseconds ?? 0 }
+            // Looked at as it is now (after `checkSilence`'s changes); a connection unwatched by
+            // their effects keeps its free slot's mark.
+            if handler.livenessSlot == slot {
+                checks[slot] = handler.lifecycle.nextCheck?.uptimeNanoseconds ?? 0
+                handler.livenessTouched = false
+            }
         }
         settle(now: now, due: due)
     }
