@@ -521,18 +521,35 @@ enum UserMessageText {
     }
 
     /// Send time and sequence number of a text payload made by `make` / `write` (at least
-    /// `minimumSize` bytes), or nil.
+    /// `minimumSize` bytes), or nil. Eight digits at a time (SWAR): a subscriber of a JSON
+    /// publisher's channel reads one per delivery, tens of millions a second, and the generator
+    /// shares the machine with the server, so digit by digit its reading cost the run a third
+    /// of its deliveries.
     @inline(__always)
     static func parse(_ payload: UnsafeRawPointer) -> (sent: UInt64, seq: UInt64)? {
-        var sent: UInt64 = 0, seq: UInt64 = 0
-        for i in 0..<20 {
-            let a = payload.load(fromByteOffset: i, as: UInt8.self) &- 0x30
-            let b = payload.load(fromByteOffset: 21 + i, as: UInt8.self) &- 0x30
-            guard a < 10, b < 10 else { return nil }
-            sent = sent &* 10 &+ UInt64(a)
-            seq = seq &* 10 &+ UInt64(b)
-        }
+        guard let sent = twentyDigits(payload), let seq = twentyDigits(payload + 21) else { return nil }
         return (sent, seq)
+    }
+
+    /// The 20 decimal digits at `digits` (digits 0–7, 8–15, then 12–19 of which the last four
+    /// count), or nil if one is not a digit.
+    @inline(__always)
+    private static func twentyDigits(_ digits: UnsafeRawPointer) -> UInt64? {
+        guard let high = eightDigits(digits), let middle = eightDigits(digits + 8), let low = eightDigits(digits + 12) else { return nil }
+        return high &* 1_000_000_000_000 &+ middle &* 10_000 &+ low % 10_000
+    }
+
+    /// The 8 decimal digits at `digits` (most significant first), or nil if one is not a digit.
+    @inline(__always)
+    private static func eightDigits(_ digits: UnsafeRawPointer) -> UInt64? {
+        let chunk = UInt64(littleEndian: digits.loadUnaligned(as: UInt64.self))
+        // Every byte 0x30...0x39: its high nibble 3, and adding 6 does not carry into it.
+        guard chunk & 0xF0F0_F0F0_F0F0_F0F0 == 0x3030_3030_3030_3030,
+              (chunk &+ 0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0 == 0x3030_3030_3030_3030 else { return nil }
+        var value = chunk & 0x0F0F_0F0F_0F0F_0F0F
+        value = (value &* 10 &+ (value >> 8)) & 0x00FF_00FF_00FF_00FF   // pairs
+        value = (value &* 100 &+ (value >> 16)) & 0x0000_FFFF_0000_FFFF   // fours
+        return (value &* 10_000 &+ (value >> 32)) & 0xFFFF_FFFF
     }
 
     static func make(sent: UInt64, seq: UInt64, size: Int) -> String {
@@ -547,17 +564,7 @@ enum UserMessageText {
     /// (send time, sequence number) of a message text made by `make`.
     static func parse(_ bytes: UnsafeRawBufferPointer) -> (UInt64, UInt64)? {
         guard bytes.count >= minimumSize else { return nil }
-        func number(from index: Int) -> UInt64? {
-            var value: UInt64 = 0
-            for i in index..<(index + 20) {
-                let byte = bytes[i]
-                guard byte >= 48, byte <= 57 else { return nil }
-                value = value &* 10 &+ UInt64(byte - 48)
-            }
-            return value
-        }
-        guard let sent = number(from: 0), let seq = number(from: 21) else { return nil }
-        return (sent, seq)
+        return parse(bytes.baseAddress!)
     }
 }
 

@@ -20,39 +20,6 @@ public enum FrameCodec {
         return buffer
     }
 
-    /// Recognises the heartbeat, the most frequent frame of an idle connection, without a JSON
-    /// decoder: `{"type":"ping"}` or `{"ts":N,"type":"ping"}` (either key order). Returns
-    /// `.some(ts)` for a ping (ts nil when absent), nil for anything else (decode it normally).
-    public static func fastPing(_ buffer: ByteBuffer) -> Int64?? {
-        let view = buffer.readableBytesView
-        guard view.count <= 64, view.first == UInt8(ascii: "{"), view.last == UInt8(ascii: "}") else { return nil }
-        let text = String(decoding: view, as: UTF8.self)
-        let inner = text.dropFirst().dropLast()
-        var type: Substring?
-        var ts: Int64?
-        for field in inner.split(separator: ",") {
-            let parts = field.split(separator: ":", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            // A repeated key goes to the full decoder, which keeps the first value: the fast
-            // path must never read a frame differently (found by the FuzzFrameCodec fuzzer:
-            // `{"type":"pgin","type":"ping"}` was a ping here, an unknown type there).
-            switch parts[0] {
-            case "\"type\"" where type == nil: type = parts[1]
-            case "\"ts\"" where ts == nil:
-                guard let value = Int64(parts[1]) else { return nil }
-                ts = value
-            default: return nil
-            }
-        }
-        guard type == "\"ping\"" else { return nil }
-        return .some(ts)
-    }
-
-    /// The `pong` for a ping, encoded without a JSON encoder (same bytes as `encode`).
-    public static func encodePong(ts: Int64?, allocator: ByteBufferAllocator) -> ByteBuffer {
-        allocator.buffer(string: ts.map { "{\"ts\":\($0),\"type\":\"pong\"}" } ?? "{\"type\":\"pong\"}")
-    }
-
     /// Decodes a frame; a malformed payload gives a `FrameDecodingError` naming the problem
     /// (the field and what was wrong with it) and carrying the request's `id` when it could be
     /// read, so the error reply can be matched to its request.

@@ -30,6 +30,13 @@ public final class RTMServer: Service, Sendable {
     public static let version = RTMVersion.current
     static let notUpgradedHandlerName = "rtm.notUpgraded"
     static let rawHandlerName = "rtm.raw"
+    /// The sizes of a connection's receive buffer. NIO keeps the buffer of a connection's last
+    /// read for its next one, sized when first allocated: NIO's default of 2 KiB held by every
+    /// idle connection was a quarter of its memory. Most connections read small frames (a
+    /// heartbeat is 30 bytes, the upgrade request and `login` a few hundred), so reads start at
+    /// 512 bytes; a connection whose reads fill the buffer gets one twice as large for the next,
+    /// up to 64 KiB (a publisher streaming flat out is there after a few reads).
+    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536)
 
     /// The configuration the server was made with.
     public let configuration: ServerConfiguration
@@ -137,6 +144,7 @@ public final class RTMServer: Service, Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: config.maxOutboundBytes / 2, high: config.maxOutboundBytes))
+            .childChannelOption(.recvAllocator, value: Self.receiveBuffers)
             .childChannelInitializer { channel in
                 // Past the socket budget: closed at once, before it costs anything (the client
                 // tries another node or backs off); the node keeps serving the others.

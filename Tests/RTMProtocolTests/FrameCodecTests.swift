@@ -252,6 +252,33 @@ extension FrameCodecTests {
         #expect(FrameCodec.encodePong(ts: nil, allocator: ByteBufferAllocator()) == FrameCodec.encode(Frame(type: .pong)))
     }
 
+    @Test("H-1: the fast path takes exact pings only (JSON integers that fit Int64), and its framed pong is the codec's pong in one text frame")
+    func fastPingStrictAndFramedPong() throws {
+        for ts: Int64 in [0, 5, -5, 1_763_000_000_123, .max, .min] {
+            #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"type":"ping","ts":\#(ts)}"#)) == .some(ts))
+            #expect(FrameCodec.fastPing(ByteBuffer(string: #"{"ts":\#(ts),"type":"ping"}"#)) == .some(ts))
+            var framed = ByteBuffer()
+            FrameCodec.writePong(ts: ts, framed: true, into: &framed)
+            let pong = FrameCodec.encode(Frame(type: .pong, ts: ts))
+            #expect(framed.readableBytesView.prefix(2).elementsEqual([0x81, UInt8(pong.readableBytes)]))
+            #expect(framed.getSlice(at: 2, length: framed.readableBytes - 2) == pong)
+            #expect(FrameCodec.pongLength(ts: ts) == pong.readableBytes)
+        }
+        #expect(FrameCodec.pongLength(ts: nil) == FrameCodec.encode(Frame(type: .pong)).readableBytes)
+        // Declined (the full decoder reads them, or refuses them): not JSON integers, too big,
+        // spaces, anything after the object, a missing brace.
+        for text in [#"{"type":"ping","ts":+5}"#, #"{"type":"ping","ts":05}"#, #"{"type":"ping","ts":-}"#,
+                     #"{"type":"ping","ts":9223372036854775808}"#, #"{"type":"ping","ts":-9223372036854775809}"#,
+                     #"{"type":"ping","ts":1.5}"#, #"{"type":"ping", "ts":5}"#, #"{"type":"ping"} "#, #"{"type":"ping""#,
+                     #"{"ts":5,"type":"ping","id":1}"#, #"{"ts":5}"#, #"{"type":"ping",}"#] {
+            let buffer = ByteBuffer(string: text)
+            #expect(FrameCodec.fastPing(buffer) == nil, "\(text)")
+            if let frame = try? FrameCodec.decode(buffer), let ping = FrameCodec.fastPing(buffer) {
+                #expect(frame.type == .ping && frame.ts == ping)
+            }
+        }
+    }
+
     @Test("H-1: a repeated key goes to the full decoder, so the fast path never reads a frame otherwise (found by fuzzing)")
     func fastPingRepeatedKeys() throws {
         for text in [#"{"type":"pgin","type":"ping","ts":100}"#, #"{"type":"ping","type":"pong"}"#,

@@ -51,6 +51,27 @@ struct ConnectionHandlerEmbeddedTests {
         #expect(alice.channel.isActive)
     }
 
+    @Test("H-1: a JSON ping is answered with the codec's pong bytes in one text frame, on the fast path and off it")
+    func pongBytes() async throws {
+        let server = try EmbeddedServer()
+        let alice = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        // Fast path (no ts, ts either side, negative, the extremes), then the full decoder's
+        // (a space, a leading plus sign): the same bytes either way.
+        let pings: [(String, Int64?)] = [
+            (#"{"type":"ping"}"#, nil), (#"{"type":"ping","ts":42}"#, 42), (#"{"ts":7,"type":"ping"}"#, 7),
+            (#"{"type":"ping","ts":-3}"#, -3), (#"{"type":"ping","ts":9223372036854775807}"#, .max),
+            (#"{"ts":-9223372036854775808,"type":"ping"}"#, .min), (#"{"type": "ping", "ts": 5}"#, 5),
+        ]
+        for (ping, ts) in pings {
+            try await alice.send(ping)
+            let frames = try await alice.received()
+            #expect(frames.map(\.opcode) == [0x1], "\(ping)")
+            #expect(frames.first?.payload == Array(FrameCodec.encode(Frame(type: .pong, ts: ts)).readableBytesView), "\(ping)")
+        }
+        #expect(alice.channel.isActive)
+    }
+
     @Test("an error reply carries the request's id: a subscribe without a channel, a request of no known type")
     func errorRepliesCarryTheID() async throws {
         let server = try EmbeddedServer()

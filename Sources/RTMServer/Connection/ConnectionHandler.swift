@@ -23,12 +23,18 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The connection's life (one state value; the handler only performs its actions). Any
     /// change may move its deadlines, so the loop's liveness sweep looks at it again.
     var lifecycle: ServerConnectionStateMachine {
-        didSet { livenessCheck = nil }
+        didSet {
+            // Once per look of the sweep, not at every change (a publish changes the state).
+            if !livenessTouched, let livenessSlot {
+                livenessTouched = true
+                fanout.liveness.touch(livenessSlot)
+            }
+        }
     }
-    /// Before when the loop's liveness sweep has nothing to look at here (`lifecycle.nextCheck`
-    /// as of its last look; nil: look at the next sweep). An idle connection is looked at
-    /// about once per heartbeat, not at every sweep.
-    var livenessCheck: NIODeadline?
+    /// Its slot in the loop's liveness sweep (`LoopLiveness`), while watched.
+    var livenessSlot: Int?
+    /// The sweep has been told the state changed since it last looked here.
+    var livenessTouched = false
     /// The hub's handle on this connection, from the upgrade on (nil for plain HTTP).
     var connection: ConnectionRef!
     /// Its event loop's fan-out table and counters.
@@ -156,7 +162,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// after the publishes before it. False if it must wait, with what follows it, for the
     /// authorization hook's answer about one of those (nothing of it was run or counted).
     private func textMessage(_ payload: ByteBuffer, context: ChannelHandlerContext) -> Bool {
-        if gatherJSONPublish(payload) {   // stamped in channelReadComplete, like a binary one
+        // The heartbeat is told apart first: it is what an idle connection sends, and its
+        // check fails at its first bytes for anything else.
+        let ping = FrameCodec.fastPing(payload)
+        if ping == nil, gatherJSONPublish(payload) {   // stamped in channelReadComplete, like a binary one
             count(payload)
             return true
         }
@@ -164,9 +173,10 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard intake.held == nil else { return false }   // behind a publish the hook is asked about
         count(payload)
         lifecycle.read(at: .now())
-        if let ts = FrameCodec.fastPing(payload) {
-            // The heartbeat: answered without JSON machinery (idle servers mostly do this).
-            outbox?.text(FrameCodec.encodePong(ts: ts, allocator: context.channel.allocator))
+        if let ts = ping {
+            // The heartbeat (SPEC H-1): answered without JSON machinery, as one framed buffer
+            // (idle servers mostly do this).
+            outbox?.pong(ts: ts)
             return true
         }
         let decoded: Frame

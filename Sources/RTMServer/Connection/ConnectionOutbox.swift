@@ -1,5 +1,6 @@
 import NIOCore
 import NIOWebSocket
+import RTMProtocol
 
 /// Where every frame a connection writes leaves: JSON and binary frames through the WebSocket
 /// frame encoder, whole frames already encoded below it (the `ok`s and refusals gathered for a
@@ -52,6 +53,17 @@ struct ConnectionOutbox {
     func pong(_ data: ByteBuffer) {
         count(data.readableBytes)
         write(WebSocketFrame(fin: true, opcode: .pong, data: data), flush: true)
+    }
+
+    /// The `pong` answering a JSON heartbeat with `ts` (SPEC H-1), framed and written below the
+    /// frame encoder in one buffer (one allocation, one piece for the socket), flushed; counted
+    /// as its text, like `text`.
+    func pong(ts: Int64?) {
+        let length = FrameCodec.pongLength(ts: ts)
+        var frame = allocator.buffer(capacity: length + 2)
+        FrameCodec.writePong(ts: ts, framed: true, into: &frame)
+        count(length)
+        raw.writeAndFlush(NIOAny(frame), promise: nil)
     }
 
     /// `frames` whole WebSocket frames already encoded in `buffer`, written below the frame
