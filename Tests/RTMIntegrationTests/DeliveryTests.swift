@@ -53,7 +53,8 @@ struct DeliveryTests {
         let (again, againEvents) = try await Harness.client("bob", port: harness.port)
         try await alice.publish(toUser: "bob", message: "marker2")
         _ = await againEvents.first(within: soon) { $0.messageEvent?.text == "marker2" }
-        #expect(await Self.texts(againEvents, user: true) == ["marker2"])
+        let texts = await Self.texts(againEvents, user: true)
+        #expect(texts == ["marker2"])
         await again.logout()
         await alice.logout()
     }

@@ -188,6 +188,22 @@ struct UserMailboxStateTests {
         #expect(read.deliveries.map(\.message.id) == [5, 6])   // 6 read and held: sent once
     }
 
+    @Test("M-1: a login right after an ack, before the commit that deletes what it acknowledged: a read that still finds those messages does not deliver them again")
+    func loginBeforeAckCommitted() throws {
+        var machine = Self.machine()
+        let first = Self.connection(1)
+        Self.online(&machine, first, waiting: [1, 2])
+        let acked = machine.acknowledge(Self.bob, upTo: 2, on: first, now: Self.t0)
+        let deleting = try #require(acked.commit)
+        #expect(deleting.acknowledgements.map(\.upTo) == [2])
+        machine.detach(Self.bob, connection: first)
+        let login = machine.attach(Self.bob, connection: Self.connection(2), binary: true)
+        // The read ran before the deleting commit: it still finds 1 and 2, and 3 came meanwhile.
+        let read = machine.readEnded(login.reads[0], .init(dropped: 0, messages: Self.stored([1, 2, 3])))
+        #expect(read.deliveries.map(\.message.id) == [3])
+        #expect(read.dropped.isEmpty)
+    }
+
     @Test("M-1: an ack counts up to the highest id written to its connection, and one from another connection counts for nothing")
     func ackBoundedByWhatWasWritten() throws {
         var machine = Self.machine()

@@ -16,7 +16,12 @@ extension UserMailboxState {
     /// read, then sent; live commits wait behind that read. It is online at once (receipts say
     /// so).
     mutating func attach(_ key: UserKey, connection: ConnectionRef, binary: Bool) -> Actions {
-        online[key] = Receiver(connection: connection, binary: binary, held: [])
+        var receiver = Receiver(connection: connection, binary: binary, held: [])
+        // What an earlier connection acknowledged and the store has not deleted yet (an ack
+        // waits for the next commit; the read may run before it): never delivered again (M-1).
+        let acknowledged = acknowledgedUncommitted(key)
+        if acknowledged > 0 { receiver.delivered = acknowledged }
+        online[key] = receiver
         var actions = Actions()
         actions.reads.append(Read(key: key, connection: connection, login: true))
         return actions

@@ -119,6 +119,12 @@ struct UserMailboxState {
         self.configuration = configuration
     }
 
+    /// The highest id `key` acknowledged whose deletion is not committed yet (waiting for the
+    /// next commit, or in the one not ended), or 0.
+    func acknowledgedUncommitted(_ key: UserKey) -> Int64 {
+        max(acks[key] ?? 0, commit?.acks[key] ?? 0)
+    }
+
     /// Nothing waits and no commit runs (`UserMailbox.drain`).
     var isIdle: Bool { commit == nil && pending.isEmpty && acks.isEmpty && settling.isEmpty }
     /// Messages waiting for the next commit (a metric).
