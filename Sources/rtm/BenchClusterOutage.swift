@@ -56,6 +56,8 @@ struct ClusterOutage: AsyncParsableCommand {
     @Option(help: "Seconds of load after every publisher was acknowledged again.") var after: Double = 3
     @Option(help: "Seconds after the load for the subscribers to get every acknowledged message (what has not arrived by then is not delivered).")
     var settle: Double = 10
+    @Option(help: "failover: seconds the nodes' address still leads to the dead primary before it moves to the promoted replica (the time a virtual IP or DNS failover takes).")
+    var moveAfter: Double = 0
     @Flag(help: "failover: the replica is a synchronous standby (synchronous_standby_names = 'ANY 1 (*)').") var synchronous = false
     @Option(help: "The nodes' --channel-replay-max (default: the server's, 32): how many missed messages a subscriber that moves to another node gets replayed.")
     var replayMax: Int?
@@ -64,6 +66,7 @@ struct ClusterOutage: AsyncParsableCommand {
 
     func run() async throws {
         guard nodes >= 2 else { throw ValidationError("--nodes must be at least 2") }
+        guard moveAfter >= 0 && moveAfter <= 3600 else { throw ValidationError("--move-after must be between 0 and 3600 seconds") }
         // A synchronous primary without its standby would never acknowledge a commit.
         guard !synchronous || outage == .failover else { throw ValidationError("--synchronous goes with --case failover (it needs the replica)") }
         FileLimit.raise()
@@ -92,18 +95,20 @@ struct ClusterOutage: AsyncParsableCommand {
         options.deadline = deadline
         options.after = after
         options.settle = settle
-        let kind = outage, isSynchronous = synchronous, victim = nodes
+        let kind = outage, isSynchronous = synchronous, victim = nodes, moveDelay = moveAfter
         let result = try await OutageRun.run(options, fault: {
             switch kind {
             case .failover:
                 guard let replica else { throw ValidationError("no replica") }
                 try primary.crash()
+                if moveDelay > 0 { try await Task.sleep(for: .seconds(moveDelay)) }   // the address still leads to the dead primary
                 try await replica.promote()
                 for forwarder in forwarders {
                     forwarder.retarget(to: replica.port)
                     forwarder.cutAll()
                 }
                 return "failover: primary killed (SIGKILL), \(isSynchronous ? "synchronous" : "asynchronous") replica promoted, the nodes' address moved to it"
+                    + (moveDelay > 0 ? " \(moveDelay) s later" : "")
             case .partition:
                 forwarders[victim - 1].setMode(.blackhole)
                 return "partition: node \(victim)'s link to PostgreSQL black-holed (its clients still reach it)"

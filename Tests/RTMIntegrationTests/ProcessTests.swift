@@ -55,34 +55,40 @@ final class RTMProcess: Sendable {
         let partial = NIOLockedValueBox(Data())
         let lines = self.lines
         let outputEnded = self.outputEnded
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                // End of output: stop the dispatch source now. Left armed, it keeps firing on a
-                // closed pipe and can crash in libdispatch when the handle goes away.
-                handle.readabilityHandler = nil
-                let last = partial.withLockedValue { buffer in
-                    defer { buffer = Data() }
-                    return buffer
+        // Read by a thread of its own with blocking reads, not by `readabilityHandler`: that
+        // one is a libdispatch read source, and on Linux tearing it down races the descriptor's
+        // close and can crash the whole test process in `_dispatch_event_loop_drain` (a dangling
+        // epoll registration). A blocking read registers nothing; the pipe's end ends the loop.
+        let reading = pipe.fileHandleForReading
+        let reader = Thread {
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(reading.fileDescriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                let complete = partial.withLockedValue { buffer -> [String] in
+                    buffer.append(contentsOf: chunk[..<count])
+                    guard let end = buffer.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
+                    let text = String(decoding: buffer[..<end], as: UTF8.self)
+                    buffer = Data(buffer[buffer.index(after: end)...])
+                    return text.components(separatedBy: "\n")
                 }
-                if !last.isEmpty { lines.withLockedValue { $0.append(String(decoding: last, as: UTF8.self)) } }
-                outputEnded.withLockedValue { $0 = true }
-                return
+                if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
             }
-            let complete = partial.withLockedValue { buffer -> [String] in
-                buffer += data
-                guard let end = buffer.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
-                let text = String(decoding: buffer[..<end], as: UTF8.self)
-                buffer = Data(buffer[buffer.index(after: end)...])
-                return text.components(separatedBy: "\n")
+            let last = partial.withLockedValue { buffer in
+                defer { buffer = Data() }
+                return buffer
             }
-            if !complete.isEmpty { lines.withLockedValue { $0 += complete } }
+            if !last.isEmpty { lines.withLockedValue { $0.append(String(decoding: last, as: UTF8.self)) } }
+            outputEnded.withLockedValue { $0 = true }
+            try? reading.close()
         }
         let hasExited = self.hasExited
         process.terminationHandler = { _ in
             hasExited.withLockedValue { $0 = true }
         }
         try process.run()
+        reader.start()
         TestResources.register { [self] in await stopped() }   // stopped when the test ends, whatever it threw
     }
 

@@ -5,9 +5,9 @@ import RTMClient
 import RTMServer
 import RTMTestSupport
 import Testing
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NIOCore
+import NIOHTTP1
+import NIOPosix
 
 /// A real server with its admin listener on 127.0.0.1:0, a recording logger, and an HTTP
 /// client for the admin API that records every exchange (for the OpenAPI check).
@@ -49,21 +49,23 @@ struct AdminHarness {
     /// One call; returns the status and the body (JSON decoded when it is JSON).
     @discardableResult
     func call(_ method: String, _ path: String, body: [String: Any]? = nil, key: String? = AdminHarness.key) async throws -> (status: Int, json: [String: Any]) {
-        var request = URLRequest(url: URL(string: baseURL + path)!)
-        request.httpMethod = method
-        if let key { request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization") }
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = try #require(response as? HTTPURLResponse)
-        let contentType = http.value(forHTTPHeaderField: "Content-Type") ?? ""
-        exchanges.append(["method": method, "path": path, "status": http.statusCode, "contentType": contentType,
+        // Through the server's own NIO HTTP client, not URLSession: on Linux URLSession watches
+        // curl's sockets with libdispatch sources whose teardown races the socket's close and
+        // can crash the whole test process.
+        let target = try #require(WebhookHTTPClient.Target(baseURL + path))
+        let client = try WebhookHTTPClient(target: target, timeout: .seconds(30), group: MultiThreadedEventLoopGroup.singleton,
+                                           maxResponseBytes: 64 << 20)
+        let requestBody = try body.map { try JSONSerialization.data(withJSONObject: $0) }
+        let reply = try await client.send(HTTPMethod(rawValue: method), body: requestBody,
+                                          headers: key.map { [("Authorization", "Bearer \($0)")] } ?? [], userAgent: "rtm-tests").get()
+        let data = Data(reply.body.readableBytesView)
+        let status = Int(reply.status.code)
+        let contentType = reply.headers.first(name: "Content-Type") ?? ""
+        exchanges.append(["method": method, "path": path, "status": status, "contentType": contentType,
                           "body": String(decoding: data, as: UTF8.self),
-                          "requestBody": request.httpBody.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()])
+                          "requestBody": requestBody.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()])
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-        return (http.statusCode, json)
+        return (status, json)
     }
 }
 
