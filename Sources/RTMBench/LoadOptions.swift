@@ -60,7 +60,7 @@ public struct LoadOptions: Sendable {
     public var unmaskedShortcut = false
 
     /// The payload size every publish has: at least 16 bytes (send time and sequence number),
-    /// 41 for text payloads (the same as fixed-width decimals).
+    /// 32 for text payloads (`UserMessageText`: the same as 16 letters each).
     public var payloadSize: Int { max(userMessages || jsonPublish ? UserMessageText.minimumSize : 16, size) }
 
     /// The shortcuts this run takes (what real clients do not do), named in every figure it

@@ -174,7 +174,7 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
                 }
                 guard let length = BinaryFrame.readVarint(bytes, at: &at), length == payloadSize, at + payloadSize <= bytes.count else { return }
                 if flags & BinaryFrame.Flag.text != 0 {
-                    // Published as JSON text: fixed-width decimals.
+                    // Published as JSON text: `UserMessageText`'s letters.
                     guard let (sent, seq) = UserMessageText.parse(bytes.baseAddress! + at) else { return }
                     record(sent: sent, seq: seq, now: now)
                 } else {
@@ -187,7 +187,7 @@ final class BenchSubscriber: BenchPeer, @unchecked Sendable {
 
     /// A binary user-messages frame (PROTOCOL.md §2.3, `0x84`): a header, then items (msgId,
     /// ts, publisher, flags, [customType], length, payload) to the end. The payloads are the
-    /// bench's texts (send time and sequence number in decimal).
+    /// bench's texts (`UserMessageText`: send time and sequence number).
     private func receivedUserMessages(_ bytes: UnsafeRawBufferPointer, now: UInt64) {
         guard bytes.count > 3, bytes[0] == BinaryFrame.userMessageOp else { return }
         var at = 3 + Int(bytes[2])   // op, flags, epoch
@@ -506,59 +506,60 @@ extension BenchPublisher {
     }
 }
 
-/// The text of a benchmark user message: send time and sequence number as fixed-width decimals,
-/// padded to the payload size, and reading them back from a delivered `message` frame.
+/// The text of a benchmark user message or JSON publish: send time and sequence number, each as
+/// 16 letters of 4 bits (`@` + the nibble: `@`…`O`, least significant first), padded with `x` to
+/// the payload size. Plain printable ASCII, so a JSON string carries it unescaped, like any
+/// application text; read back with a few shifts and masks per eight letters, so that a
+/// subscriber of a JSON publisher (which reads one per delivery, tens of millions a second, on
+/// the machine the server shares) costs the generator about what a binary payload's two loads
+/// do, and the JSON figures compare the server's paths rather than the generator's parsing.
 enum UserMessageText {
-    /// Smallest payload: two 20-digit numbers and a separator.
-    static let minimumSize = 41
+    /// Smallest payload: two 16-letter numbers.
+    static let minimumSize = 32
 
     /// Writes `make(sent:seq:size:)`'s bytes without making a String.
     static func write(sent: UInt64, seq: UInt64, size: Int, into buffer: inout ByteBuffer) {
-        FrameCodec.writeDecimal(sent, width: 20, into: &buffer)
-        buffer.writeInteger(UInt8(ascii: "."))
-        FrameCodec.writeDecimal(seq, width: 20, into: &buffer)
+        buffer.writeMultipleIntegers(letters(UInt32(truncatingIfNeeded: sent)), letters(UInt32(truncatingIfNeeded: sent >> 32)),
+                                     letters(UInt32(truncatingIfNeeded: seq)), letters(UInt32(truncatingIfNeeded: seq >> 32)),
+                                     endianness: .little)
         buffer.writeRepeatingByte(UInt8(ascii: "x"), count: max(0, size - minimumSize))
     }
 
-    /// Send time and sequence number of a text payload made by `make` / `write` (at least
-    /// `minimumSize` bytes), or nil. Eight digits at a time (SWAR): a subscriber of a JSON
-    /// publisher's channel reads one per delivery, tens of millions a second, and the generator
-    /// shares the machine with the server, so digit by digit its reading cost the run a third
-    /// of its deliveries.
+    /// Send time and sequence number of a text made by `make` / `write` (at least
+    /// `minimumSize` bytes), or nil if one of its 32 letters is not `@`…`O`.
     @inline(__always)
     static func parse(_ payload: UnsafeRawPointer) -> (sent: UInt64, seq: UInt64)? {
-        guard let sent = twentyDigits(payload), let seq = twentyDigits(payload + 21) else { return nil }
-        return (sent, seq)
+        guard let sentLow = nibbles(payload), let sentHigh = nibbles(payload + 8),
+              let seqLow = nibbles(payload + 16), let seqHigh = nibbles(payload + 24) else { return nil }
+        return (sentHigh << 32 | sentLow, seqHigh << 32 | seqLow)
     }
 
-    /// The 20 decimal digits at `digits` (digits 0–7, 8–15, then 12–19 of which the last four
-    /// count), or nil if one is not a digit.
+    /// The eight letters of `value`'s nibbles, least significant first (byte 0 of the
+    /// little-endian word).
     @inline(__always)
-    private static func twentyDigits(_ digits: UnsafeRawPointer) -> UInt64? {
-        guard let high = eightDigits(digits), let middle = eightDigits(digits + 8), let low = eightDigits(digits + 12) else { return nil }
-        return high &* 1_000_000_000_000 &+ middle &* 10_000 &+ low % 10_000
+    static func letters(_ value: UInt32) -> UInt64 {
+        var word = UInt64(value)
+        word = (word | word << 16) & 0x0000_FFFF_0000_FFFF
+        word = (word | word << 8) & 0x00FF_00FF_00FF_00FF
+        word = (word | word << 4) & 0x0F0F_0F0F_0F0F_0F0F
+        return word | 0x4040_4040_4040_4040
     }
 
-    /// The 8 decimal digits at `digits` (most significant first), or nil if one is not a digit.
+    /// The 32-bit value of the eight letters at `at`, or nil if one is not `@`…`O`.
     @inline(__always)
-    private static func eightDigits(_ digits: UnsafeRawPointer) -> UInt64? {
-        let chunk = UInt64(littleEndian: digits.loadUnaligned(as: UInt64.self))
-        // Every byte 0x30...0x39: its high nibble 3, and adding 6 does not carry into it.
-        guard chunk & 0xF0F0_F0F0_F0F0_F0F0 == 0x3030_3030_3030_3030,
-              (chunk &+ 0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0 == 0x3030_3030_3030_3030 else { return nil }
-        var value = chunk & 0x0F0F_0F0F_0F0F_0F0F
-        value = (value &* 10 &+ (value >> 8)) & 0x00FF_00FF_00FF_00FF   // pairs
-        value = (value &* 100 &+ (value >> 16)) & 0x0000_FFFF_0000_FFFF   // fours
-        return (value &* 10_000 &+ (value >> 32)) & 0xFFFF_FFFF
+    private static func nibbles(_ at: UnsafeRawPointer) -> UInt64? {
+        let word = UInt64(littleEndian: at.loadUnaligned(as: UInt64.self))
+        guard word & 0xF0F0_F0F0_F0F0_F0F0 == 0x4040_4040_4040_4040 else { return nil }
+        var value = word & 0x0F0F_0F0F_0F0F_0F0F
+        value = (value | value >> 4) & 0x00FF_00FF_00FF_00FF
+        value = (value | value >> 8) & 0x0000_FFFF_0000_FFFF
+        return (value | value >> 16) & 0xFFFF_FFFF
     }
 
     static func make(sent: UInt64, seq: UInt64, size: Int) -> String {
-        func padded(_ value: UInt64) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: 20 - digits.count) + digits
-        }
-        let text = padded(sent) + "." + padded(seq)
-        return text + String(repeating: "x", count: max(0, size - text.utf8.count))
+        var buffer = ByteBuffer()
+        write(sent: sent, seq: seq, size: size, into: &buffer)
+        return String(buffer: buffer)
     }
 
     /// (send time, sequence number) of a message text made by `make`.

@@ -285,14 +285,15 @@ struct BenchCounterTests {
         let parsed = Array(text.utf8).withUnsafeBytes { UserMessageText.parse($0) }
         #expect(parsed.map { [$0.0, $0.1] } == [123_456_789, 42])
         #expect(Array("too short".utf8).withUnsafeBytes { UserMessageText.parse($0) } == nil)
-        // Every digit position counts, up to 20 digits; a non-digit anywhere in either number
-        // is not a bench text.
+        // Every letter counts, the full 64 bits of each number; a letter outside `@`…`O`
+        // anywhere in either number is not a bench text.
         for (sent, seq) in [(0, 0), (1, 9), (12_345_678_901_234_567_890, 17_765_432_109_876_543_210),
-                            (10_000_000_000_000_000_000, 99_999_999), (18_446_744_073_709_551_615, 1_000_000_000_000)] as [(UInt64, UInt64)] {
-            let bytes = Array(UserMessageText.make(sent: sent, seq: seq, size: 41).utf8)
+                            (0x8000_0000_0000_0000, 0xFFFF_FFFF), (UInt64.max, 0x1_0000_0000)] as [(UInt64, UInt64)] {
+            let bytes = Array(UserMessageText.make(sent: sent, seq: seq, size: 32).utf8)
+            #expect(bytes.count == 32 && bytes.allSatisfy { (0x40...0x4F).contains($0) })
             #expect(bytes.withUnsafeBytes { UserMessageText.parse($0) }.map { [$0.0, $0.1] } == [sent, seq])
-            for position in [0, 7, 8, 15, 19, 21, 28, 29, 36, 40] {
-                for bad in [UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "x")] {
+            for position in [0, 7, 8, 15, 16, 23, 24, 31] {
+                for bad in [UInt8(ascii: "?"), UInt8(ascii: "P"), UInt8(ascii: "0"), UInt8(ascii: "x"), 0xC0] {
                     var broken = bytes
                     broken[position] = bad
                     #expect(broken.withUnsafeBytes { UserMessageText.parse($0) } == nil, "\(position)")
