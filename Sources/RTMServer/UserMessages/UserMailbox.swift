@@ -178,6 +178,12 @@ final class UserMailbox: Sendable {
         }
     }
 
+    /// Returns once everything handed to the settler so far has been performed (tests: a read's
+    /// end reaches the connection through it, after the store's thread is done with the read).
+    func waitForSettler() {
+        settler.sync {}
+    }
+
     // MARK: figures
 
     /// User messages stored since start (the admin API's counters).
