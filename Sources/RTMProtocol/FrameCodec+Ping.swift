@@ -23,13 +23,6 @@ extension FrameCodec {
         }
     }
 
-    /// The `pong` for a ping, encoded without a JSON encoder (same bytes as `encode`).
-    public static func encodePong(ts: Int64?, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: pongLength(ts: ts))
-        writePong(ts: ts, framed: false, into: &buffer)
-        return buffer
-    }
-
     /// The pong's size in bytes (without a frame header): `{"ts":N,"type":"pong"}` or
     /// `{"type":"pong"}`.
     public static func pongLength(ts: Int64?) -> Int {

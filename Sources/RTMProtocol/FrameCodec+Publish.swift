@@ -143,9 +143,9 @@ extension FrameCodec {
         }
     }
 
-    /// Appends `value` in decimal, left-padded with zeros to `width` digits (0: no padding).
-    public static func writeDecimal(_ value: UInt64, width: Int = 0, into buffer: inout ByteBuffer) {
-        let count = max(width, decimalDigits(value))
+    /// Appends `value` in decimal.
+    public static func writeDecimal(_ value: UInt64, into buffer: inout ByteBuffer) {
+        let count = decimalDigits(value)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
             storeDecimal(value, count: count, at: out.baseAddress!)
             return count

@@ -50,8 +50,7 @@ struct UserMailboxAckTests {
         #expect(store.applied.withLockedValue { $0 } == [], "an acknowledgement of ids never written was applied")
 
         store.open()   // the three waiting messages are written to the connection
-        store.thread.waitForCalls()   // the read has ended and was handed to the settler,
-        mailbox.waitForSettler()      // which handed its messages to the connection's loop
+        store.thread.waitForCalls()   // the read has ended and was handed to the settler (`drain` waits for it)
         mailbox.acknowledge(bob, upTo: 1_000_000, on: stranger)
         await mailbox.drain()
         #expect(store.applied.withLockedValue { $0 } == [], "an acknowledgement from another connection was applied")

@@ -23,8 +23,7 @@ struct UserMailboxTimerTests {
         store.thread.waitForCalls()
         #expect(answers.withLockedValue { $0 }.isEmpty && mailbox.storedCount == 0)   // waiting for company
         await loop.advanceTime(by: .seconds(1))   // the wake-up hands the commit to the store's thread
-        store.thread.waitForCalls()               // whose end answered the sender (settled there
-        mailbox.waitForSettler()                  // or, had something waited, by the settler)
+        store.thread.waitForCalls()               // whose end answered the sender
         #expect(answers.withLockedValue { $0 } == [1])
         #expect(mailbox.storedCount == 1)
         await loop.shutdownGracefully()

@@ -181,8 +181,9 @@ extension Hub {
     /// This node's lease ran out while it could not reach the database: it asks the other
     /// nodes whether they reach it (`PeerHealthProbe`, off the backplane's event loop). If one
     /// does, it tries the database once more itself (bounded like the question,
-    /// `clusterPeerProbeTimeout`), and sends its clients away only if that fails too: a node that reaches it (woken from a pause, its lapse a stale timer's) learns
-    /// of its fence there, and its clients are told that instead (`PartitionWatch`).
+    /// `clusterPeerProbeTimeout`), and sends its clients away only if that fails too: a node
+    /// that reaches it (woken from a pause, its lapse a stale timer's) learns of its fence
+    /// there, and its clients are told that instead (`PartitionWatch`).
     private func askPeers(_ peers: [String]) {
         let loop = fanouts[0].eventLoop, timeout = configuration.clusterPeerProbeTimeout
         let backplane = configuration.backplane

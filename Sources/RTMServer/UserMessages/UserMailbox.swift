@@ -69,6 +69,16 @@ final class UserMailbox: Sendable {
         var onlineElsewhere: (@Sendable (Set<UserKey>) -> Set<UserKey>)?
         /// Events handed to `settler` and not yet performed (their writes issued).
         var atSettler = 0
+
+        /// Nothing waits, no commit runs and nothing is left to settle (`drain`).
+        var isIdle: Bool { machine.isIdle && atSettler == 0 }
+
+        /// The `drain`s to resume now, if idle (taken from the list).
+        mutating func idleWaiters() -> [CheckedContinuation<Void, Never>] {
+            guard !drainWaiters.isEmpty, isIdle else { return [] }
+            defer { drainWaiters = [] }
+            return drainWaiters
+        }
     }
 
     private let state: NIOLockedValueBox<Locked>
@@ -164,24 +174,20 @@ final class UserMailbox: Sendable {
         await store.stop()
     }
 
-    /// Waits until everything submitted so far has been committed (tests, shutdown).
+    /// Waits until everything submitted so far has been committed, and every commit's and
+    /// read's end handed to the settler so far has been settled (its writes issued) (tests,
+    /// shutdown).
     func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = timers.now
             let (actions, idle) = state.withLockedValue { locked in
                 let actions = locked.machine.flush(now: now)
-                if !locked.machine.isIdle { locked.drainWaiters.append(continuation) }
-                return (actions, locked.machine.isIdle)
+                if !locked.isIdle { locked.drainWaiters.append(continuation) }
+                return (actions, locked.isIdle)
             }
             run(actions)
             if idle { continuation.resume() }
         }
-    }
-
-    /// Returns once everything handed to the settler so far has been performed (tests: a read's
-    /// end reaches the connection through it, after the store's thread is done with the read).
-    func waitForSettler() {
-        settler.sync {}
     }
 
     // MARK: figures
@@ -218,9 +224,7 @@ final class UserMailbox: Sendable {
                     locked.atSettler += 1
                 }
             }
-            guard !locked.drainWaiters.isEmpty, locked.machine.isIdle else { return (actions, locked.onlineElsewhere, []) }
-            defer { locked.drainWaiters = [] }
-            return (actions, locked.onlineElsewhere, locked.drainWaiters)
+            return (actions, locked.onlineElsewhere, locked.idleWaiters())
         }
         run(actions, onlineElsewhere: lookup)
         for waiter in waiters { waiter.resume() }
@@ -288,11 +292,16 @@ final class UserMailbox: Sendable {
         })
     }
 
-    /// Runs `event` on the settler (counted in `atSettler` by the caller), then counts it done.
+    /// Runs `event` on the settler (counted in `atSettler` by the caller), then counts it done
+    /// (and resumes the `drain`s that waited for it).
     private func atSettler(_ body: @escaping @Sendable (inout UserMailboxState) -> UserMailboxState.Actions) {
         settler.async { [self] in
             event(body)
-            state.withLockedValue { $0.atSettler -= 1 }
+            let waiters = state.withLockedValue { locked in
+                locked.atSettler -= 1
+                return locked.idleWaiters()
+            }
+            for waiter in waiters { waiter.resume() }
         }
     }
 
