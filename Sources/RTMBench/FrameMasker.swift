@@ -47,28 +47,59 @@ struct FrameMasker {
         if key != 0 { Self.mask(&buffer, from: start, key: key) }
     }
 
+    /// Appends a final client frame of `opcode` whose `length`-byte payload `store` writes at
+    /// the pointer it is given, then masks it: header, key and payload in one reservation of
+    /// the buffer (no per-field buffer calls), for payloads written byte by byte.
+    @inline(__always)
+    mutating func writeFrame(into buffer: inout ByteBuffer, opcode: UInt8, length: Int, store: (UnsafeMutableRawPointer) -> Void) {
+        let key = unmasked ? 0 : nextKey()
+        let header = length < 126 ? 6 : length <= Int(UInt16.max) ? 8 : 14
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: header + length) { out in
+            let base = out.baseAddress!
+            base.storeBytes(of: 0x80 | opcode, as: UInt8.self)
+            switch header {
+            case 6:
+                base.storeBytes(of: UInt8(0x80 | length), toByteOffset: 1, as: UInt8.self)
+            case 8:
+                base.storeBytes(of: UInt8(0x80 | 126), toByteOffset: 1, as: UInt8.self)
+                base.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
+            default:
+                base.storeBytes(of: UInt8(0x80 | 127), toByteOffset: 1, as: UInt8.self)
+                base.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
+            }
+            base.storeBytes(of: key.bigEndian, toByteOffset: header - 4, as: UInt32.self)
+            store(base + header)
+            if key != 0 { Self.mask(base + header, count: length, key: key) }
+            return header + length
+        }
+    }
+
     /// XORs the bytes from `start` (an absolute index) to the writer index with the key as it
     /// was written (big-endian, RFC 6455 §5.3: byte i with key byte i mod 4), eight at a time.
     static func mask(_ buffer: inout ByteBuffer, from start: Int, key: UInt32) {
         let offset = start - buffer.readerIndex
         buffer.withUnsafeMutableReadableBytes { bytes in
             guard let base = bytes.baseAddress, bytes.count > offset else { return }
-            let payload = base + offset
-            let count = bytes.count - offset
-            // The key bytes in memory order, repeated: one 64-bit XOR covers eight payload bytes.
-            let word = UInt32(bigEndian: key)
-            let key8 = UInt64(word) | UInt64(word) << 32
-            var i = 0
-            while i + 8 <= count {
-                let value = payload.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ key8
-                payload.storeBytes(of: value, toByteOffset: i, as: UInt64.self)
-                i += 8
-            }
-            while i < count {   // i is a multiple of 8 here: key byte i mod 4
-                let byte = payload.load(fromByteOffset: i, as: UInt8.self) ^ UInt8(truncatingIfNeeded: key >> (24 - 8 * (i & 3)))
-                payload.storeBytes(of: byte, toByteOffset: i, as: UInt8.self)
-                i += 1
-            }
+            mask(base + offset, count: bytes.count - offset, key: key)
+        }
+    }
+
+    /// XORs `count` bytes at `payload` with the key (RFC 6455 §5.3), eight at a time.
+    @inline(__always)
+    static func mask(_ payload: UnsafeMutableRawPointer, count: Int, key: UInt32) {
+        // The key bytes in memory order, repeated: one 64-bit XOR covers eight payload bytes.
+        let word = UInt32(bigEndian: key)
+        let key8 = UInt64(word) | UInt64(word) << 32
+        var i = 0
+        while i + 8 <= count {
+            let value = payload.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ key8
+            payload.storeBytes(of: value, toByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < count {   // i is a multiple of 8 here: key byte i mod 4
+            let byte = payload.load(fromByteOffset: i, as: UInt8.self) ^ UInt8(truncatingIfNeeded: key >> (24 - 8 * (i & 3)))
+            payload.storeBytes(of: byte, toByteOffset: i, as: UInt8.self)
+            i += 1
         }
     }
 }

@@ -125,33 +125,6 @@ extension FrameCodec {
         PublishOKTemplate(epoch: epoch).length(id: id, seq: seq)
     }
 
-    /// How many decimal digits `value` has.
-    public static func decimalDigits(_ value: UInt64) -> Int {
-        var digits = 1
-        var v = value
-        while v >= 10 { v /= 10; digits += 1 }
-        return digits
-    }
-
-    /// Stores `value` in decimal as `count` digits at `out` (left-padded with zeros).
-    @inline(__always)
-    static func storeDecimal(_ value: UInt64, count: Int, at out: UnsafeMutableRawPointer) {
-        var v = value
-        for i in stride(from: count - 1, through: 0, by: -1) {
-            out.storeBytes(of: UInt8(truncatingIfNeeded: v % 10) &+ 0x30, toByteOffset: i, as: UInt8.self)
-            v /= 10
-        }
-    }
-
-    /// Appends `value` in decimal.
-    public static func writeDecimal(_ value: UInt64, into buffer: inout ByteBuffer) {
-        let count = decimalDigits(value)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
-            storeDecimal(value, count: count, at: out.baseAddress!)
-            return count
-        }
-    }
-
     /// A string value's bytes, unescaped (the scanner let only the two-character escapes through).
     private static func unescaped(_ span: PublishScanner.Span, in buffer: ByteBuffer) -> [UInt8]? {
         buffer.withUnsafeReadableBytes { bytes -> [UInt8]? in
@@ -280,28 +253,29 @@ struct PublishScanner {
             skipSpace()
             guard take(UInt8(ascii: ":")) else { return nil }
             skipSpace()
-            if equals(key, "type") {
+            switch (key.length, bytes[key.start]) {
+            case (4, UInt8(ascii: "t")) where equals(key, "type"):
                 guard !fields.type, let value = string(), !value.escaped, equals(value, "publish") else { return nil }
                 fields.type = true
-            } else if equals(key, "id") {
+            case (2, UInt8(ascii: "i")) where equals(key, "id"):
                 guard fields.id == nil, let value = number() else { return nil }
                 fields.id = value
-            } else if equals(key, "channel") {
+            case (7, UInt8(ascii: "c")) where equals(key, "channel"):
                 guard fields.channel == nil, let value = string() else { return nil }
                 fields.channel = value
-            } else if equals(key, "text") {
+            case (4, UInt8(ascii: "t")) where equals(key, "text"):
                 guard fields.text == nil, let value = string() else { return nil }
                 fields.text = value
-            } else if equals(key, "data") {
+            case (4, UInt8(ascii: "d")) where equals(key, "data"):
                 guard fields.data == nil, let value = string() else { return nil }
                 fields.data = value
-            } else if equals(key, "customType") {
+            case (10, UInt8(ascii: "c")) where equals(key, "customType"):
                 guard fields.customType == nil, let value = string() else { return nil }
                 fields.customType = value
-            } else if equals(key, "msgId") {
+            case (5, UInt8(ascii: "m")) where equals(key, "msgId"):
                 guard fields.msgId == nil, let value = number() else { return nil }
                 fields.msgId = value
-            } else {
+            default:
                 return nil   // unknown, or a field this reader leaves to the decoder (storeInHistory)
             }
             skipSpace()
@@ -383,9 +357,18 @@ struct PublishScanner {
     private mutating func number() -> UInt64? {
         let start = at
         var value: UInt64 = 0
+        // Eight digits at a time while eight bytes are all digits (a client's message id has 19).
+        if let base = bytes.baseAddress {
+            while at + 8 <= bytes.count && at - start + 8 <= 19 {
+                let word = base.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+                guard let digits = Self.eightDigits(word) else { break }
+                value = value &* 100_000_000 &+ digits
+                at += 8
+            }
+        }
         while at < bytes.count, case let byte = bytes[at], byte >= 0x30, byte <= 0x39 {
             guard at - start < 19 else { return nil }
-            value = value * 10 + UInt64(byte - 0x30)
+            value = value &* 10 &+ UInt64(byte - 0x30)
             at += 1
         }
         guard at > start, !(bytes[start] == 0x30 && at - start > 1), value <= UInt64(Int64.max) else { return nil }
@@ -396,6 +379,20 @@ struct PublishScanner {
             }
         }
         return value
+    }
+
+    /// The value of eight ASCII digits loaded little-endian (the first digit in the low byte),
+    /// or nil if one of the bytes is not `0`…`9`: one test for all eight, three multiplications
+    /// for the value.
+    @inline(__always)
+    static func eightDigits(_ word: UInt64) -> UInt64? {
+        let nibbles: UInt64 = 0xF0F0_F0F0_F0F0_F0F0, zeros: UInt64 = 0x3030_3030_3030_3030
+        // Each byte 0x30…0x3F, and still 0x3_ after adding 6 (no carry can cross bytes then).
+        guard word & nibbles == zeros, (word &+ 0x0606_0606_0606_0606) & nibbles == zeros else { return nil }
+        var value = word &- zeros
+        value = value &* 10 &+ value &>> 8   // pairs of digits, in the low byte of each 16 bits
+        let pairs: UInt64 = 0x0000_00FF_0000_00FF
+        return ((value & pairs) &* (100 &+ 1_000_000 &<< 32) &+ (value &>> 16 & pairs) &* (1 &+ 10_000 &<< 32)) &>> 32 & 0xFFFF_FFFF
     }
 
     /// The span holds exactly `literal` (a key or `publish`: literals, so no array to reach).

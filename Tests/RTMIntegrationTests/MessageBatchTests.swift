@@ -252,11 +252,24 @@ struct BenchCounterTests {
             let key: [UInt8] = frame.readBytes(length: 4)!
             let masked: [UInt8] = frame.readBytes(length: length)!
             #expect(masked.enumerated().map { $0.element ^ key[$0.offset % 4] } == payload)
+            // The one-pass form (header, key and payload stored through a pointer) writes the same frame.
+            var stored = ByteBuffer()
+            masker.writeFrame(into: &stored, opcode: 2, length: length) { out in
+                payload.withUnsafeBytes { if length > 0 { out.copyMemory(from: $0.baseAddress!, byteCount: length) } }
+            }
+            let storedKey: [UInt8] = stored.getBytes(at: stored.readerIndex + stored.readableBytes - length - 4, length: 4)!
+            #expect(stored.readableBytes == buffer.readableBytes)
+            #expect(stored.getBytes(at: 0, length: stored.readableBytes - length - 4) == buffer.getBytes(at: 0, length: buffer.readableBytes - length - 4))
+            let storedPayload: [UInt8] = stored.getBytes(at: stored.readableBytes - length, length: length)!
+            #expect(storedPayload.enumerated().map { $0.element ^ storedKey[$0.offset % 4] } == payload)
         }
         var unmasked = FrameMasker(unmasked: true)
         var buffer = ByteBuffer()
         unmasked.writeFrame(into: &buffer, opcode: 1, length: 2) { $0.writeString("hi") }
         #expect(Array(buffer.readableBytesView) == [0x81, 0x82, 0, 0, 0, 0, UInt8(ascii: "h"), UInt8(ascii: "i")])
+        var stored = ByteBuffer()
+        unmasked.writeFrame(into: &stored, opcode: 1, length: 2) { $0.copyMemory(from: "hi", byteCount: 2) }
+        #expect(stored == buffer)
     }
 
     @Test("rtm bench sdk: SDK publisher and SDK subscribers through the public API; every acknowledged publish delivered once, in order")

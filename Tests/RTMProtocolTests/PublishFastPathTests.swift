@@ -167,6 +167,56 @@ struct PublishFastPathTests {
         }
     }
 
+    @Test("Decimals written by hand (digit count from the bit length, two digits per step) are Swift's, at every power of ten and its neighbours")
+    func decimals() {
+        var values: [UInt64] = [0, 1, 9, UInt64(Int64.max), UInt64.max, UInt64.max - 1]
+        var power: UInt64 = 1
+        for _ in 0...19 {
+            values += [power - 1, power, power + 1]
+            if power > UInt64.max / 10 { break }
+            power *= 10
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 { values.append(random.next() >> UInt64.random(in: 0...63)) }
+        for value in values {
+            var buffer = ByteBuffer()
+            FrameCodec.writeDecimal(value, into: &buffer)
+            #expect(String(buffer: buffer) == String(value))
+            #expect(FrameCodec.decimalDigits(value) == String(value).count, "digits of \(value)")
+        }
+    }
+
+    @Test("Ids and msgIds of every length (read eight digits at a time) are read as the decoder reads them, up to Int64.max; longer or larger ones are left to it")
+    func numbers() {
+        for digits in 1...20 {
+            for first in ["1", "9"] {
+                let number = first + String(repeating: "7", count: digits - 1)
+                let json = #"{"type":"publish","id":"# + number + #","msgId":"# + number + #","channel":"room","text":"t"}"#
+                let fast = FrameCodec.readPublish(ByteBuffer(string: json))
+                if let value = UInt64(number), value <= UInt64(Int64.max) {
+                    #expect(fast?.requestID == value && fast?.msgId == value, "\(number)")
+                    Self.agree(json)
+                } else {
+                    #expect(fast == nil, "\(number)")
+                }
+            }
+        }
+        #expect(FrameCodec.readPublish(ByteBuffer(string: #"{"type":"publish","id":9223372036854775807,"channel":"c","text":"t"}"#))?.requestID == UInt64(Int64.max))
+        #expect(FrameCodec.readPublish(ByteBuffer(string: #"{"type":"publish","id":9223372036854775808,"channel":"c","text":"t"}"#)) == nil)
+        // Eight-digit words: every byte must be a digit.
+        for _ in 0..<1_000 {
+            let value = UInt64.random(in: 0..<100_000_000)
+            var text = String(value)
+            text = String(repeating: "0", count: 8 - text.count) + text
+            let word = Array(text.utf8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            #expect(PublishScanner.eightDigits(UInt64(littleEndian: word)) == value)
+            var bytes = Array(text.utf8)
+            bytes[Int.random(in: 0..<8)] = [0x2F, 0x3A, 0x20, 0x00, 0xB0, 0x39 + 6, 0x30 - 1].randomElement()!
+            let broken = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            #expect(PublishScanner.eightDigits(UInt64(littleEndian: broken)) == nil, "\(bytes)")
+        }
+    }
+
     @Test("The error reply written by hand has the general encoder's bytes")
     func errorReply() {
         var awkward = "tab\there, slash / quote \" backslash \\ é 中 \u{1F600}"
