@@ -309,8 +309,9 @@ struct PublishScanner {
         let start = at
         var escaped = false
         var high: UInt8 = 0
-        skipPlainWords()
-        while at < bytes.count {
+        while true {
+            skipPlain()
+            guard at < bytes.count else { return nil }
             let byte = bytes[at]
             if byte == Self.quote {
                 at += 1
@@ -329,26 +330,34 @@ struct PublishScanner {
                     return nil
                 }
             }
-            high |= byte
+            high |= byte   // non-ASCII
             at += 1
         }
-        return nil
     }
 
-    /// Skips eight bytes at a time while none of them is a quote, a backslash, a control
-    /// character or a non-ASCII byte (the byte loop decides about those). Each test is the exact
-    /// "has a zero byte" word test, so no such byte is ever skipped.
-    private mutating func skipPlainWords() {
+    /// Moves to the next quote, backslash, control character or non-ASCII byte (or the end),
+    /// eight bytes at a time: each word's special bytes are flagged with exact "has a zero byte"
+    /// tests, whose lowest flag is always the first such byte, so one count of trailing zeros
+    /// lands on it.
+    @inline(__always)
+    private mutating func skipPlain() {
         guard let base = bytes.baseAddress else { return }
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        @inline(__always) func zeroBytes(_ v: UInt64) -> UInt64 { (v &- ones) & ~v & highs }
         while at + 8 <= bytes.count {
-            let word = base.loadUnaligned(fromByteOffset: at, as: UInt64.self)
-            if word & highs != 0 || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
-                || (word &- ones &* 0x20) & ~word & highs != 0 {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            let special = word & highs | zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(word ^ (ones &* 0x5C))
+                | (word &- ones &* 0x20) & ~word & highs
+            if special != 0 {
+                at += special.trailingZeroBitCount &>> 3
                 return
             }
             at += 8
+        }
+        while at < bytes.count {
+            let byte = bytes[at]
+            if byte == Self.quote || byte == Self.backslash || byte < 0x20 || byte >= 0x80 { return }
+            at += 1
         }
     }
 
