@@ -84,12 +84,12 @@ final class BenchSocket: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var input = unwrapInboundIn(data)
-        if var kept = pending {
-            kept.writeBuffer(&input)
-            input = kept
-            pending = nil
-        }
         if !upgraded {
+            if var kept = pending {
+                kept.writeBuffer(&input)
+                input = kept
+                pending = nil
+            }
             guard let end = input.readableBytesView.firstRange(of: "\r\n\r\n".utf8) else { pending = input; return }
             let headLength = input.readableBytesView.distance(from: input.readableBytesView.startIndex, to: end.upperBound)
             let head = input.readString(length: headLength) ?? ""
@@ -98,15 +98,60 @@ final class BenchSocket: ChannelInboundHandler {
             delegate?.opened(self)
         }
         let now = BenchClock.now()
-        while let (opcode, payload) = Self.nextFrame(&input) {
-            delegate?.message(self, opcode: opcode, payload: payload, now: now)
+        if var kept = pending {
+            // A frame begun in an earlier read: only the bytes it lacks are copied to it; the
+            // rest of this read is parsed where it lies.
+            while let missing = Self.missingBytes(kept), missing > 0, input.readableBytes > 0 {
+                var part = input.readSlice(length: min(missing, input.readableBytes))!
+                kept.writeBuffer(&part)
+            }
+            if let (opcode, payload) = Self.nextFrame(&kept) {
+                pending = nil
+                delegate?.message(self, opcode: opcode, payload: payload, now: now)
+            } else {
+                pending = kept   // this read ended inside it too
+            }
+        }
+        if pending == nil {
+            while let (opcode, payload) = Self.nextFrame(&input) {
+                delegate?.message(self, opcode: opcode, payload: payload, now: now)
+            }
+            if input.readableBytes > 0 {
+                // A partial frame: its bytes so far, in a buffer that will hold all of it.
+                var rest = context.channel.allocator.buffer(capacity: max(Self.frameSize(input) ?? 0, input.readableBytes, 4096))
+                rest.writeBuffer(&input)
+                pending = rest
+            }
         }
         delegate?.readComplete(self)
-        if input.readableBytes > 0 {
-            // A partial frame: keep its bytes (a copy only for this tail).
-            var rest = context.channel.allocator.buffer(capacity: max(input.readableBytes, 4096))
-            rest.writeBuffer(&input)
-            pending = rest
+    }
+
+    /// How many more bytes the frame at the front of `buffer` needs before its size is known
+    /// or it is complete (never more than that frame's own bytes): 0 when it is complete.
+    static func missingBytes(_ buffer: ByteBuffer) -> Int? {
+        guard buffer.readableBytes >= 2 else { return 2 - buffer.readableBytes }
+        guard let header = headerSize(buffer) else { return nil }
+        guard buffer.readableBytes >= header else { return header - buffer.readableBytes }
+        guard let size = frameSize(buffer) else { return nil }
+        return max(0, size - buffer.readableBytes)
+    }
+
+    /// The header size of the frame at the front of `buffer` (at least 2 bytes readable).
+    private static func headerSize(_ buffer: ByteBuffer) -> Int? {
+        guard let b1: UInt8 = buffer.getInteger(at: buffer.readerIndex + 1) else { return nil }
+        let lengthBytes = b1 & 0x7F == 126 ? 2 : b1 & 0x7F == 127 ? 8 : 0
+        return 2 + lengthBytes + (b1 & 0x80 != 0 ? 4 : 0)
+    }
+
+    /// The whole size of the frame at the front of `buffer`, once its header is there.
+    static func frameSize(_ buffer: ByteBuffer) -> Int? {
+        let start = buffer.readerIndex
+        guard buffer.readableBytes >= 2, let header = headerSize(buffer), buffer.readableBytes >= header,
+              let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
+        switch b1 & 0x7F {
+        case 126: return header + Int(buffer.getInteger(at: start + 2, as: UInt16.self)!)
+        case 127: return header + Int(clamping: buffer.getInteger(at: start + 2, as: UInt64.self)!)
+        case let length: return header + Int(length)
         }
     }
 

@@ -18,9 +18,11 @@ extension FrameCodec {
     /// (keys in any order, JSON whitespace anywhere) as the equivalent binary publish; nil for
     /// anything else (decode it with `decode(_:)`).
     public static func readPublish(_ buffer: ByteBuffer) -> BinaryFrame.Publish? {
-        guard let fields = buffer.withUnsafeReadableBytes({ bytes -> PublishScanner.Fields? in
+        // Filled in place: the fields are too large a value to return from the closure cheaply.
+        var fields = PublishScanner.Fields()
+        guard buffer.withUnsafeReadableBytes({ bytes -> Bool in
             var scanner = PublishScanner(bytes: bytes)
-            return scanner.scan()
+            return scanner.scan(into: &fields)
         }) else { return nil }
         guard let id = fields.id, let channel = fields.channel, !channel.escaped, channel.ascii,
               (fields.text == nil) != (fields.data == nil) else { return nil }
@@ -242,50 +244,50 @@ struct PublishScanner {
 
     init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    /// The fields of a flat object of known keys, each at most once; nil for anything else.
-    mutating func scan() -> Fields? {
-        var fields = Fields()
+    /// Reads the fields of a flat object of known keys, each at most once, into `fields`
+    /// (fresh); false for anything else.
+    mutating func scan(into fields: inout Fields) -> Bool {
         skipSpace()
-        guard take(UInt8(ascii: "{")) else { return nil }
+        guard take(UInt8(ascii: "{")) else { return false }
         skipSpace()
         while true {
-            guard let key = string(), !key.escaped else { return nil }
+            guard let key = string(), !key.escaped else { return false }
             skipSpace()
-            guard take(UInt8(ascii: ":")) else { return nil }
+            guard take(UInt8(ascii: ":")) else { return false }
             skipSpace()
             switch (key.length, bytes[key.start]) {
             case (4, UInt8(ascii: "t")) where equals(key, "type"):
-                guard !fields.type, let value = string(), !value.escaped, equals(value, "publish") else { return nil }
+                guard !fields.type, let value = string(), !value.escaped, equals(value, "publish") else { return false }
                 fields.type = true
             case (2, UInt8(ascii: "i")) where equals(key, "id"):
-                guard fields.id == nil, let value = number() else { return nil }
+                guard fields.id == nil, let value = number() else { return false }
                 fields.id = value
             case (7, UInt8(ascii: "c")) where equals(key, "channel"):
-                guard fields.channel == nil, let value = string() else { return nil }
+                guard fields.channel == nil, let value = string() else { return false }
                 fields.channel = value
             case (4, UInt8(ascii: "t")) where equals(key, "text"):
-                guard fields.text == nil, let value = string() else { return nil }
+                guard fields.text == nil, let value = string() else { return false }
                 fields.text = value
             case (4, UInt8(ascii: "d")) where equals(key, "data"):
-                guard fields.data == nil, let value = string() else { return nil }
+                guard fields.data == nil, let value = string() else { return false }
                 fields.data = value
             case (10, UInt8(ascii: "c")) where equals(key, "customType"):
-                guard fields.customType == nil, let value = string() else { return nil }
+                guard fields.customType == nil, let value = string() else { return false }
                 fields.customType = value
             case (5, UInt8(ascii: "m")) where equals(key, "msgId"):
-                guard fields.msgId == nil, let value = number() else { return nil }
+                guard fields.msgId == nil, let value = number() else { return false }
                 fields.msgId = value
             default:
-                return nil   // unknown, or a field this reader leaves to the decoder (storeInHistory)
+                return false   // unknown, or a field this reader leaves to the decoder (storeInHistory)
             }
             skipSpace()
             if take(UInt8(ascii: ",")) { skipSpace(); continue }
-            guard take(UInt8(ascii: "}")) else { return nil }
+            guard take(UInt8(ascii: "}")) else { return false }
             break
         }
         skipSpace()
-        guard at == bytes.count, fields.type else { return nil }
-        return fields
+        guard at == bytes.count, fields.type else { return false }
+        return true
     }
 
     private mutating func skipSpace() {

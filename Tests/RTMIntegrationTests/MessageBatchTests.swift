@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOEmbedded
 @testable import RTMBench
 import RTMProtocol
 import RTMTestSupport
@@ -231,6 +232,53 @@ struct BenchCounterTests {
         #expect(result.text.contains("SHORTCUTS") && result.text.contains("unmasked-shortcut") && result.text.contains("no-msg-id"))
         let json = String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
         #expect(json.contains("\"shortcuts\":[\"unmasked-shortcut"))
+    }
+
+    @Test("the generator's socket reads every frame whole however the reads split the stream (one byte at a time, inside headers of every length, many frames per read)")
+    func benchSocketSplits() throws {
+        final class Recorder: BenchSocketDelegate {
+            var messages: [[UInt8]] = []
+            func opened(_ socket: BenchSocket) {}
+            func message(_ socket: BenchSocket, opcode: UInt8, payload: ByteBuffer, now: UInt64) {
+                messages.append([opcode] + Array(payload.readableBytesView))
+            }
+            func readComplete(_ socket: BenchSocket) {}
+            func closed(_ socket: BenchSocket) {}
+        }
+        var stream = ByteBuffer(string: "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+        var expected: [[UInt8]] = []
+        for (index, (opcode, length)) in [(1, 5), (2, 300), (2, 70_000), (1, 0), (2, 125), (2, 126), (1, 12), (2, 65_535), (2, 3)].enumerated() {
+            let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+            stream.writeInteger(UInt8(0x80 | opcode))
+            if length < 126 {
+                stream.writeInteger(UInt8(length))
+            } else if length <= 65_535 {
+                stream.writeInteger(UInt8(126))
+                stream.writeInteger(UInt16(length))
+            } else {
+                stream.writeInteger(UInt8(127))
+                stream.writeInteger(UInt64(length))
+            }
+            stream.writeBytes(payload)
+            expected.append([UInt8(opcode)] + payload)
+        }
+        for chunk in [1, 2, 3, 7, 13, 1_000, 4_096, 65_536, stream.readableBytes] {
+            let channel = EmbeddedChannel()
+            let socket = BenchSocket(index: 0, host: "127.0.0.1", port: 1, path: "/", subprotocol: nil)
+            let recorder = Recorder()
+            socket.delegate = recorder
+            try channel.pipeline.syncOperations.addHandler(socket)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            var rest = stream
+            while rest.readableBytes > 0 {
+                try channel.writeInbound(rest.readSlice(length: min(chunk, rest.readableBytes))!)
+            }
+            withExtendedLifetime(recorder) {
+                #expect(recorder.messages.count == expected.count, "reads of \(chunk) bytes")
+                #expect(recorder.messages == expected, "reads of \(chunk) bytes")
+            }
+            _ = try channel.finish()
+        }
     }
 
     @Test("the generator masks as RFC 6455 §5.3 says: a random key per frame (never zero in practice), payload XORed with key byte i mod 4, at every length")
