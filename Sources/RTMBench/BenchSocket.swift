@@ -40,6 +40,8 @@ final class BenchSocket: ChannelInboundHandler {
     private(set) var channel: (any Channel)?
     private var upgraded = false
     private var pending: ByteBuffer?
+    /// The buffer of the last frame that spanned reads, kept for the next one.
+    private var spare: ByteBuffer?
     let index: Int
     private let request: String
     /// Masks what this socket sends: a random key per frame, unless the run takes the
@@ -86,9 +88,9 @@ final class BenchSocket: ChannelInboundHandler {
         var input = unwrapInboundIn(data)
         if !upgraded {
             if var kept = pending {
+                pending = nil
                 kept.writeBuffer(&input)
                 input = kept
-                pending = nil
             }
             guard let end = input.readableBytesView.firstRange(of: "\r\n\r\n".utf8) else { pending = input; return }
             let headLength = input.readableBytesView.distance(from: input.readableBytesView.startIndex, to: end.upperBound)
@@ -100,14 +102,16 @@ final class BenchSocket: ChannelInboundHandler {
         let now = BenchClock.now()
         if var kept = pending {
             // A frame begun in an earlier read: only the bytes it lacks are copied to it; the
-            // rest of this read is parsed where it lies.
+            // rest of this read is parsed where it lies. (`pending` let go first, so that the
+            // kept bytes are not copied on write.)
+            pending = nil
             while let missing = Self.missingBytes(kept), missing > 0, input.readableBytes > 0 {
                 var part = input.readSlice(length: min(missing, input.readableBytes))!
                 kept.writeBuffer(&part)
             }
             if let (opcode, payload) = Self.nextFrame(&kept) {
-                pending = nil
                 delegate?.message(self, opcode: opcode, payload: payload, now: now)
+                spare = kept   // for the next frame that spans reads (fresh memory costs page faults)
             } else {
                 pending = kept   // this read ended inside it too
             }
@@ -118,7 +122,15 @@ final class BenchSocket: ChannelInboundHandler {
             }
             if input.readableBytes > 0 {
                 // A partial frame: its bytes so far, in a buffer that will hold all of it.
-                var rest = context.channel.allocator.buffer(capacity: max(Self.frameSize(input) ?? 0, input.readableBytes, 4096))
+                let capacity = max(Self.frameSize(input) ?? 0, input.readableBytes, 4096)
+                var rest: ByteBuffer
+                if var reused = spare, reused.capacity >= capacity {
+                    spare = nil
+                    reused.clear()   // the frame read from it is gone: no copy
+                    rest = reused
+                } else {
+                    rest = context.channel.allocator.buffer(capacity: capacity)
+                }
                 rest.writeBuffer(&input)
                 pending = rest
             }
