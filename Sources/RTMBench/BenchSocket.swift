@@ -105,7 +105,7 @@ final class BenchSocket: ChannelInboundHandler {
             // rest of this read is parsed where it lies. (`pending` let go first, so that the
             // kept bytes are not copied on write.)
             pending = nil
-            while let missing = Self.missingBytes(kept), missing > 0, input.readableBytes > 0 {
+            while case let missing = Self.missingBytes(kept), missing > 0, input.readableBytes > 0 {
                 var part = input.readSlice(length: min(missing, input.readableBytes))!
                 kept.writeBuffer(&part)
             }
@@ -122,7 +122,7 @@ final class BenchSocket: ChannelInboundHandler {
             }
             if input.readableBytes > 0 {
                 // A partial frame: its bytes so far, in a buffer that will hold all of it.
-                let capacity = max(Self.frameSize(input) ?? 0, input.readableBytes, 4096)
+                let capacity = max(Self.frameBounds(input)?.size ?? 0, input.readableBytes, 4096)
                 var rest: ByteBuffer
                 if var reused = spare, reused.capacity >= capacity {
                     spare = nil
@@ -140,51 +140,39 @@ final class BenchSocket: ChannelInboundHandler {
 
     /// How many more bytes the frame at the front of `buffer` needs before its size is known
     /// or it is complete (never more than that frame's own bytes): 0 when it is complete.
-    static func missingBytes(_ buffer: ByteBuffer) -> Int? {
-        guard buffer.readableBytes >= 2 else { return 2 - buffer.readableBytes }
-        guard let header = headerSize(buffer) else { return nil }
-        guard buffer.readableBytes >= header else { return header - buffer.readableBytes }
-        guard let size = frameSize(buffer) else { return nil }
-        return max(0, size - buffer.readableBytes)
+    static func missingBytes(_ buffer: ByteBuffer) -> Int {
+        guard let b1: UInt8 = buffer.getInteger(at: buffer.readerIndex + 1) else { return 2 - buffer.readableBytes }
+        guard let bounds = frameBounds(buffer) else { return headerSize(b1) - buffer.readableBytes }
+        return max(0, bounds.size - buffer.readableBytes)
     }
 
-    /// The header size of the frame at the front of `buffer` (at least 2 bytes readable).
-    private static func headerSize(_ buffer: ByteBuffer) -> Int? {
-        guard let b1: UInt8 = buffer.getInteger(at: buffer.readerIndex + 1) else { return nil }
+    /// The header's size for a frame whose second byte is `b1` (servers do not mask; a mask
+    /// key is tolerated anyway).
+    private static func headerSize(_ b1: UInt8) -> Int {
         let lengthBytes = b1 & 0x7F == 126 ? 2 : b1 & 0x7F == 127 ? 8 : 0
         return 2 + lengthBytes + (b1 & 0x80 != 0 ? 4 : 0)
     }
 
-    /// The whole size of the frame at the front of `buffer`, once its header is there.
-    static func frameSize(_ buffer: ByteBuffer) -> Int? {
+    /// The header's size and the whole frame's for the frame at the front of `buffer`, once its
+    /// header is there (nil before).
+    static func frameBounds(_ buffer: ByteBuffer) -> (header: Int, size: Int)? {
         let start = buffer.readerIndex
-        guard buffer.readableBytes >= 2, let header = headerSize(buffer), buffer.readableBytes >= header,
-              let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
+        guard let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
+        let header = headerSize(b1)
+        guard buffer.readableBytes >= header else { return nil }
         switch b1 & 0x7F {
-        case 126: return header + Int(buffer.getInteger(at: start + 2, as: UInt16.self)!)
-        case 127: return header + Int(clamping: buffer.getInteger(at: start + 2, as: UInt64.self)!)
-        case let length: return header + Int(length)
+        case 126: return (header, header + Int(buffer.getInteger(at: start + 2, as: UInt16.self)!))
+        case 127: return (header, header + Int(clamping: buffer.getInteger(at: start + 2, as: UInt64.self)!))
+        case let length: return (header, header + Int(length))
         }
     }
 
     /// Parses one complete frame from the front of `buffer`, or nil (buffer untouched).
     static func nextFrame(_ buffer: inout ByteBuffer) -> (UInt8, ByteBuffer)? {
         let start = buffer.readerIndex
-        guard buffer.readableBytes >= 2, let b0: UInt8 = buffer.getInteger(at: start), let b1: UInt8 = buffer.getInteger(at: start + 1) else { return nil }
-        var length = Int(b1 & 0x7F)
-        var offset = 2
-        if length == 126 {
-            guard let l: UInt16 = buffer.getInteger(at: start + 2) else { return nil }
-            length = Int(l)
-            offset = 4
-        } else if length == 127 {
-            guard let l: UInt64 = buffer.getInteger(at: start + 2) else { return nil }
-            length = Int(l)
-            offset = 10
-        }
-        if b1 & 0x80 != 0 { offset += 4 }   // servers do not mask; tolerate it anyway
-        guard buffer.readableBytes >= offset + length, let payload = buffer.getSlice(at: start + offset, length: length) else { return nil }
-        buffer.moveReaderIndex(forwardBy: offset + length)
+        guard let (header, size) = frameBounds(buffer), buffer.readableBytes >= size, let b0: UInt8 = buffer.getInteger(at: start),
+              let payload = buffer.getSlice(at: start + header, length: size - header) else { return nil }
+        buffer.moveReaderIndex(forwardBy: size)
         return (b0 & 0x0F, payload)
     }
 

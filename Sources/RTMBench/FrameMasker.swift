@@ -29,18 +29,12 @@ struct FrameMasker {
     /// payload in place. `length` must be the number of bytes `body` writes.
     @inline(__always)
     mutating func writeFrame(into buffer: inout ByteBuffer, opcode: UInt8, length: Int, body: (inout ByteBuffer) -> Void) {
-        buffer.writeInteger(0x80 | opcode)
-        if length < 126 {
-            buffer.writeInteger(UInt8(0x80 | length))
-        } else if length <= Int(UInt16.max) {
-            buffer.writeInteger(UInt8(0x80 | 126))
-            buffer.writeInteger(UInt16(length))
-        } else {
-            buffer.writeInteger(UInt8(0x80 | 127))
-            buffer.writeInteger(UInt64(length))
-        }
         let key = unmasked ? 0 : nextKey()
-        buffer.writeInteger(key)
+        let header = Self.headerSize(length)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: header) { out in
+            Self.storeHeader(at: out.baseAddress!, opcode: opcode, length: length, key: key)
+            return header
+        }
         let start = buffer.writerIndex
         body(&buffer)
         precondition(buffer.writerIndex - start == length, "frame length \(length) but \(buffer.writerIndex - start) bytes written")
@@ -53,25 +47,37 @@ struct FrameMasker {
     @inline(__always)
     mutating func writeFrame(into buffer: inout ByteBuffer, opcode: UInt8, length: Int, store: (UnsafeMutableRawPointer) -> Void) {
         let key = unmasked ? 0 : nextKey()
-        let header = length < 126 ? 6 : length <= Int(UInt16.max) ? 8 : 14
+        let header = Self.headerSize(length)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: header + length) { out in
             let base = out.baseAddress!
-            base.storeBytes(of: 0x80 | opcode, as: UInt8.self)
-            switch header {
-            case 6:
-                base.storeBytes(of: UInt8(0x80 | length), toByteOffset: 1, as: UInt8.self)
-            case 8:
-                base.storeBytes(of: UInt8(0x80 | 126), toByteOffset: 1, as: UInt8.self)
-                base.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
-            default:
-                base.storeBytes(of: UInt8(0x80 | 127), toByteOffset: 1, as: UInt8.self)
-                base.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
-            }
-            base.storeBytes(of: key.bigEndian, toByteOffset: header - 4, as: UInt32.self)
+            Self.storeHeader(at: base, opcode: opcode, length: length, key: key)
             store(base + header)
             if key != 0 { Self.mask(base + header, count: length, key: key) }
             return header + length
         }
+    }
+
+    /// The size of a client frame's header (with its masking key) for a `length`-byte payload.
+    @inline(__always)
+    static func headerSize(_ length: Int) -> Int {
+        length < 126 ? 6 : length <= Int(UInt16.max) ? 8 : 14
+    }
+
+    /// Stores a final client frame's header: opcode, masked length, masking key.
+    @inline(__always)
+    static func storeHeader(at base: UnsafeMutableRawPointer, opcode: UInt8, length: Int, key: UInt32) {
+        base.storeBytes(of: 0x80 | opcode, as: UInt8.self)
+        switch headerSize(length) {
+        case 6:
+            base.storeBytes(of: UInt8(0x80 | length), toByteOffset: 1, as: UInt8.self)
+        case 8:
+            base.storeBytes(of: UInt8(0x80 | 126), toByteOffset: 1, as: UInt8.self)
+            base.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
+        default:
+            base.storeBytes(of: UInt8(0x80 | 127), toByteOffset: 1, as: UInt8.self)
+            base.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
+        }
+        base.storeBytes(of: key.bigEndian, toByteOffset: headerSize(length) - 4, as: UInt32.self)
     }
 
     /// XORs the bytes from `start` (an absolute index) to the writer index with the key as it
