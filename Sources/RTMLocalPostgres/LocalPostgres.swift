@@ -68,10 +68,25 @@ public final class LocalPostgres: @unchecked Sendable {
         if let runAs {
             try run("/bin/chown", ["-R", runAs, directory.path])
         }
-        let server = LocalPostgres(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
+        var server = LocalPostgres(port: try LoopbackPort.free(), directory: directory, binDirectory: bin, runAsUser: runAs, durable: durable)
         try server.command("initdb", ["-D", server.dataPath, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
-        try server.startNow()
+        try startOnFreePort(&server)
         return server
+    }
+
+    /// Starts `server` for the first time; when its port was taken between the check and the
+    /// bind (a process of another test chose the same one), again on another port, a few times.
+    private static func startOnFreePort(_ server: inout LocalPostgres) throws {
+        for attempt in 1... {
+            do {
+                return try server.startNow()
+            } catch is LocalPostgresError where attempt < 5 && server.log.contains("could not bind") {
+                try? FileManager.default.removeItem(at: server.directory.appendingPathComponent("server.log"))
+                server = LocalPostgres(port: try LoopbackPort.free(), directory: server.directory, binDirectory: server.binDirectory,
+                                       runAsUser: server.runAsUser, durable: server.durable)
+            }
+        }
+        fatalError("unreachable: the last attempt returns or throws")
     }
 
     private var dataPath: String { directory.appendingPathComponent("data").path }
@@ -85,7 +100,13 @@ public final class LocalPostgres: @unchecked Sendable {
         let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c max_connections=200"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             + settings.withLockedValue { $0.map { " -c \($0)" }.joined() }
-        try command("pg_ctl", ["-D", dataPath, "-o", options, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30", "start"])
+        do {
+            try command("pg_ctl", ["-D", dataPath, "-o", options, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30", "start"])
+        } catch let error as LocalPostgresError {
+            // pg_ctl says only "Examine the log output": the log's last lines say why.
+            let tail = log.split(separator: "\n").suffix(5).joined(separator: "\n")
+            throw LocalPostgresError("\(error.description)\nserver log (last lines):\n\(tail)")
+        }
     }
 
     /// Settings for the next `start()` (`name=value`, e.g. `synchronous_commit=on`); they
@@ -116,11 +137,11 @@ public final class LocalPostgres: @unchecked Sendable {
         let replicaDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("rtm-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: replicaDirectory, withIntermediateDirectories: true)
         if let runAsUser { try Self.run("/bin/chown", ["-R", runAsUser, replicaDirectory.path]) }
-        let replica = LocalPostgres(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
+        var replica = LocalPostgres(port: try LoopbackPort.free(), directory: replicaDirectory, binDirectory: binDirectory,
                                          runAsUser: runAsUser, durable: durable)
         try command("pg_basebackup", ["-h", "127.0.0.1", "-p", "\(linkPort ?? port)", "-U", user, "-D", replica.dataPath, "-R", "-X", "stream",
                                       "-d", "application_name=\(name)", "--no-sync"])
-        try replica.startNow()
+        try Self.startOnFreePort(&replica)
         return replica
     }
 
