@@ -30,20 +30,28 @@ final class ConnectionRef: Sendable, Hashable {
     }
     private let sessionAccessBox = NIOLockedValueBox<SessionAccess?>(nil)
     /// The connection's handler, set by it on its loop and read only there: where pre-encoded
-    /// frames go (`writeEncoded`).
-    private let handler: NIOLoopBoundBox<WeakConnectionHandler?>
+    /// frames go (`writeEncoded`). Held strongly until the handler leaves its pipeline
+    /// (`detach`), which ends the cycle with the handler's own reference to this: a weak
+    /// reference would give the handler a side table, and every retain of it (several per read)
+    /// would take the runtime's slow path.
+    private let handler: NIOLoopBoundBox<ConnectionHandler?>
 
     init(id: UInt64, channel: any Channel, loopIndex: Int) {
         self.id = id
         self.channel = channel
         self.loopIndex = loopIndex
         self.connectedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        self.handler = .makeEmptyBox(valueType: WeakConnectionHandler.self, eventLoop: channel.eventLoop)
+        self.handler = .makeEmptyBox(valueType: ConnectionHandler.self, eventLoop: channel.eventLoop)
     }
 
     /// On the connection's loop: its handler takes pre-encoded frames from now on.
     func attach(_ handler: ConnectionHandler) {
-        self.handler.value = WeakConnectionHandler(handler: handler)
+        self.handler.value = handler
+    }
+
+    /// On the connection's loop: its handler left the pipeline; nothing goes to it any more.
+    func detach() {
+        handler.value = nil
     }
 
     /// On the connection's loop: writes `frame`, a whole WebSocket frame already encoded (header
@@ -51,7 +59,7 @@ final class ConnectionRef: Sendable, Hashable {
     /// connection sends its close frame (nothing may follow it). Without a handler (not attached,
     /// or gone), `fallback` is written through the pipeline instead.
     func writeEncoded(_ frame: ByteBuffer, fallback: @autoclosure () -> WebSocketFrame) {
-        if let handler = handler.value?.handler {
+        if let handler = handler.value {
             handler.writeEncoded(frame)
         } else {
             channel.write(fallback(), promise: nil)
@@ -67,7 +75,7 @@ final class ConnectionRef: Sendable, Hashable {
 
     /// The connection's figures for the admin API; on its loop (`fanout`: that loop's).
     func inspect(node: String, fanout: LoopFanout) -> Components.Schemas.Connection {
-        let connectionHandler = handler.value?.handler
+        let connectionHandler = handler.value
         let lastRead = connectionHandler?.lifecycle.lastRead
         // What its channels sent it is counted per channel; added here.
         let channels = connectionHandler.map { handler in handler.localChannels.map { ChannelKey(appId: handler.appId ?? "", name: $0) } } ?? []
@@ -82,13 +90,13 @@ final class ConnectionRef: Sendable, Hashable {
 
     /// On the connection's loop: runs `body` with its handler now (nothing when it is gone).
     func onLoop(_ body: (ConnectionHandler) -> Void) {
-        if let connectionHandler = handler.value?.handler { body(connectionHandler) }
+        if let connectionHandler = handler.value { body(connectionHandler) }
     }
 
     /// Runs `body` with the connection's handler on its loop (nothing when it is gone).
     func withHandler(_ body: @escaping @Sendable (ConnectionHandler) -> Void) {
         channel.eventLoop.execute { [handler] in
-            if let connectionHandler = handler.value?.handler { body(connectionHandler) }
+            if let connectionHandler = handler.value { body(connectionHandler) }
         }
     }
 
@@ -108,7 +116,3 @@ struct ChannelKey: Hashable, Sendable {
     let name: String
 }
 
-/// A connection's handler, not kept alive by the `ConnectionRef` it owns.
-struct WeakConnectionHandler {
-    weak var handler: ConnectionHandler?
-}

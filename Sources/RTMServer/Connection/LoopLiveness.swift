@@ -76,7 +76,8 @@ final class LoopLiveness: @unchecked Sendable {
 
     /// Looks at the connections whose state changed since the last look, or whose deadline or
     /// silence threshold (`ServerConnectionStateMachine.nextCheck`) came: an idle connection is
-    /// looked at about once per heartbeat, not at every sweep.
+    /// looked at about once per read timeout (its reads do not ask for a look,
+    /// `ConnectionHandler.noteRead`), not at every sweep.
     private func sweep() {
         let now = NIODeadline.now()
         let nanos = now.uptimeNanoseconds

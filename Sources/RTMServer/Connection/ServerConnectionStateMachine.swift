@@ -128,7 +128,36 @@ struct ServerConnectionStateMachine {
         var close: TimeAmount
     }
 
-    private(set) var state: State = .accepted
+    private(set) var state: State = .accepted {
+        didSet { phase = Phase(state) }
+    }
+    /// What the deadlines, the sweep and every read ask of the state, kept beside it as plain
+    /// values (set at each change of state): reading a state's payload (a session's key and
+    /// grants) copies and retains it, and the loop's sweep and each read batch ask these of
+    /// every connection, idle ones included.
+    private var phase = Phase(.accepted)
+
+    /// The state's kind and the plain values of its payload that the deadlines depend on.
+    private struct Phase {
+        enum Kind { case accepted, upgraded, awaitingCluster, loggedIn, joined, ending, closed }
+        var kind: Kind
+        /// `ending`: since when.
+        var endingSince: NIODeadline?
+        /// `loggedIn`: its silence (§1.7).
+        var silence: Silence?
+
+        init(_ state: State) {
+            switch state {
+            case .accepted: kind = .accepted
+            case .upgraded: kind = .upgraded
+            case .awaitingCluster: kind = .awaitingCluster
+            case .loggedIn(_, _, let silence): kind = .loggedIn; self.silence = silence
+            case .joined: kind = .joined
+            case .ending(let since, _, _, _): kind = .ending; endingSince = since
+            case .closed: kind = .closed
+            }
+        }
+    }
     let acceptedAt: NIODeadline
     let timeouts: Timeouts
     /// Logged in or joined: the read timeout (heartbeat + slack, or the stream timeout).
@@ -162,10 +191,7 @@ struct ServerConnectionStateMachine {
     }
 
     /// Logged in (a session whose silence the loop's sweep watches).
-    var isLoggedIn: Bool {
-        if case .loggedIn = state { return true }
-        return false
-    }
+    var isLoggedIn: Bool { phase.kind == .loggedIn }
 
     /// The session the hub holds for this connection: logged in, or admitted and waiting for
     /// the cluster (losing the connection gives it its grace window).
@@ -227,10 +253,10 @@ struct ServerConnectionStateMachine {
 
     /// When the connection is due, given when it last read a whole frame; nil once closed.
     var deadline: NIODeadline? {
-        switch state {
+        switch phase.kind {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
         case .loggedIn, .joined: tokenExpiry.map { min($0, lastRead + readTimeout) } ?? lastRead + readTimeout
-        case .ending(let since, _, _, _): since + timeouts.close
+        case .ending: phase.endingSince.map { $0 + timeouts.close }
         case .closed: nil
         }
     }
@@ -239,7 +265,7 @@ struct ServerConnectionStateMachine {
     /// when the silence of a logged-in session passes its threshold (§1.7), whichever is first;
     /// nil once closed.
     var nextCheck: NIODeadline? {
-        guard case .loggedIn(_, _, let silence) = state, !silence.reported else { return deadline }
+        guard let silence = phase.silence, !silence.reported else { return deadline }
         let silent = lastRead + silence.threshold
         return deadline.map { min($0, silent) } ?? silent
     }
@@ -394,22 +420,21 @@ struct ServerConnectionStateMachine {
     /// The loop's sweep: a logged-in user silent for longer than its threshold since its last read
     /// is to be reported unreachable (returned, once).
     mutating func silent(now: NIODeadline) -> UserKey? {
-        guard case .loggedIn(let key, let access, var silence) = state, !silence.reported, now - lastRead > silence.threshold else { return nil }
+        // The plain values first: the sweep asks this of every logged-in connection it looks at.
+        guard let watched = phase.silence, !watched.reported, now - lastRead > watched.threshold,
+              case .loggedIn(let key, let access, var silence) = state else { return nil }
         silence.reported = true
         state = .loggedIn(key, access: access, silence: silence)
         return key
     }
 
     /// Whether the user was reported unreachable (cheap: checked at every read batch).
-    var isReportedSilent: Bool {
-        if case .loggedIn(_, _, let silence) = state { return silence.reported }
-        return false
-    }
+    var isReportedSilent: Bool { phase.silence?.reported ?? false }
 
     /// A read batch ended: a user reported unreachable spoke again and is to be reported
     /// online (returned, once).
     mutating func spoke() -> UserKey? {
-        guard case .loggedIn(let key, let access, var silence) = state, silence.reported else { return nil }
+        guard phase.silence?.reported == true, case .loggedIn(let key, let access, var silence) = state else { return nil }
         silence.reported = false
         state = .loggedIn(key, access: access, silence: silence)
         return key
@@ -420,7 +445,7 @@ struct ServerConnectionStateMachine {
     /// Whether anything may still be sent: not once closing (RFC 6455 §5.5.1: nothing after a
     /// close frame; and nothing to a socket being dropped).
     var maySend: Bool {
-        switch state {
+        switch phase.kind {
         case .ending, .closed: false
         case .accepted, .upgraded, .awaitingCluster, .loggedIn, .joined: true
         }
