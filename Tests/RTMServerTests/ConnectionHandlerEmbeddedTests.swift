@@ -51,6 +51,36 @@ struct ConnectionHandlerEmbeddedTests {
         #expect(alice.channel.isActive)
     }
 
+    @Test("H-2, §1.7: a read tells the loop's sweep when to look next, without a look (an idle connection that pings is looked at only when its silence threshold or deadline comes); any other change asks for a look")
+    func readMovesNextLook() async throws {
+        let server = try EmbeddedServer()
+        let alice = try await server.connect()
+        try await Self.login(alice, user: "alice")
+        typealias Look = (touched: Bool, next: UInt64, nextCheck: UInt64)
+        let look: @Sendable (ConnectionHandler) -> Look = { handler in
+            (handler.livenessTouched, handler.livenessSlot.map { handler.fanout.liveness.nextLook($0) } ?? .max,
+             handler.lifecycle.nextCheck?.uptimeNanoseconds ?? 0)
+        }
+        // The login changed the state: a look at the next sweep.
+        let afterLogin = try await alice.inspect(look)
+        #expect(afterLogin.touched && afterLogin.next == 0)
+        await server.loop.advanceTime(by: .milliseconds(300))   // one sweep (every 250 ms)
+        let looked = try await alice.inspect(look)
+        #expect(!looked.touched)
+        #expect(looked.next == looked.nextCheck && looked.next > 0)
+        // A ping: the next look moves with its read (the silence threshold counts from it).
+        try await alice.send(#"{"type":"ping","ts":1}"#)
+        _ = try await alice.receivedJSON()
+        let pinged = try await alice.inspect(look)
+        #expect(!pinged.touched)
+        #expect(pinged.next == pinged.nextCheck && pinged.next > looked.next)
+        // A change of state (a subscription) asks for a look again.
+        try await alice.send(#"{"type":"subscribe","id":2,"channel":"room"}"#)
+        _ = try await alice.receivedJSON()
+        let subscribed = try await alice.inspect(look)
+        #expect(subscribed.touched && subscribed.next == 0)
+    }
+
     @Test("H-1: a JSON ping is answered with the codec's pong bytes in one text frame, on the fast path and off it")
     func pongBytes() async throws {
         let server = try EmbeddedServer()

@@ -37,6 +37,10 @@ final class LoopLiveness: @unchecked Sendable {
     /// Connections watched (tests check that closed ones leave).
     var count: Int { handlers.count - freeSlots.count }
 
+    /// When the sweep looks at the connection in `slot` next, in uptime nanoseconds (0: at the
+    /// next sweep); for tests.
+    func nextLook(_ slot: Int) -> UInt64 { checks[slot] }
+
     /// Watches a connection until `unwatch`.
     func watch(_ handler: ConnectionHandler) {
         eventLoop.assertInEventLoop()
@@ -74,10 +78,18 @@ final class LoopLiveness: @unchecked Sendable {
         checks[slot] = 0
     }
 
+    /// The connection in `slot` read a frame and nothing else changed since the last look: the
+    /// next look is at `check` (its `nextCheck` after the read; a read only moves it later),
+    /// without a look now.
+    @inline(__always)
+    func postpone(_ slot: Int, until check: NIODeadline?) {
+        checks[slot] = check?.uptimeNanoseconds ?? 0
+    }
+
     /// Looks at the connections whose state changed since the last look, or whose deadline or
     /// silence threshold (`ServerConnectionStateMachine.nextCheck`) came: an idle connection is
-    /// looked at about once per read timeout (its reads do not ask for a look,
-    /// `ConnectionHandler.noteRead`), not at every sweep.
+    /// looked at only when its deadline or silence threshold comes (its reads move its next look,
+    /// `postpone`), not at every sweep.
     private func sweep() {
         let now = NIODeadline.now()
         let nanos = now.uptimeNanoseconds

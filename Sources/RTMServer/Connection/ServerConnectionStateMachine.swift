@@ -191,6 +191,7 @@ struct ServerConnectionStateMachine {
     }
 
     /// Logged in (a session whose silence the loop's sweep watches).
+    @inline(__always)
     var isLoggedIn: Bool { phase.kind == .loggedIn }
 
     /// The session the hub holds for this connection: logged in, or admitted and waiting for
@@ -252,6 +253,7 @@ struct ServerConnectionStateMachine {
     }
 
     /// When the connection is due, given when it last read a whole frame; nil once closed.
+    @inline(__always)
     var deadline: NIODeadline? {
         switch phase.kind {
         case .accepted, .upgraded, .awaitingCluster: acceptedAt + timeouts.login
@@ -264,6 +266,7 @@ struct ServerConnectionStateMachine {
     /// Until when nothing can come due as long as the state does not change: the deadline, or
     /// when the silence of a logged-in session passes its threshold (§1.7), whichever is first;
     /// nil once closed.
+    @inline(__always)
     var nextCheck: NIODeadline? {
         guard let silence = phase.silence, !silence.reported else { return deadline }
         let silent = lastRead + silence.threshold
@@ -429,6 +432,7 @@ struct ServerConnectionStateMachine {
     }
 
     /// Whether the user was reported unreachable (cheap: checked at every read batch).
+    @inline(__always)
     var isReportedSilent: Bool { phase.silence?.reported ?? false }
 
     /// A read batch ended: a user reported unreachable spoke again and is to be reported
@@ -444,6 +448,7 @@ struct ServerConnectionStateMachine {
 
     /// Whether anything may still be sent: not once closing (RFC 6455 §5.5.1: nothing after a
     /// close frame; and nothing to a socket being dropped).
+    @inline(__always)
     var maySend: Bool {
         switch phase.kind {
         case .ending, .closed: false
