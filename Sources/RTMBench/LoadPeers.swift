@@ -624,14 +624,31 @@ enum ByteSearch {
 /// The peers of one event loop, for its heartbeat timer; confined to that loop.
 final class PeerList: @unchecked Sendable {
     var peers: [BenchPeer] = []
+    /// Ticks so far (`pingSlice`).
+    private var tick = 0
+    /// The heartbeat (5 s, the default) is spread over this many ticks.
+    static let slices = 100
 
     /// Starts sending every peer of `loop` a protocol ping every 5 s (the default heartbeat),
-    /// from now on, also for peers added later.
+    /// from now on, also for peers added later. The pings are spread over the 5 s, a slice of
+    /// the peers every 50 ms, as independent clients' heartbeats are: all at once, the server
+    /// would read thousands of them per wake-up, which no real set of clients does.
     static func heartbeats(on loops: [any EventLoop]) -> (lists: [PeerList], tasks: [RepeatedTask]) {
         let lists = loops.map { _ in PeerList() }
+        let interval = TimeAmount.milliseconds(5_000 / Int64(slices))
         let tasks = zip(loops, lists).map { loop, list in
-            loop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { _ in for peer in list.peers { peer.ping() } }
+            loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in list.pingSlice() }
         }
         return (lists, tasks)
+    }
+
+    /// Pings the peers of this tick's slice (every `slices`-th, from the tick's number on).
+    private func pingSlice() {
+        var index = tick % Self.slices
+        tick &+= 1
+        while index < peers.count {
+            peers[index].ping()
+            index += Self.slices
+        }
     }
 }
