@@ -176,14 +176,13 @@ final class ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
         flushPublishes(context: context)   // keep the client's order of requests
         guard intake.held == nil else { return false }   // behind a publish the hook is asked about
         count(payload)
+        noteRead(at: .now())   // before any request runs: the publish rate and the replies count from it
         if let ts = ping {
             // The heartbeat (SPEC H-1): answered without JSON machinery, as one framed buffer
-            // (idle servers mostly do this). Its read is noted when the read batch ends
-            // (channelReadComplete), as a publish's.
+            // (idle servers mostly do this).
             outbox?.pong(ts: ts)
             return true
         }
-        noteRead(at: .now())
         let decoded: Frame
         do {
             decoded = try FrameCodec.decode(payload)
