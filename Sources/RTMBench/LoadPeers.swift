@@ -642,13 +642,15 @@ final class PeerList: @unchecked Sendable {
         return (lists, tasks)
     }
 
-    /// Pings the peers of this tick's slice (every `slices`-th, from the tick's number on).
+    /// Pings the peers of this tick's slice.
     private func pingSlice() {
-        var index = tick % Self.slices
+        for index in Self.slice(tick: tick, of: peers.count) { peers[index].ping() }
         tick &+= 1
-        while index < peers.count {
-            peers[index].ping()
-            index += Self.slices
-        }
+    }
+
+    /// The peers a tick pings, of `count`: every `slices`-th, from the tick's number on, so
+    /// that `slices` consecutive ticks ping each peer once.
+    static func slice(tick: Int, of count: Int) -> StrideTo<Int> {
+        stride(from: tick % slices, to: count, by: slices)
     }
 }

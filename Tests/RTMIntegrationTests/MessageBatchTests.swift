@@ -281,6 +281,21 @@ struct BenchCounterTests {
         }
     }
 
+    @Test("H-1: the generator's heartbeats are spread over their period as independent clients' are: any run of consecutive ticks as long as the period pings every peer once, each tick a slice of at most one in a hundred")
+    func heartbeatsSpread() {
+        for count in [0, 1, 99, 100, 101, 15_000] {
+            for first in [0, 37, 250] {
+                var pinged = [Int](repeating: 0, count: count)
+                for tick in first..<(first + PeerList.slices) {
+                    let slice = Array(PeerList.slice(tick: tick, of: count))
+                    #expect(slice.count <= (count + PeerList.slices - 1) / PeerList.slices)
+                    for index in slice { pinged[index] += 1 }
+                }
+                #expect(pinged.allSatisfy { $0 == 1 }, "\(count) peers from tick \(first)")
+            }
+        }
+    }
+
     @Test("the generator masks as RFC 6455 §5.3 says: a random key per frame (never zero in practice), payload XORed with key byte i mod 4, at every length")
     func masking() {
         var masker = FrameMasker()
